@@ -1,0 +1,83 @@
+#include "ember/core/device.hpp"
+
+#include "ember/core/error.hpp"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ember {
+
+int cuda_device_count() {
+#if EMBER_WITH_CUDA
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();  // no driver or no device: not an error for a CPU run
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+void require_cuda_device(int device, const char* what) {
+  const int n = cuda_device_count();
+  if (n == 0) throw_cuda_unavailable(what);
+  if (device < 0 || device >= n) {
+    EMBER_THROW_AS(CudaUnavailableError, what, " asked for cuda:", device, " but only ", n,
+                   " CUDA device(s) are visible");
+  }
+}
+
+#if EMBER_WITH_CUDA
+
+int current_device() {
+  int d = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int device) {
+  require_cuda_device(device, "set_device");
+  EMBER_CUDA_CHECK(cudaSetDevice(device));
+}
+
+void synchronize_device(int device) {
+  DeviceGuard guard(device);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+DeviceMemoryInfo device_memory_info(int device) {
+  DeviceGuard guard(device);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  EMBER_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return {free_bytes, total_bytes};
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  require_cuda_device(device, "DeviceGuard");
+  EMBER_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) EMBER_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+}
+
+#else
+
+int current_device() { throw_cuda_unavailable("current_device"); }
+void set_device(int) { throw_cuda_unavailable("set_device"); }
+void synchronize_device(int) { throw_cuda_unavailable("synchronize_device"); }
+DeviceMemoryInfo device_memory_info(int) { throw_cuda_unavailable("device_memory_info"); }
+DeviceGuard::DeviceGuard(int) { throw_cuda_unavailable("DeviceGuard"); }
+DeviceGuard::~DeviceGuard() = default;
+
+#endif
+
+}  // namespace ember

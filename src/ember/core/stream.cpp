@@ -1,0 +1,157 @@
+#include "ember/core/stream.hpp"
+
+#include <array>
+#include <mutex>
+
+#include "ember/core/error.hpp"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ember {
+
+namespace {
+constexpr int kMaxDevices = 64;
+thread_local std::array<StreamHandle, kMaxDevices> t_current_stream{};
+
+void check_device_index(int device) {
+  EMBER_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device,
+              " is out of range [0, ", kMaxDevices, ")");
+}
+}  // namespace
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    Stream doomed(std::move(*this));
+    handle_ = std::exchange(other.handle_, nullptr);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    Event doomed(std::move(*this));
+    handle_ = std::exchange(other.handle_, nullptr);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+StreamGuard::StreamGuard(int device, StreamHandle stream) : device_(device) {
+  check_device_index(device);
+  previous_ = t_current_stream[device];
+  t_current_stream[device] = stream;
+}
+
+StreamGuard::~StreamGuard() { t_current_stream[device_] = previous_; }
+
+StreamHandle current_stream(int device) {
+  check_device_index(device);
+  StreamHandle s = t_current_stream[device];
+  return s != nullptr ? s : default_stream(device);
+}
+
+#if EMBER_WITH_CUDA
+
+Stream Stream::create(int device, int priority) {
+  DeviceGuard guard(device);
+  Stream s;
+  cudaStream_t handle = nullptr;
+  EMBER_CUDA_CHECK(cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, priority));
+  s.handle_ = handle;
+  s.device_ = device;
+  return s;
+}
+
+Stream::~Stream() {
+  if (handle_ != nullptr) (void)cudaStreamDestroy(handle_);
+}
+
+void Stream::synchronize() const { synchronize_stream(handle_); }
+
+Event Event::create(int device, bool timing) {
+  DeviceGuard guard(device);
+  Event e;
+  cudaEvent_t handle = nullptr;
+  EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&handle, timing ? cudaEventDefault
+                                                            : cudaEventDisableTiming));
+  e.handle_ = handle;
+  e.device_ = device;
+  return e;
+}
+
+Event::~Event() {
+  if (handle_ != nullptr) (void)cudaEventDestroy(handle_);
+}
+
+void Event::record(StreamHandle stream) {
+  EMBER_CHECK(handle_ != nullptr, "recording an empty Event");
+  EMBER_CUDA_CHECK(cudaEventRecord(handle_, stream));
+}
+
+bool Event::query() const {
+  EMBER_CHECK(handle_ != nullptr, "querying an empty Event");
+  const cudaError_t status = cudaEventQuery(handle_);
+  if (status == cudaSuccess) return true;
+  if (status == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  EMBER_CUDA_CHECK(status);
+  return false;
+}
+
+void Event::synchronize() const {
+  EMBER_CHECK(handle_ != nullptr, "synchronizing an empty Event");
+  EMBER_CUDA_CHECK(cudaEventSynchronize(handle_));
+}
+
+void Event::block(StreamHandle stream) const {
+  EMBER_CHECK(handle_ != nullptr, "waiting on an empty Event");
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream, handle_, 0));
+}
+
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0;
+  EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, start.handle_, end.handle_));
+  return ms;
+}
+
+StreamHandle default_stream(int device) {
+  check_device_index(device);
+  require_cuda_device(device, "default_stream");
+  // Created on first use and kept for the life of the process: streams are cheap to keep and
+  // destroying them at static-destruction time races the CUDA runtime's own teardown.
+  static std::array<std::once_flag, kMaxDevices> once;
+  static std::array<StreamHandle, kMaxDevices> streams{};
+  std::call_once(once[device], [device] {
+    DeviceGuard guard(device);
+    cudaStream_t s = nullptr;
+    EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    streams[device] = s;
+  });
+  return streams[device];
+}
+
+void synchronize_stream(StreamHandle stream) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+#else
+
+Stream Stream::create(int, int) { throw_cuda_unavailable("Stream::create"); }
+Stream::~Stream() = default;
+void Stream::synchronize() const { throw_cuda_unavailable("Stream::synchronize"); }
+Event Event::create(int, bool) { throw_cuda_unavailable("Event::create"); }
+Event::~Event() = default;
+void Event::record(StreamHandle) { throw_cuda_unavailable("Event::record"); }
+bool Event::query() const { throw_cuda_unavailable("Event::query"); }
+void Event::synchronize() const { throw_cuda_unavailable("Event::synchronize"); }
+void Event::block(StreamHandle) const { throw_cuda_unavailable("Event::block"); }
+float Event::elapsed_ms(const Event&, const Event&) { throw_cuda_unavailable("Event::elapsed_ms"); }
+StreamHandle default_stream(int) { throw_cuda_unavailable("default_stream"); }
+void synchronize_stream(StreamHandle) { throw_cuda_unavailable("synchronize_stream"); }
+
+#endif
+
+}  // namespace ember

@@ -1,0 +1,85 @@
+// CUDA streams and events as owning values, and the "current stream" of each device.
+//
+// Work Ember launches without naming a stream goes to current_stream(device): by default one
+// non-blocking stream per device that lives for the whole process (never the legacy default
+// stream, which would serialise everything); StreamGuard switches it for the current thread.
+#pragma once
+
+#include <utility>
+
+#include "ember/core/device.hpp"
+
+namespace ember {
+
+class Stream {
+ public:
+  Stream() = default;
+  // A new non-blocking stream on `device`. Lower priority numbers run first (CUDA's convention).
+  static Stream create(int device, int priority = 0);
+  ~Stream();
+  Stream(Stream&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  StreamHandle handle() const { return handle_; }
+  int device() const { return device_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+  void synchronize() const;
+
+ private:
+  StreamHandle handle_ = nullptr;
+  int device_ = 0;
+};
+
+class Event {
+ public:
+  Event() = default;
+  // With timing off the event is cheaper to record and to wait on; benchmarks ask for timing.
+  static Event create(int device, bool timing = false);
+  ~Event();
+  Event(Event&& other) noexcept
+      : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  EventHandle handle() const { return handle_; }
+  int device() const { return device_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+
+  void record(StreamHandle stream);
+  // True once all work recorded before the event has completed.
+  bool query() const;
+  void synchronize() const;
+  // Makes `stream` wait (on the device, without blocking the host) for this event.
+  void block(StreamHandle stream) const;
+  // Milliseconds between two recorded timing events.
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  EventHandle handle_ = nullptr;
+  int device_ = 0;
+};
+
+// The stream Ember uses on `device` when none is named (see the file comment).
+StreamHandle current_stream(int device);
+// The process-wide compute stream of `device`, whatever the thread's current stream is.
+StreamHandle default_stream(int device);
+void synchronize_stream(StreamHandle stream);
+
+// Sets the current thread's current stream for `device` until the guard goes.
+class StreamGuard {
+ public:
+  StreamGuard(int device, StreamHandle stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  StreamHandle previous_;
+};
+
+}  // namespace ember

@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include "support/test_support.hpp"
+
+namespace ember::testing {
+
+std::uint64_t run_seed() {
+  static const std::uint64_t seed = [] {
+    if (const char* env = std::getenv("EMBER_TEST_SEED"); env != nullptr && *env != '\0') {
+      return static_cast<std::uint64_t>(std::strtoull(env, nullptr, 10));
+    }
+    return static_cast<std::uint64_t>(
+        std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  }();
+  return seed;
+}
+
+std::mt19937_64 make_rng(std::uint64_t salt) {
+  std::uint64_t h = run_seed() ^ (salt * 0x9e3779b97f4a7c15ull);
+  if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    for (const char* p : {info->test_suite_name(), info->name()}) {
+      for (; *p != 0; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 0x100000001b3ull;
+    }
+  }
+  return std::mt19937_64(h);
+}
+
+std::optional<std::filesystem::path> shared_data_dir() {
+  namespace fs = std::filesystem;
+  const fs::path source(EMBER_SOURCE_DIR);
+  for (const fs::path& candidate : {source / ".." / "shared" / "data", source / "shared" / "data"}) {
+    std::error_code ec;
+    if (fs::is_directory(candidate, ec)) return fs::weakly_canonical(candidate);
+  }
+  return std::nullopt;
+}
+
+ScratchDir::ScratchDir() {
+  static std::atomic<int> counter{0};
+  const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+  path_ = std::filesystem::temp_directory_path() /
+          ("ember-test-" + std::to_string(stamp) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(path_);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace ember::testing
