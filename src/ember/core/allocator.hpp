@@ -38,6 +38,7 @@ class Allocator {
 // Aligned malloc/free.
 class HostAllocator final : public Allocator {
  public:
+  using Allocator::allocate;
   Place place() const override { return Place::host(); }
   std::string name() const override { return "host"; }
   void* allocate(std::size_t bytes) override;
@@ -47,6 +48,7 @@ class HostAllocator final : public Allocator {
 // cudaHostAlloc/cudaFreeHost: page-locked host memory, usable for asynchronous copies.
 class PinnedHostAllocator final : public Allocator {
  public:
+  using Allocator::allocate;
   Place place() const override { return Place::pinned(); }
   std::string name() const override { return "pinned"; }
   void* allocate(std::size_t bytes) override;
@@ -56,6 +58,7 @@ class PinnedHostAllocator final : public Allocator {
 // cudaMallocManaged/cudaFree: unified memory.
 class ManagedAllocator final : public Allocator {
  public:
+  using Allocator::allocate;
   Place place() const override { return Place::managed(); }
   std::string name() const override { return "managed"; }
   void* allocate(std::size_t bytes) override;
@@ -65,6 +68,7 @@ class ManagedAllocator final : public Allocator {
 // cudaMalloc/cudaFree on one device.
 class DeviceAllocator final : public Allocator {
  public:
+  using Allocator::allocate;
   explicit DeviceAllocator(int device) : device_(device) {}
   Place place() const override { return Place::cuda(device_); }
   std::string name() const override { return "cuda_raw"; }
