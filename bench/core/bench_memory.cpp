@@ -671,14 +671,14 @@ void run_pinned_and_copies() {
   // Churn: Ember's caching pinned allocator against cudaHostAlloc/cudaFreeHost.
   std::mt19937_64 rng(41);
   std::vector<std::size_t> sizes(200000);
-  for (auto& s : sizes) s = log_uniform(rng, 4 * KiB, 16 * MiB);
+  for (auto& s : sizes) s = log_uniform(rng, 4 * KiB, 4 * MiB);
   {
     CachingPinnedAllocator pinned(make_cuda_pinned_backend());
     std::vector<void*> live;
     std::size_t ops = 0;
     const auto t0 = Clock::now();
     for (std::size_t i = 0; i < sizes.size(); ++i) {
-      if (live.size() < 8 || (live.size() < 64 && rng() % 2 == 0)) {
+      if (live.size() < 8 || (live.size() < 32 && rng() % 2 == 0)) {
         live.push_back(pinned.allocate(sizes[i]));
       } else {
         const std::size_t k = rng() % live.size();
