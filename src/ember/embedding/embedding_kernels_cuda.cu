@@ -355,6 +355,97 @@ __global__ void update_kernel(Segments seg, const std::int64_t* __restrict__ ent
   }
 }
 
+__device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ inline void store4(float* p, const float4& v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ inline float& lane_of(float4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The fused update for vec_size % 4 == 0: lane l owns columns 4l..4l+3 of each 128-column pass.
+// The entries' bags and scales are fetched 32 at a time (a lane each) and shuffled out, so each
+// entry costs one 16-byte gradient load per lane; weight and state are loaded before the
+// gradient loop so their latency overlaps it. Gradients add in entry order, like the CPU.
+__global__ void update4_kernel(Segments seg, const std::int64_t* __restrict__ entry_bag,
+                               const float* __restrict__ scale, const float* __restrict__ grad,
+                               float* __restrict__ values, std::int64_t vec_size, RowStates st,
+                               std::int64_t step, UpdateStep u, LazyParams lazy, bool use_lazy) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t passes = (vec_size + 127) / 128;
+  for (std::int64_t k = global_warp(); k < seg.count; k += warp_count()) {
+    const std::int64_t r = seg.unique_rows[k];
+    if (r < 0) continue;
+    const std::int64_t begin = seg.offsets[k], end = seg.offsets[k + 1];
+    const std::int64_t last = st.last_step != nullptr ? st.last_step[r] : step - 1;
+    for (std::int64_t pass = 0; pass < passes; ++pass) {
+      const std::int64_t c = 4 * lane + 128 * pass;
+      const bool active = c < vec_size;
+      const std::int64_t at = r * vec_size + c;
+      const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 w = active ? load4(values + at) : zero;
+      float4 s0 = active && st.s0 ? load4(st.s0 + at) : zero;
+      float4 s1 = active && st.s1 ? load4(st.s1 + at) : zero;
+      float4 g = zero;
+      for (std::int64_t base = begin; base < end; base += 32) {
+        const int m = static_cast<int>(end - base < 32 ? end - base : 32);
+        std::int64_t my_bag = 0;
+        float my_scale = 0.f;
+        if (lane < m) {
+          my_bag = entry_bag[seg.sorted_entries[base + lane]];
+          my_scale = scale[my_bag];
+        }
+        int j = 0;
+        for (; j + 4 <= m; j += 4) {
+          std::int64_t b[4];
+          float sc[4];
+          float4 v[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            b[q] = __shfl_sync(0xffffffffu, my_bag, j + q);
+            sc[q] = __shfl_sync(0xffffffffu, my_scale, j + q);
+          }
+          if (active) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = load4(grad + b[q] * vec_size + c);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              g.x += v[q].x * sc[q];
+              g.y += v[q].y * sc[q];
+              g.z += v[q].z * sc[q];
+              g.w += v[q].w * sc[q];
+            }
+          }
+        }
+        for (; j < m; ++j) {
+          const std::int64_t b = __shfl_sync(0xffffffffu, my_bag, j);
+          const float sc = __shfl_sync(0xffffffffu, my_scale, j);
+          if (active) {
+            const float4 v = load4(grad + b * vec_size + c);
+            g.x += v.x * sc;
+            g.y += v.y * sc;
+            g.z += v.z * sc;
+            g.w += v.w * sc;
+          }
+        }
+      }
+      if (active) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float& wi = lane_of(w, i);
+          float& a = lane_of(s0, i);
+          float& b = lane_of(s1, i);
+          if (use_lazy && last < step - 1) catch_up(lazy, wi, a, b, last, step - 1);
+          apply_update(u, wi, lane_of(g, i), a, b);
+        }
+        store4(values + at, w);
+        if (st.s0) store4(st.s0 + at, s0);
+        if (st.s1) store4(st.s1 + at, s1);
+      }
+    }
+    __syncwarp();
+    if (lane == 0 && st.last_step != nullptr) st.last_step[r] = step;
+  }
+}
+
 __global__ void untouched_kernel(std::int64_t rows, float* __restrict__ values,
                                  std::int64_t vec_size, RowStates st, std::int64_t step,
                                  UpdateStep u) {
@@ -519,9 +610,16 @@ void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float
                  std::int64_t step, const UpdateStep& u, const LazyParams* lazy,
                  StreamHandle stream) {
   if (seg.count == 0) return;
-  update_kernel<<<blocks_for_warps(seg.count), kThreads, 0, stream>>>(
-      seg, entry_bag, scale, grad, values, vec_size, states, step, u,
-      lazy != nullptr ? *lazy : LazyParams{}, lazy != nullptr);
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  const LazyParams lp = lazy != nullptr ? *lazy : LazyParams{};
+  if (vec_size % 4 == 0 && aligned(values) && aligned(grad) && aligned(states.s0) &&
+      aligned(states.s1)) {
+    update4_kernel<<<blocks_for_warps(seg.count), kThreads, 0, stream>>>(
+        seg, entry_bag, scale, grad, values, vec_size, states, step, u, lp, lazy != nullptr);
+  } else {
+    update_kernel<<<blocks_for_warps(seg.count), kThreads, 0, stream>>>(
+        seg, entry_bag, scale, grad, values, vec_size, states, step, u, lp, lazy != nullptr);
+  }
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
