@@ -323,6 +323,16 @@ __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int6
   }
 }
 
+// Gradient sums use separately rounded multiply and add (no fused multiply-add), in entry
+// order: bitwise the CPU's sums. Optimizers like Adam and AdaGrad divide by the gradient's own
+// magnitude, so a last-bit difference in a sum that nearly cancels would otherwise show.
+__device__ inline void add_scaled(float4& g, const float4& v, float s) {
+  g.x = __fadd_rn(g.x, __fmul_rn(v.x, s));
+  g.y = __fadd_rn(g.y, __fmul_rn(v.y, s));
+  g.z = __fadd_rn(g.z, __fmul_rn(v.z, s));
+  g.w = __fadd_rn(g.w, __fmul_rn(v.w, s));
+}
+
 __global__ void update_kernel(Segments seg, const std::int64_t* __restrict__ entry_bag,
                               const float* __restrict__ scale, const float* __restrict__ grad,
                               float* __restrict__ values, std::int64_t vec_size, RowStates st,
@@ -340,7 +350,7 @@ __global__ void update_kernel(Segments seg, const std::int64_t* __restrict__ ent
       float g = 0.f;
       for (std::int64_t i = begin; i < end; ++i) {
         const std::int64_t bag = entry_bag[seg.sorted_entries[i]];
-        g += grad[bag * vec_size + c] * scale[bag];
+        g = __fadd_rn(g, __fmul_rn(grad[bag * vec_size + c], scale[bag]));
       }
       float wc = w[c];
       float d0 = s0 ? s0[c] : 0.f, d1 = s1 ? s1[c] : 0.f;
@@ -407,23 +417,14 @@ __global__ void update4_kernel(Segments seg, const std::int64_t* __restrict__ en
 #pragma unroll
             for (int q = 0; q < 4; ++q) v[q] = load4(grad + b[q] * vec_size + c);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              g.x += v[q].x * sc[q];
-              g.y += v[q].y * sc[q];
-              g.z += v[q].z * sc[q];
-              g.w += v[q].w * sc[q];
-            }
+            for (int q = 0; q < 4; ++q) add_scaled(g, v[q], sc[q]);
           }
         }
         for (; j < m; ++j) {
           const std::int64_t b = __shfl_sync(0xffffffffu, my_bag, j);
           const float sc = __shfl_sync(0xffffffffu, my_scale, j);
           if (active) {
-            const float4 v = load4(grad + b * vec_size + c);
-            g.x += v.x * sc;
-            g.y += v.y * sc;
-            g.z += v.z * sc;
-            g.w += v.w * sc;
+            add_scaled(g, load4(grad + b * vec_size + c), sc);
           }
         }
       }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <bit>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "ember/core/copy.hpp"
@@ -138,6 +139,14 @@ std::int64_t host_insert_with_rows(HashSlot<Key>* slots, std::uint64_t mask, con
   return duplicates;
 }
 
+// Makes a CUDA place's device current (kernels launch on the current device).
+struct DeviceScope {
+  explicit DeviceScope(Place p) {
+    if (p.is_cuda()) guard.emplace(p.device());
+  }
+  std::optional<DeviceGuard> guard;
+};
+
 std::string key_text(DType t, const Tensor& keys, std::int64_t index) {
   const Tensor one = keys.slice(0, index, index + 1).to(Place::host());
   return t == DType::U32 ? std::to_string(one.item<std::uint32_t>())
@@ -181,6 +190,7 @@ std::int64_t HashTable::size() const {
 }
 
 void HashTable::clear() {
+  const DeviceScope scope(place_);
   ops::fill(slots_, 255);
   if (place_.is_cuda()) {
     std::uint64_t words[4] = {0, ~0ull, 0, 0};
@@ -216,6 +226,7 @@ void HashTable::check_keys(const Tensor& keys, const Tensor& rows, const char* w
 
 void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream) const {
   check_keys(keys, rows, "find");
+  const DeviceScope scope(place_);
   const std::int64_t n = keys.numel();
   if (n == 0) return;
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
@@ -236,6 +247,7 @@ void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream
 InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
                                        StreamHandle stream) {
   check_keys(keys, rows, "insert_or_find");
+  const DeviceScope scope(place_);
   if (full_) EMBER_THROW(full_message(0), " (the table filled up in an earlier batch)");
   const std::int64_t n = keys.numel();
   InsertResult result{size(), size()};
@@ -291,6 +303,7 @@ std::pair<Tensor, Tensor> HashTable::dump() const {
 
 void HashTable::load(const Tensor& keys, const Tensor& rows) {
   check_keys(keys, rows, "load");
+  const DeviceScope scope(place_);
   EMBER_CHECK(size() == 0, owner_, ": load needs an empty table, this one has ", size(), " rows");
   const std::int64_t n = keys.numel();
   EMBER_CHECK(n <= capacity_, owner_, ": loading ", n, " keys into a table of capacity ",
