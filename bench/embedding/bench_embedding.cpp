@@ -40,8 +40,8 @@ using namespace ember::embedding;
 // real-zhangzhe/wukong, exp/train_wukong_on_criteo_kaggle_dataset.py (NUM_SPARSE_EMBS), which
 // lists the same figures as Facebook's DLRM for that data set.
 const std::vector<std::int64_t> kCriteoKaggleSizes = {
-    1460,    583,   10131227, 2202608, 305,  24,    12517, 633,    3,   93145, 5683, 8351593, 3194,
-    27,      14992, 5461306,  10,      5652, 2173,  4,     7046547, 18, 15,    286181, 105, 142572};
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 
 struct Summary {
   std::string area, metric, value, target, met;
@@ -62,7 +62,8 @@ void summary(const std::string& metric, double value, int digits, const std::str
 // Median time in ms of `fn` over `reps` runs after `warmup`, timed with events on the CUDA
 // device (or the host clock on the CPU).
 double time_ms(bool cuda, int device, int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
+  for (int i = 0; i < warmup; ++i)
+    fn();
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     if (cuda) {
@@ -77,7 +78,8 @@ double time_ms(bool cuda, int device, int warmup, int reps, const std::function<
     } else {
       const auto t0 = std::chrono::steady_clock::now();
       fn();
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   }
   std::sort(times.begin(), times.end());
@@ -113,8 +115,8 @@ void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double cop
   const Place place = cuda ? Place::cuda(device) : Place::host();
   std::printf("\n(a) hash table: %lld slots on %s\n", static_cast<long long>(slot_count),
               place.to_string().c_str());
-  std::printf("%-5s %-5s %-14s %12s %10s %14s\n", "key", "load", "operation", "G keys/s",
-              "ms", "of bound");
+  std::printf("%-5s %-5s %-14s %12s %10s %14s\n", "key", "load", "operation", "G keys/s", "ms",
+              "of bound");
   for (DType dtype : {DType::U32, DType::I64}) {
     for (double load : {0.5, 0.75}) {
       const auto n = static_cast<std::int64_t>(load * slot_count);
@@ -132,7 +134,8 @@ void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double cop
       std::vector<double> insert_times;
       for (int rep = 0; rep < 3; ++rep) {
         table->clear();
-        insert_times.push_back(time_ms(cuda, device, 0, 1, [&] { table->insert_or_find(present, rows); }));
+        insert_times.push_back(
+            time_ms(cuda, device, 0, 1, [&] { table->insert_or_find(present, rows); }));
       }
       std::sort(insert_times.begin(), insert_times.end());
       const double insert_ms = insert_times[1];
@@ -155,7 +158,8 @@ void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double cop
           const bool is_present = std::string(name) == "find present";
           if (is_insert || is_present) {
             const double target = is_insert ? 4.0 : 10.0;
-            summary(metric, rate / 1e9, 2, ">= " + fmt_num(target, 0), rate / 1e9 >= target ? "yes" : "no");
+            summary(metric, rate / 1e9, 2, ">= " + fmt_num(target, 0),
+                    rate / 1e9 >= target ? "yes" : "no");
           }
         }
       }
@@ -163,7 +167,8 @@ void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double cop
   }
 }
 
-// ---- (b) DLRM-shaped embedding step --------------------------------------------------------------
+// ---- (b) DLRM-shaped embedding step
+// --------------------------------------------------------------
 
 struct StepShape {
   std::vector<std::int64_t> sizes;
@@ -177,14 +182,17 @@ CsrTensor make_batch(const StepShape& s, std::uint64_t seed, Place place) {
   const std::int64_t S = static_cast<std::int64_t>(s.sizes.size());
   std::vector<std::int64_t> offsets(s.batch * S + 1), keys(s.batch * S * s.pooling);
   std::vector<std::int64_t> begin(S, 0);
-  for (std::int64_t t = 1; t < S; ++t) begin[t] = begin[t - 1] + s.sizes[t - 1];
+  for (std::int64_t t = 1; t < S; ++t)
+    begin[t] = begin[t - 1] + s.sizes[t - 1];
   std::int64_t k = 0;
   for (std::int64_t b = 0; b < s.batch; ++b) {
     for (std::int64_t t = 0; t < S; ++t) {
       offsets[b * S + t] = k;
       for (int j = 0; j < s.pooling; ++j, ++k) {
         const double u = random::uniform01(seed, static_cast<std::uint64_t>(k));
-        const auto rank = static_cast<std::uint64_t>(std::exp(u * std::log(static_cast<double>(s.sizes[t]) + 1.0))) - 1;
+        const auto rank = static_cast<std::uint64_t>(
+                              std::exp(u * std::log(static_cast<double>(s.sizes[t]) + 1.0))) -
+                          1;
         keys[k] = begin[t] + static_cast<std::int64_t>(random::mix64(rank) % s.sizes[t]);
       }
     }
@@ -210,14 +218,16 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   c.key_dtype = DType::I64;
   c.seed = 1;
   std::int64_t total = 0;
-  for (auto s : shape.sizes) total += s;
+  for (auto s : shape.sizes)
+    total += s;
   c.max_vocabulary_size_per_gpu = total;
   OptimizerConfig o;
   o.type = opt;
   o.schedule.base_lr = 0.01f;
   SparseEmbedding emb(c, o, comm);
   std::vector<CsrTensor> batches;
-  for (int i = 0; i < 3; ++i) batches.push_back(make_batch(shape, 100 + i, place));
+  for (int i = 0; i < 3; ++i)
+    batches.push_back(make_batch(shape, 100 + i, place));
   const Tensor grad = Tensor::uniform({shape.batch, S, V}, -1, 1, 5, DType::F32, place);
   int next = 0;
   auto step = [&] {
@@ -227,10 +237,12 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   };
   StepResult r;
   // Warm up: insert the keys of all batches.
-  for (int i = 0; i < 3; ++i) step();
+  for (int i = 0; i < 3; ++i)
+    step();
   const int reps = cuda ? 7 : 2;
   r.step_ms = time_ms(cuda, device, 1, reps, step);
-  r.forward_ms = time_ms(cuda, device, 1, reps, [&] { emb.forward(batches[next++ % 3], 0, shape.batch); });
+  r.forward_ms =
+      time_ms(cuda, device, 1, reps, [&] { emb.forward(batches[next++ % 3], 0, shape.batch); });
   // Backward + update of the last forward (re-run forward outside the timed region).
   std::vector<double> bu;
   for (int i = 0; i < reps; ++i) {
@@ -269,14 +281,16 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   };
   r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
   // The fused update kernel alone on this batch's segments.
-  Tensor sorted = Tensor::empty({n}, DType::I64, place), unique = Tensor::empty({n}, DType::I64, place);
+  Tensor sorted = Tensor::empty({n}, DType::I64, place),
+         unique = Tensor::empty({n}, DType::I64, place);
   Tensor seg_off = Tensor::empty({n + 1}, DType::I64, place);
   Tensor entry_bag = Tensor::empty({n}, DType::I64, place);
   {
     std::vector<std::int64_t> eb(n);
     const auto off = b0.row_offsets().to(Place::host()).to_vector<std::int64_t>();
     for (std::int64_t bag = 0; bag < bags; ++bag) {
-      for (std::int64_t e = off[bag]; e < off[bag + 1]; ++e) eb[e] = bag;
+      for (std::int64_t e = off[bag]; e < off[bag + 1]; ++e)
+        eb[e] = bag;
     }
     entry_bag.copy_from(Tensor::from_vector(eb));
   }
@@ -304,7 +318,8 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
 #if EMBER_WITH_CUDA
     if (cuda) {
       kernels::cuda::update_rows(seg, entry_bag.data<std::int64_t>(), scale.data<float>(),
-                                 grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr, s);
+                                 grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr,
+                                 s);
       return;
     }
 #endif
@@ -350,8 +365,8 @@ std::map<std::string, TorchResult> run_torch(const StepShape& s, const std::stri
   }
   const std::string cmd = "python3 " + script + " --json --batch " + std::to_string(s.batch) +
                           " --dim " + std::to_string(s.dim) + " --pooling " +
-                          std::to_string(s.pooling) + " --optimizer sgd,adagrad --sizes " +
-                          sizes + " 2>&1";
+                          std::to_string(s.pooling) + " --optimizer sgd,adagrad --sizes " + sizes +
+                          " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return results;
   std::string all;
@@ -444,8 +459,10 @@ int main(int argc, char** argv) {
   bool quick = false, torch = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--no-torch") torch = false;
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--no-torch")
+      torch = false;
     else {
       std::fprintf(stderr, "usage: bench_embedding [--quick] [--no-torch]\n");
       return 2;
@@ -461,7 +478,8 @@ int main(int argc, char** argv) {
     if (!cuda) {
       bench_hash_table(false, 0, 1 << 16, 0);
       StepShape s;
-      for (auto v : kCriteoKaggleSizes) s.sizes.push_back(std::max<std::int64_t>(1, v / 1000));
+      for (auto v : kCriteoKaggleSizes)
+        s.sizes.push_back(std::max<std::int64_t>(1, v / 1000));
       s.batch = 256;
       s.dim = 16;
       bench_dlrm(false, 0, s, 0, false, script);

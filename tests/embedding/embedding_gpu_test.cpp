@@ -13,10 +13,10 @@
 namespace ember::embedding {
 namespace {
 
-#define EMBER_REQUIRE_NCCL()                                                \
-  do {                                                                      \
-    EMBER_REQUIRE_GPU();                                                    \
-    if (!nccl_compiled()) GTEST_SKIP() << "this build has no NCCL";         \
+#define EMBER_REQUIRE_NCCL()                                        \
+  do {                                                              \
+    EMBER_REQUIRE_GPU();                                            \
+    if (!nccl_compiled()) GTEST_SKIP() << "this build has no NCCL"; \
   } while (0)
 
 template <class Key>
@@ -31,7 +31,8 @@ void table_matches_cpu(DType dtype) {
       } while (k == static_cast<Key>(~0ull));
     }
     std::vector<Key> keys(n);
-    for (auto& k : keys) k = pool[rng() % distinct];
+    for (auto& k : keys)
+      k = pool[rng() % distinct];
     HashTable gpu(dtype, distinct, Place::cuda(0));
     Tensor rows = Tensor::empty({n}, DType::I64, Place::cuda(0));
     const InsertResult fresh = gpu.insert_or_find(Tensor::from_vector(keys, Place::cuda(0)), rows);
@@ -43,15 +44,18 @@ void table_matches_cpu(DType dtype) {
       ASSERT_EQ(it->second, r[i]) << "key " << keys[i] << " got two rows";
     }
     std::set<std::int64_t> distinct_rows;
-    for (const auto& [k, row] : seen) distinct_rows.insert(row);
+    for (const auto& [k, row] : seen)
+      distinct_rows.insert(row);
     EXPECT_EQ(distinct_rows.size(), seen.size()) << "two keys share a row";
     EXPECT_EQ(gpu.size(), static_cast<std::int64_t>(seen.size()));
     EXPECT_EQ(fresh.end, gpu.size());
     const auto by_row = gpu.keys_by_row().template to_vector<Key>();
-    for (const auto& [k, row] : seen) EXPECT_EQ(by_row[row], k);
+    for (const auto& [k, row] : seen)
+      EXPECT_EQ(by_row[row], k);
     // find agrees with the insert, absent keys read -1, like the CPU table.
     std::vector<Key> probe = keys;
-    for (std::int64_t i = 0; i < n; i += 3) probe[i] = static_cast<Key>(rng() | 1);
+    for (std::int64_t i = 0; i < n; i += 3)
+      probe[i] = static_cast<Key>(rng() | 1);
     Tensor found = Tensor::empty({n}, DType::I64, Place::cuda(0));
     gpu.find(Tensor::from_vector(probe, Place::cuda(0)), found);
     HashTable cpu(dtype, distinct + n, Place::host());
@@ -80,7 +84,8 @@ TEST(HashTableGpu, HeavyConcurrentInsertsOfCollidingKeys) {
   const std::int64_t distinct = 60000, repeats = 64, slots = 65536;
   std::vector<std::int64_t> keys;
   for (std::int64_t k = 0; k < distinct; ++k) {
-    for (std::int64_t j = 0; j < repeats; ++j) keys.push_back(k * 65536);
+    for (std::int64_t j = 0; j < repeats; ++j)
+      keys.push_back(k * 65536);
   }
   std::shuffle(keys.begin(), keys.end(), rng);
   HashTable table(DType::I64, distinct, Place::cuda(0), slots);
@@ -104,7 +109,8 @@ TEST(HashTableGpu, FullTableError) {
   EMBER_REQUIRE_GPU();
   HashTable table(DType::U32, 100, Place::cuda(0), 0, "embedding layer 'g'");
   std::vector<std::uint32_t> keys(1000);
-  for (std::uint32_t i = 0; i < 1000; ++i) keys[i] = 7 * i + 1;
+  for (std::uint32_t i = 0; i < 1000; ++i)
+    keys[i] = 7 * i + 1;
   Tensor rows = Tensor::empty({1000}, DType::I64, Place::cuda(0));
   try {
     table.insert_or_find(Tensor::from_vector(keys, Place::cuda(0)), rows);
@@ -145,9 +151,9 @@ TEST(SparseEmbeddingGpu, MatchesCpuForEveryTypeOptimizerAndUpdateType) {
   const std::vector<std::int64_t> sizes = {70, 200, 3, 500, 110};
   for (EmbeddingType type : {EmbeddingType::DistributedSlotHash, EmbeddingType::LocalizedSlotHash,
                              EmbeddingType::LocalizedSlotOneHot}) {
-    for (OptimizerType ot : {OptimizerType::SGD, OptimizerType::MomentumSGD,
-                             OptimizerType::Nesterov, OptimizerType::Adam,
-                             OptimizerType::AdaGrad}) {
+    for (OptimizerType ot :
+         {OptimizerType::SGD, OptimizerType::MomentumSGD, OptimizerType::Nesterov,
+          OptimizerType::Adam, OptimizerType::AdaGrad}) {
       for (UpdateType ut : {UpdateType::Local, UpdateType::Global, UpdateType::LazyGlobal}) {
         // vec_size 128 takes the 16-byte pooling path, 7 the scalar one.
         const std::int64_t V = (static_cast<int>(ot) % 2 == 0) ? 128 : 7;
@@ -191,9 +197,9 @@ TEST(SparseEmbeddingGpu, AllDevicesWithNcclMatchOneCpuRank) {
       p.grads.push_back(testing::random_grad(16 * D * 5 * 32, rng));
       p.training.push_back(true);
     }
-    testing::expect_same_run(testing::run_ranks(p, D, true), testing::run_ranks(p, 1, false), 1e-4,
-                             std::string(embedding_type_name(type)) + " on " + std::to_string(D) +
-                                 " GPU(s)");
+    testing::expect_same_run(
+        testing::run_ranks(p, D, true), testing::run_ranks(p, 1, false), 1e-4,
+        std::string(embedding_type_name(type)) + " on " + std::to_string(D) + " GPU(s)");
   }
 }
 

@@ -14,13 +14,14 @@
 
 namespace ember::embedding::testing {
 
-HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes,
-                       int max_nnz, std::mt19937_64& rng) {
+HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
+                       std::mt19937_64& rng) {
   HostBatch h;
   h.batch = batch;
   h.offsets.push_back(0);
   std::vector<std::int64_t> begin(slot_sizes.size() + 1, 0);
-  for (std::size_t s = 0; s < slot_sizes.size(); ++s) begin[s + 1] = begin[s] + slot_sizes[s];
+  for (std::size_t s = 0; s < slot_sizes.size(); ++s)
+    begin[s + 1] = begin[s] + slot_sizes[s];
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::size_t s = 0; s < slot_sizes.size(); ++s) {
       const int nnz = static_cast<int>(rng() % (max_nnz + 1));
@@ -36,15 +37,16 @@ HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> g(n);
-  for (auto& x : g) x = dist(rng);
+  for (auto& x : g)
+    x = dist(rng);
   return g;
 }
 
 namespace {
 
 CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place) {
-  Tensor keys = Tensor::from_vector(h.keys.empty() ? std::vector<std::int64_t>{0} : h.keys)
-                    .to(key_dtype);
+  Tensor keys =
+      Tensor::from_vector(h.keys.empty() ? std::vector<std::int64_t>{0} : h.keys).to(key_dtype);
   return CsrTensor(Tensor::from_vector(h.offsets, place), keys.to(place),
                    static_cast<std::int64_t>(h.keys.size()));
 }
@@ -57,7 +59,8 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
   std::vector<CommunicatorPtr> comms;
   if (cuda) {
     std::vector<int> devices(D);
-    for (int d = 0; d < D; ++d) devices[d] = d;
+    for (int d = 0; d < D; ++d)
+      devices[d] = d;
     comms = make_nccl_communicators(devices);
   } else {
     comms = make_in_process_communicators(D, 60.0);
@@ -99,12 +102,14 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
       }
     });
   }
-  for (auto& th : threads) th.join();
+  for (auto& th : threads)
+    th.join();
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
   for (int r = 0; r < D; ++r) {
-    for (std::size_t t = 0; t < steps; ++t) result.rows_in_use_per_step[t] += rows[r][t];
+    for (std::size_t t = 0; t < steps; ++t)
+      result.rows_in_use_per_step[t] += rows[r][t];
   }
   return result;
 }
@@ -129,8 +134,10 @@ RunResult run_reference(const Problem& problem) {
   };
   if (c.type == EmbeddingType::LocalizedSlotOneHot) {
     std::int64_t total = 0;
-    for (auto s : c.slot_size_array) total += s;
-    for (std::int64_t k = 0; k < total; ++k) table.emplace(k, new_row(k));
+    for (auto s : c.slot_size_array)
+      total += s;
+    for (std::int64_t k = 0; k < total; ++k)
+      table.emplace(k, new_row(k));
   }
   LearningRateSchedule schedule(opt.schedule);
   std::int64_t step = 0;
@@ -153,14 +160,17 @@ RunResult run_reference(const Problem& problem) {
           if (!training) continue;  // evaluation reads zeros and inserts nothing
           it = table.emplace(key, new_row(key)).first;
         }
-        for (std::int64_t i = 0; i < V; ++i) o[i] += it->second.w[i];
+        for (std::int64_t i = 0; i < V; ++i)
+          o[i] += it->second.w[i];
       }
-      for (std::int64_t i = 0; i < V; ++i) o[i] *= scale;
+      for (std::int64_t i = 0; i < V; ++i)
+        o[i] *= scale;
       if (training) {
         for (std::int64_t e = begin; e < end; ++e) {
           auto& g = grad_by_key[h.keys[e]];
           g.resize(V, 0.0f);
-          for (std::int64_t i = 0; i < V; ++i) g[i] += problem.grads[t][row * V + i] * scale;
+          for (std::int64_t i = 0; i < V; ++i)
+            g[i] += problem.grads[t][row * V + i] * scale;
         }
       }
     }
@@ -185,8 +195,10 @@ RunResult run_reference(const Problem& problem) {
   for (const auto& [key, row] : table) {
     snap.keys.push_back(key);
     snap.vectors.insert(snap.vectors.end(), row.w.begin(), row.w.end());
-    if (opt.state_count() > 0) snap.states[0].insert(snap.states[0].end(), row.s0.begin(), row.s0.end());
-    if (opt.state_count() > 1) snap.states[1].insert(snap.states[1].end(), row.s1.begin(), row.s1.end());
+    if (opt.state_count() > 0)
+      snap.states[0].insert(snap.states[0].end(), row.s0.begin(), row.s0.end());
+    if (opt.state_count() > 1)
+      snap.states[1].insert(snap.states[1].end(), row.s1.begin(), row.s1.end());
   }
   return result;
 }

@@ -22,16 +22,16 @@ struct HostBatch {
 struct Problem {
   EmbeddingConfig config;
   OptimizerConfig optimizer;
-  std::vector<HostBatch> batches;          // one per step
-  std::vector<std::vector<float>> grads;   // per step: batch x slot_num x vec_size
-  std::vector<bool> training;              // per step; evaluation steps take no update
+  std::vector<HostBatch> batches;         // one per step
+  std::vector<std::vector<float>> grads;  // per step: batch x slot_num x vec_size
+  std::vector<bool> training;             // per step; evaluation steps take no update
   float loss_scaler = 1.0f;
 };
 
 // Random batches of `batch` samples: per (sample, slot) 0..max_nnz keys drawn from the slot's
 // range of slot_sizes (so keys repeat within a slot and across samples; some slots are empty).
-HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes,
-                       int max_nnz, std::mt19937_64& rng);
+HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
+                       std::mt19937_64& rng);
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
 
 // The whole-model outputs of every step ([batch, slot_num, vec_size] each, sample order) and

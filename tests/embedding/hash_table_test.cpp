@@ -22,7 +22,8 @@ std::vector<Key> random_keys(std::int64_t n, std::int64_t distinct, std::mt19937
     } while (k == static_cast<Key>(~0ull));
   }
   std::vector<Key> keys(n);
-  for (auto& k : keys) k = pool[rng() % distinct];
+  for (auto& k : keys)
+    k = pool[rng() % distinct];
   return keys;
 }
 
@@ -45,7 +46,8 @@ void check_against_map(DType dtype) {
     EXPECT_EQ(inserted.first, 0);
     EXPECT_EQ(inserted.end, table.size());
     std::set<std::int64_t> distinct_rows;
-    for (const auto& [k, row] : ref) distinct_rows.insert(row);
+    for (const auto& [k, row] : ref)
+      distinct_rows.insert(row);
     EXPECT_EQ(distinct_rows.size(), ref.size()) << "two keys share a row";
     if (!ref.empty()) {
       EXPECT_EQ(*distinct_rows.begin(), 0);
@@ -53,7 +55,8 @@ void check_against_map(DType dtype) {
     }
     // keys_by_row is the reverse map.
     const auto by_row = table.keys_by_row().template to_vector<Key>();
-    for (const auto& [k, row] : ref) EXPECT_EQ(by_row[row], k);
+    for (const auto& [k, row] : ref)
+      EXPECT_EQ(by_row[row], k);
     // find: present keys give the same rows, absent ones -1.
     auto probe = random_keys<Key>(n, distinct + 3, rng);
     Tensor found = Tensor::empty({n}, DType::I64);
@@ -74,8 +77,12 @@ void check_against_map(DType dtype) {
   }
 }
 
-TEST(HashTable, U32MatchesUnorderedMap) { check_against_map<std::uint32_t>(DType::U32); }
-TEST(HashTable, I64MatchesUnorderedMap) { check_against_map<std::int64_t>(DType::I64); }
+TEST(HashTable, U32MatchesUnorderedMap) {
+  check_against_map<std::uint32_t>(DType::U32);
+}
+TEST(HashTable, I64MatchesUnorderedMap) {
+  check_against_map<std::int64_t>(DType::I64);
+}
 
 TEST(HashTable, ConcurrentInsertsFromManyThreadsGiveOneRowPerKey) {
   auto rng = testing::make_rng();
@@ -96,7 +103,8 @@ TEST(HashTable, ConcurrentInsertsFromManyThreadsGiveOneRowPerKey) {
       rows[t] = r.to_vector<std::int64_t>();
     });
   }
-  for (auto& t : pool) t.join();
+  for (auto& t : pool)
+    t.join();
   std::unordered_map<std::int64_t, std::int64_t> seen;
   std::set<std::int64_t> used_rows;
   for (int t = 0; t < threads; ++t) {
@@ -114,7 +122,8 @@ TEST(HashTable, ConcurrentInsertsFromManyThreadsGiveOneRowPerKey) {
 TEST(HashTable, FullTableIsAClearErrorAndStaysFull) {
   HashTable table(DType::U32, 10, Place::host(), 0, "embedding layer 'emb'");
   std::vector<std::uint32_t> keys(25);
-  for (std::uint32_t i = 0; i < 25; ++i) keys[i] = 100 + i;
+  for (std::uint32_t i = 0; i < 25; ++i)
+    keys[i] = 100 + i;
   Tensor rows = Tensor::empty({25}, DType::I64);
   try {
     table.insert_or_find(Tensor::from_vector(keys), rows);

@@ -74,7 +74,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const char* t = info.param.type == EmbeddingType::DistributedSlotHash ? "Distributed"
                   : info.param.type == EmbeddingType::LocalizedSlotHash ? "LocalizedHash"
-                                                                       : "OneHot";
+                                                                        : "OneHot";
   return std::string(t) + "_D" + std::to_string(info.param.ranks);
 }
 
@@ -87,12 +87,13 @@ TEST_P(ShardedEmbedding, ForwardMatchesReferenceForBothCombiners) {
     for (DType key : {DType::U32, DType::I64}) {
       const auto c = base_config(type, combiner, key, rng());
       // One training forward then an evaluation forward of a different batch.
-      Problem p = make_problem(c, make_optimizer(OptimizerType::SGD, UpdateType::Local), 3, 12,
-                               rng, /*with_eval=*/true);
+      Problem p = make_problem(c, make_optimizer(OptimizerType::SGD, UpdateType::Local), 3, 12, rng,
+                               /*with_eval=*/true);
       const auto got = testing::run_ranks(p, D);
       const auto want = testing::run_reference(p);
-      testing::expect_same_run(got, want, 1e-5, std::string(combiner_name(combiner)) + " " +
-                                                    std::string(dtype_name(key)));
+      testing::expect_same_run(
+          got, want, 1e-5,
+          std::string(combiner_name(combiner)) + " " + std::string(dtype_name(key)));
       // Evaluation inserted nothing: the row count did not move in the evaluation step.
       EXPECT_EQ(got.rows_in_use_per_step, want.rows_in_use_per_step);
       EXPECT_EQ(got.rows_in_use_per_step[1], got.rows_in_use_per_step[0]);
@@ -103,16 +104,16 @@ TEST_P(ShardedEmbedding, ForwardMatchesReferenceForBothCombiners) {
 TEST_P(ShardedEmbedding, EveryOptimizerAndUpdateTypeMatchesReference) {
   const auto [type, D] = GetParam();
   auto rng = ember::testing::make_rng(10 + D);
-  for (OptimizerType ot : {OptimizerType::SGD, OptimizerType::MomentumSGD,
-                           OptimizerType::Nesterov, OptimizerType::Adam,
-                           OptimizerType::AdaGrad}) {
+  for (OptimizerType ot : {OptimizerType::SGD, OptimizerType::MomentumSGD, OptimizerType::Nesterov,
+                           OptimizerType::Adam, OptimizerType::AdaGrad}) {
     for (UpdateType ut : {UpdateType::Local, UpdateType::Global, UpdateType::LazyGlobal}) {
       const auto c = base_config(type, Combiner::Mean, DType::I64, rng());
       Problem p = make_problem(c, make_optimizer(ot, ut), 4, 12, rng);
       p.loss_scaler = 4.0f;
       // Scale the gradients by the loss scaler, as a mixed-precision network would.
       for (auto& g : p.grads) {
-        for (auto& x : g) x *= p.loss_scaler;
+        for (auto& x : g)
+          x *= p.loss_scaler;
       }
       const auto want = testing::run_reference(p);
       const auto got = testing::run_ranks(p, D);
@@ -124,18 +125,13 @@ TEST_P(ShardedEmbedding, EveryOptimizerAndUpdateTypeMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Types, ShardedEmbedding,
-    ::testing::Values(Case{EmbeddingType::DistributedSlotHash, 1},
-                      Case{EmbeddingType::DistributedSlotHash, 2},
-                      Case{EmbeddingType::DistributedSlotHash, 3},
-                      Case{EmbeddingType::DistributedSlotHash, 4},
-                      Case{EmbeddingType::LocalizedSlotHash, 1},
-                      Case{EmbeddingType::LocalizedSlotHash, 2},
-                      Case{EmbeddingType::LocalizedSlotHash, 3},
-                      Case{EmbeddingType::LocalizedSlotHash, 4},
-                      Case{EmbeddingType::LocalizedSlotOneHot, 1},
-                      Case{EmbeddingType::LocalizedSlotOneHot, 2},
-                      Case{EmbeddingType::LocalizedSlotOneHot, 3},
-                      Case{EmbeddingType::LocalizedSlotOneHot, 4}),
+    ::testing::Values(
+        Case{EmbeddingType::DistributedSlotHash, 1}, Case{EmbeddingType::DistributedSlotHash, 2},
+        Case{EmbeddingType::DistributedSlotHash, 3}, Case{EmbeddingType::DistributedSlotHash, 4},
+        Case{EmbeddingType::LocalizedSlotHash, 1}, Case{EmbeddingType::LocalizedSlotHash, 2},
+        Case{EmbeddingType::LocalizedSlotHash, 3}, Case{EmbeddingType::LocalizedSlotHash, 4},
+        Case{EmbeddingType::LocalizedSlotOneHot, 1}, Case{EmbeddingType::LocalizedSlotOneHot, 2},
+        Case{EmbeddingType::LocalizedSlotOneHot, 3}, Case{EmbeddingType::LocalizedSlotOneHot, 4}),
     case_name);
 
 TEST(SparseEmbedding, MoreRanksThanSlotsAndEmptyBatches) {
@@ -163,10 +159,10 @@ TEST(SparseEmbedding, MoreRanksThanSlotsAndEmptyBatches) {
 TEST(SparseEmbedding, LazyGlobalEqualsGlobalOverLongGaps) {
   // Few keys, each touched rarely: rows skip many steps before they are touched again.
   auto rng = ember::testing::make_rng();
-  for (OptimizerType ot : {OptimizerType::MomentumSGD, OptimizerType::Nesterov,
-                           OptimizerType::Adam, OptimizerType::AdaGrad}) {
-    EmbeddingConfig c = base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum,
-                                    DType::I64, rng());
+  for (OptimizerType ot : {OptimizerType::MomentumSGD, OptimizerType::Nesterov, OptimizerType::Adam,
+                           OptimizerType::AdaGrad}) {
+    EmbeddingConfig c =
+        base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::I64, rng());
     Problem global;
     global.config = c;
     global.optimizer = make_optimizer(ot, UpdateType::Global);
@@ -186,7 +182,8 @@ TEST(SparseEmbedding, LazyGlobalEqualsGlobalOverLongGaps) {
     lazy.optimizer.update_type = UpdateType::LazyGlobal;
     const auto g = testing::run_ranks(global, 2);
     const auto l = testing::run_ranks(lazy, 2);
-    testing::expect_same_run(l, g, 1e-5, std::string("LazyGlobal vs Global, ") + optimizer_name(ot));
+    testing::expect_same_run(l, g, 1e-5,
+                             std::string("LazyGlobal vs Global, ") + optimizer_name(ot));
   }
 }
 
@@ -230,7 +227,8 @@ TEST(SparseEmbedding, SaveLoadGivesIdenticalTablesAndNextStep) {
               emb.update();
             };
             if (train_and_save) {
-              for (int t = 0; t < 3; ++t) step(t, false);
+              for (int t = 0; t < 3; ++t)
+                step(t, false);
               emb.save(dir);
               auto s = emb.snapshot();
               if (r == 0) snap_saved = s;
@@ -247,7 +245,8 @@ TEST(SparseEmbedding, SaveLoadGivesIdenticalTablesAndNextStep) {
           }
         });
       }
-      for (auto& t : threads) t.join();
+      for (auto& t : threads)
+        t.join();
       for (auto& e : errors) {
         if (e) std::rethrow_exception(e);
       }
@@ -277,15 +276,16 @@ void single_rank(const std::function<void(Communicator&)>& body) {
 
 CsrTensor csr_of(const std::vector<std::int64_t>& offsets, const std::vector<std::int64_t>& keys,
                  DType dtype) {
-  return CsrTensor(Tensor::from_vector(offsets),
-                   Tensor::from_vector(keys.empty() ? std::vector<std::int64_t>{0} : keys).to(dtype),
-                   static_cast<std::int64_t>(keys.size()));
+  return CsrTensor(
+      Tensor::from_vector(offsets),
+      Tensor::from_vector(keys.empty() ? std::vector<std::int64_t>{0} : keys).to(dtype),
+      static_cast<std::int64_t>(keys.size()));
 }
 
 TEST(SparseEmbeddingErrors, FullTableNamesLayerNumbersAndKey) {
   single_rank([](Communicator& comm) {
-    EmbeddingConfig c = base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum,
-                                    DType::I64, 1);
+    EmbeddingConfig c =
+        base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::I64, 1);
     c.slot_num = 1;
     c.max_vocabulary_size_per_gpu = 5;
     SparseEmbedding emb(c, make_optimizer(OptimizerType::SGD, UpdateType::Local), comm);
@@ -304,8 +304,8 @@ TEST(SparseEmbeddingErrors, FullTableNamesLayerNumbersAndKey) {
 
 TEST(SparseEmbeddingErrors, OneHotKeyOutsideItsSlot) {
   single_rank([](Communicator& comm) {
-    EmbeddingConfig c = base_config(EmbeddingType::LocalizedSlotOneHot, Combiner::Sum,
-                                    DType::U32, 1);
+    EmbeddingConfig c =
+        base_config(EmbeddingType::LocalizedSlotOneHot, Combiner::Sum, DType::U32, 1);
     c.slot_num = 2;
     c.slot_size_array = {4, 6};
     SparseEmbedding emb(c, make_optimizer(OptimizerType::SGD, UpdateType::Local), comm);
@@ -328,7 +328,7 @@ TEST(SparseEmbeddingErrors, BadCallsAreClearErrors) {
   c.slot_num = 2;
   SparseEmbedding emb(c, make_optimizer(OptimizerType::SGD, UpdateType::Local), *comms[0]);
   const CsrTensor batch = csr_of({0, 1, 1, 2, 3}, {1, 2, 3}, DType::U32);
-  EXPECT_THROW(emb.forward(batch, 1, 2), Error);                                   // wrong share
+  EXPECT_THROW(emb.forward(batch, 1, 2), Error);                                  // wrong share
   EXPECT_THROW(emb.forward(csr_of({0, 1, 2}, {1, 2}, DType::I64), 0, 1), Error);  // key dtype
   EXPECT_THROW(emb.forward(csr_of({0, 1, 2, 3}, {1, 2, 3}, DType::U32), 0, 1), Error);  // rows
   EXPECT_THROW(emb.backward(Tensor::zeros({2, 2, 6})), Error);  // no forward yet
@@ -392,22 +392,31 @@ TEST(EmbeddingConfig, ErrorsNameLayerAndKey) {
   const char* hp = R"("bottom": "d", "top": "e", "name": "e")";
   expect_error((std::string("{") + hp + R"(, "type": "DistributedSlotSparseEmbeddingHash",
       "sparse_embedding_hparam": {"embedding_vec_size": 4, "workspace_size_per_gpu_in_mb": 1,
-      "combinr": 0}})").c_str(), "combinr");
+      "combinr": 0}})")
+                   .c_str(),
+               "combinr");
   expect_error((std::string("{") + hp + R"(, "type": "DistributedSlotSparseEmbeddingHash",
       "extra": 1, "sparse_embedding_hparam": {"embedding_vec_size": 4,
-      "workspace_size_per_gpu_in_mb": 1}})").c_str(), "extra");
+      "workspace_size_per_gpu_in_mb": 1}})")
+                   .c_str(),
+               "extra");
   expect_error((std::string("{") + hp + R"(, "type": "DistributedSlotSparseEmbeddingHash",
-      "sparse_embedding_hparam": {"embedding_vec_size": 4}})").c_str(),
+      "sparse_embedding_hparam": {"embedding_vec_size": 4}})")
+                   .c_str(),
                "workspace_size_per_gpu_in_mb");
   expect_error((std::string("{") + hp + R"(, "type": "LocalizedSlotSparseEmbeddingOneHot",
       "sparse_embedding_hparam": {"embedding_vec_size": 4, "slot_size_array": [1, 2, 3]}})")
                    .c_str(),
                "slot_size_array");
   expect_error((std::string("{") + hp + R"(, "type": "HashEmbedding",
-      "sparse_embedding_hparam": {"embedding_vec_size": 4}})").c_str(), "HashEmbedding");
+      "sparse_embedding_hparam": {"embedding_vec_size": 4}})")
+                   .c_str(),
+               "HashEmbedding");
   expect_error((std::string("{") + hp + R"(, "type": "DistributedSlotSparseEmbeddingHash",
       "sparse_embedding_hparam": {"embedding_vec_size": 4, "combiner": "max",
-      "workspace_size_per_gpu_in_mb": 1}})").c_str(), "combiner");
+      "workspace_size_per_gpu_in_mb": 1}})")
+                   .c_str(),
+               "combiner");
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ void run_ranks(std::vector<CommunicatorPtr>& comms,
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
@@ -35,7 +36,8 @@ void run_ranks(std::vector<CommunicatorPtr>& comms,
 std::vector<float> random_floats(std::int64_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-1, 1);
   std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
+  for (auto& x : v)
+    x = dist(rng);
   return v;
 }
 
@@ -46,7 +48,8 @@ TEST_P(InProcessCollectives, AllReduceReduceScatterAllGatherBroadcast) {
   auto rng = testing::make_rng();
   for (std::int64_t block : {0, 1, 7, 1023}) {
     std::vector<std::vector<float>> inputs;
-    for (int r = 0; r < n; ++r) inputs.push_back(random_floats(block * n, rng));
+    for (int r = 0; r < n; ++r)
+      inputs.push_back(random_floats(block * n, rng));
     std::vector<float> sum(block * n, 0.0f), mx(block * n, -1e30f);
     for (int r = 0; r < n; ++r) {
       for (std::int64_t i = 0; i < block * n; ++i) {
@@ -68,15 +71,17 @@ TEST_P(InProcessCollectives, AllReduceReduceScatterAllGatherBroadcast) {
       Tensor out = Tensor::empty({block});
       c.reduce_scatter(Tensor::from_vector(inputs[r]), out);
       const auto got = out.to_vector<float>();
-      for (std::int64_t i = 0; i < block; ++i) EXPECT_EQ(got[i], sum[r * block + i]);
+      for (std::int64_t i = 0; i < block; ++i)
+        EXPECT_EQ(got[i], sum[r * block + i]);
 
-      Tensor mine = Tensor::from_vector(std::vector<float>(inputs[r].begin(),
-                                                           inputs[r].begin() + block));
+      Tensor mine =
+          Tensor::from_vector(std::vector<float>(inputs[r].begin(), inputs[r].begin() + block));
       Tensor gathered = Tensor::empty({block * n});
       c.all_gather(mine, gathered);
       const auto g = gathered.to_vector<float>();
       for (int p = 0; p < n; ++p) {
-        for (std::int64_t i = 0; i < block; ++i) EXPECT_EQ(g[p * block + i], inputs[p][i]);
+        for (std::int64_t i = 0; i < block; ++i)
+          EXPECT_EQ(g[p * block + i], inputs[p][i]);
       }
 
       Tensor b = Tensor::from_vector(inputs[r]);
@@ -93,12 +98,14 @@ TEST_P(InProcessCollectives, AllToAllVariableSizes) {
   // counts[s][d]: elements rank s sends rank d (some zero).
   std::vector<std::vector<std::int64_t>> counts(n, std::vector<std::int64_t>(n));
   for (auto& row : counts) {
-    for (auto& c : row) c = static_cast<std::int64_t>(rng() % 5 == 0 ? 0 : rng() % 40);
+    for (auto& c : row)
+      c = static_cast<std::int64_t>(rng() % 5 == 0 ? 0 : rng() % 40);
   }
   std::vector<std::vector<std::int64_t>> data(n);
   for (int s = 0; s < n; ++s) {
     for (int d = 0; d < n; ++d) {
-      for (std::int64_t i = 0; i < counts[s][d]; ++i) data[s].push_back(s * 1000000 + d * 1000 + i);
+      for (std::int64_t i = 0; i < counts[s][d]; ++i)
+        data[s].push_back(s * 1000000 + d * 1000 + i);
     }
   }
   auto comms = make_in_process_communicators(n);
@@ -106,7 +113,8 @@ TEST_P(InProcessCollectives, AllToAllVariableSizes) {
     const int r = c.rank();
     std::vector<std::int64_t> recv_counts(n);
     std::int64_t total = 0;
-    for (int s = 0; s < n; ++s) total += (recv_counts[s] = counts[s][r]);
+    for (int s = 0; s < n; ++s)
+      total += (recv_counts[s] = counts[s][r]);
     Tensor send = Tensor::from_vector(data[r].empty() ? std::vector<std::int64_t>{-1} : data[r]);
     Tensor recv = Tensor::full({total + 3}, -7, DType::I64);
     c.all_to_all_v(send, counts[r], recv, recv_counts);
@@ -137,7 +145,8 @@ TEST(InProcessCollectivesErrors, MismatchedCallsThrowOnEveryRank) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   for (const auto& m : messages) {
     EXPECT_NE(m.find("mismatched"), std::string::npos) << m;
     EXPECT_NE(m.find("5 elements"), std::string::npos) << m;
@@ -156,14 +165,16 @@ TEST(InProcessCollectivesErrors, AllToAllCountMismatchNamesRanks) {
       try {
         Tensor buf = Tensor::zeros({8});
         // Rank 1 expects 3 from rank 0, which sends 2.
-        comms[r]->all_to_all_v(buf, {2, 2}, buf.clone(), r == 1 ? std::vector<std::int64_t>{3, 2}
-                                                                 : std::vector<std::int64_t>{2, 2});
+        comms[r]->all_to_all_v(
+            buf, {2, 2}, buf.clone(),
+            r == 1 ? std::vector<std::int64_t>{3, 2} : std::vector<std::int64_t>{2, 2});
       } catch (const Error& e) {
         messages[r] = e.what();
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   for (const auto& m : messages) {
     EXPECT_NE(m.find("rank 1 expects 3 elements from rank 0"), std::string::npos) << m;
   }

@@ -12,9 +12,12 @@ namespace ember::embedding {
 
 const char* embedding_type_name(EmbeddingType type) {
   switch (type) {
-    case EmbeddingType::DistributedSlotHash: return "DistributedSlotSparseEmbeddingHash";
-    case EmbeddingType::LocalizedSlotHash: return "LocalizedSlotSparseEmbeddingHash";
-    case EmbeddingType::LocalizedSlotOneHot: return "LocalizedSlotSparseEmbeddingOneHot";
+    case EmbeddingType::DistributedSlotHash:
+      return "DistributedSlotSparseEmbeddingHash";
+    case EmbeddingType::LocalizedSlotHash:
+      return "LocalizedSlotSparseEmbeddingHash";
+    case EmbeddingType::LocalizedSlotOneHot:
+      return "LocalizedSlotSparseEmbeddingOneHot";
   }
   return "?";
 }
@@ -25,7 +28,8 @@ const char* combiner_name(Combiner combiner) {
 
 std::int64_t EmbeddingConfig::configured_capacity() const {
   if (max_vocabulary_size_per_gpu > 0) return max_vocabulary_size_per_gpu;
-  const double rows = workspace_size_per_gpu_in_mb * 1048576.0 / (4.0 * static_cast<double>(vec_size));
+  const double rows =
+      workspace_size_per_gpu_in_mb * 1048576.0 / (4.0 * static_cast<double>(vec_size));
   return static_cast<std::int64_t>(std::floor(rows));
 }
 
@@ -36,10 +40,13 @@ void EmbeddingConfig::validate() const {
   };
   need(vec_size >= 1, "embedding_vec_size must be >= 1, got ", vec_size);
   need(slot_num >= 1, "the sparse input has slot_num ", slot_num, "; it must be >= 1");
-  need(key_dtype == DType::U32 || key_dtype == DType::I64, "keys must be u32 (input_key_type I32) or "
-       "i64 (I64), got ", dtype_name(key_dtype));
+  need(key_dtype == DType::U32 || key_dtype == DType::I64,
+       "keys must be u32 (input_key_type I32) or "
+       "i64 (I64), got ",
+       dtype_name(key_dtype));
   need(init_bound >= 0, "init bound must be >= 0, got ", init_bound);
-  for (std::int64_t s : slot_size_array) need(s >= 1, "slot_size_array entries must be >= 1, got ", s);
+  for (std::int64_t s : slot_size_array)
+    need(s >= 1, "slot_size_array entries must be >= 1, got ", s);
   if (!slot_size_array.empty()) {
     need(static_cast<std::int64_t>(slot_size_array.size()) == slot_num, "slot_size_array has ",
          slot_size_array.size(), " entries but the sparse input has slot_num ", slot_num);
@@ -48,15 +55,17 @@ void EmbeddingConfig::validate() const {
       type == EmbeddingType::LocalizedSlotOneHot ||
       (type == EmbeddingType::LocalizedSlotHash && !slot_size_array.empty());
   if (type == EmbeddingType::LocalizedSlotOneHot) {
-    need(!slot_size_array.empty(), "LocalizedSlotSparseEmbeddingOneHot needs slot_size_array "
+    need(!slot_size_array.empty(),
+         "LocalizedSlotSparseEmbeddingOneHot needs slot_size_array "
          "(the row of a key is the key itself)");
   }
   if (!sized_by_slots) {
     need(workspace_size_per_gpu_in_mb > 0 || max_vocabulary_size_per_gpu > 0,
          "sparse_embedding_hparam needs workspace_size_per_gpu_in_mb or "
          "max_vocabulary_size_per_gpu");
-    need(configured_capacity() >= 1, "workspace_size_per_gpu_in_mb = ",
-         workspace_size_per_gpu_in_mb, " holds no row of ", vec_size, " floats");
+    need(configured_capacity() >= 1,
+         "workspace_size_per_gpu_in_mb = ", workspace_size_per_gpu_in_mb, " holds no row of ",
+         vec_size, " floats");
   }
   if (optimizer) ember::validate(*optimizer, where + ".optimizer");
 }
@@ -103,8 +112,8 @@ EmbeddingConfig parse_embedding_layer(const nlohmann::json& layer, const SparseI
                    "' (expected DistributedSlotSparseEmbeddingHash, "
                    "LocalizedSlotSparseEmbeddingHash or LocalizedSlotSparseEmbeddingOneHot)");
   }
-  static const std::set<std::string> layer_keys = {"name", "type", "bottom", "top",
-                                                   "sparse_embedding_hparam", "optimizer"};
+  static const std::set<std::string> layer_keys = {
+      "name", "type", "bottom", "top", "sparse_embedding_hparam", "optimizer"};
   for (const auto& [key, value] : layer.items()) {
     if (layer_keys.count(key) == 0) {
       EMBER_THROW_AS(ConfigError, where, ": unknown key '", key, "'");
@@ -146,15 +155,17 @@ EmbeddingConfig parse_embedding_layer(const nlohmann::json& layer, const SparseI
       if (!value.is_array()) {
         EMBER_THROW_AS(ConfigError, hp_where, ": slot_size_array must be a list of integers");
       }
-      for (const auto& v : value) c.slot_size_array.push_back(get_int(v, "slot_size_array", hp_where));
+      for (const auto& v : value)
+        c.slot_size_array.push_back(get_int(v, "slot_size_array", hp_where));
     } else {
       EMBER_THROW_AS(ConfigError, hp_where, ": unknown key '", key, "'");
     }
   }
   if (!have_vec) EMBER_THROW_AS(ConfigError, hp_where, ": missing key 'embedding_vec_size'");
   if (c.workspace_size_per_gpu_in_mb > 0 && c.max_vocabulary_size_per_gpu > 0) {
-    EMBER_THROW_AS(ConfigError, hp_where, ": give workspace_size_per_gpu_in_mb or "
-                                          "max_vocabulary_size_per_gpu, not both");
+    EMBER_THROW_AS(ConfigError, hp_where,
+                   ": give workspace_size_per_gpu_in_mb or "
+                   "max_vocabulary_size_per_gpu, not both");
   }
   if (const auto it = layer.find("optimizer"); it != layer.end()) {
     c.optimizer = parse_optimizer(*it, where + ".optimizer");

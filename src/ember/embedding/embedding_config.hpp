@@ -22,7 +22,9 @@ enum class Combiner : std::uint8_t { Sum, Mean };
 
 const char* embedding_type_name(EmbeddingType type);
 const char* combiner_name(Combiner combiner);
-constexpr bool is_localized(EmbeddingType t) { return t != EmbeddingType::DistributedSlotHash; }
+constexpr bool is_localized(EmbeddingType t) {
+  return t != EmbeddingType::DistributedSlotHash;
+}
 
 // The Data layer's sparse input an embedding reads (one entry of its "sparse" list).
 struct SparseInputSpec {

@@ -20,8 +20,8 @@ namespace ember::embedding::kernels {
 
 // Initial value of column `c` of the row of `key`: uniform in [-bound, bound], a function of
 // (seed, key, c) only, so it does not depend on insertion order, rank count or device.
-EMBER_HOST_DEVICE inline float initial_value(std::uint64_t seed, std::uint64_t key,
-                                             std::int64_t c, float bound) {
+EMBER_HOST_DEVICE inline float initial_value(std::uint64_t seed, std::uint64_t key, std::int64_t c,
+                                             float bound) {
   const double u = random::uniform01(seed ^ random::mix64(key), static_cast<std::uint64_t>(c));
   return static_cast<float>((2.0 * u - 1.0) * bound);
 }
@@ -43,7 +43,8 @@ EMBER_HOST_DEVICE inline void catch_up(const LazyParams& p, float& w, float& s0,
   if (n <= 0) return;
   switch (p.type) {
     case OptimizerType::SGD:
-    case OptimizerType::AdaGrad: return;
+    case OptimizerType::AdaGrad:
+      return;
     case OptimizerType::MomentumSGD:
     case OptimizerType::Nesterov: {
       const float mu = p.momentum;
@@ -116,15 +117,15 @@ struct OneHotArgs {
   std::int64_t owned_count = 0;
 };
 
-#define EMBER_EMBEDDING_KERNELS(Key)                                                               \
-  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,     \
-                            Key* local_keys, std::int64_t* entry_bag, float* scale,                \
-                            StreamHandle stream);                                                  \
-  /* Returns the first entry whose key is outside its slot's range, or -1. */                     \
-  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                             \
-                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,     \
-                           StreamHandle stream);                                                   \
-  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,       \
+#define EMBER_EMBEDDING_KERNELS(Key)                                                           \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets, \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,            \
+                            StreamHandle stream);                                              \
+  /* Returns the first entry whose key is outside its slot's range, or -1. */                  \
+  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
+                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,  \
+                           StreamHandle stream);                                               \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
                  const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);
 
 namespace cpu {
@@ -139,41 +140,40 @@ EMBER_EMBEDDING_KERNELS(std::int64_t)
 
 #define EMBER_EMBEDDING_ROW_KERNELS                                                                \
   /* out[bag] = scale[bag] * sum of values[rows[e]] over the bag's entries (rows -1 skipped). */   \
-  void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,        \
-            std::int64_t bags, const float* values, std::int64_t vec_size, float* out,              \
+  void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,       \
+            std::int64_t bags, const float* values, std::int64_t vec_size, float* out,             \
             StreamHandle stream);                                                                  \
   /* Sorts entries by row; fills the three arrays (capacity n each, offsets n + 1) and returns  */ \
   /* the number of distinct rows. */                                                               \
   std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t capacity,           \
-                        std::int64_t* sorted_entries, std::int64_t* unique_rows,                  \
+                        std::int64_t* sorted_entries, std::int64_t* unique_rows,                   \
                         std::int64_t* offsets, StreamHandle stream);                               \
   /* Brings rows (or rows 0..count-1 when rows is null) to step `target` (LazyGlobal). */          \
-  void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,                 \
+  void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,                  \
                      std::int64_t vec_size, RowStates states, std::int64_t target,                 \
                      const LazyParams& lazy, StreamHandle stream);                                 \
   /* Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag], then the */ \
   /* optimizer step (after a LazyGlobal catch-up when lazy is set); last_step[row] = step.      */ \
-  void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float* scale,        \
-                   const float* grad, float* values, std::int64_t vec_size, RowStates states,     \
-                   std::int64_t step, const UpdateStep& u, const LazyParams* lazy,                \
+  void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float* scale,         \
+                   const float* grad, float* values, std::int64_t vec_size, RowStates states,      \
+                   std::int64_t step, const UpdateStep& u, const LazyParams* lazy,                 \
                    StreamHandle stream);                                                           \
   /* Global: a zero-gradient step for every row in [0, rows) not yet at `step`. */                 \
-  void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size,                  \
-                        RowStates states, std::int64_t step, const UpdateStep& u,                  \
-                        StreamHandle stream);                                                      \
+  void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size, RowStates states, \
+                        std::int64_t step, const UpdateStep& u, StreamHandle stream);              \
   /* dst[i] = src[index[i]] row by row (zeros where index is -1). */                               \
-  void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,   \
+  void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,    \
                    std::int64_t vec_size, StreamHandle stream);                                    \
   /* dst[index[i]] = src[i] row by row. */                                                         \
-  void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,  \
+  void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,   \
                     std::int64_t vec_size, StreamHandle stream);                                   \
   /* last_step[r] = value for rows r in [first, end). */                                           \
-  void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end,                  \
+  void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end,                   \
                   std::int64_t value, StreamHandle stream);                                        \
   /* row_slot[rows[e]] = owned_slots[entry_bag[e] % owned_count] for rows in [first, end). */      \
-  void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,                         \
-                        const std::int64_t* entry_bag, std::int64_t n,                            \
-                        const std::int64_t* owned_slots, std::int64_t owned_count,                \
+  void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,                          \
+                        const std::int64_t* entry_bag, std::int64_t n,                             \
+                        const std::int64_t* owned_slots, std::int64_t owned_count,                 \
                         std::int64_t first, std::int64_t end, StreamHandle stream);
 
 namespace cpu {

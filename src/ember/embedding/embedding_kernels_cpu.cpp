@@ -39,12 +39,14 @@ std::int64_t select_impl(const SelectArgs& a, const Key* keys, std::int64_t* loc
   for (std::int64_t bag = 0; bag < bags; ++bag) {
     const std::int64_t g = map.global_row(bag);
     std::int64_t count = 0;
-    for (std::int64_t e = a.offsets[g]; e < a.offsets[g + 1]; ++e) count += map.owns(keys[e]);
+    for (std::int64_t e = a.offsets[g]; e < a.offsets[g + 1]; ++e)
+      count += map.owns(keys[e]);
     local_offsets[bag + 1] = count;
     const std::int64_t nnz = a.offsets[g + 1] - a.offsets[g];
     scale[bag] = !a.mean ? 1.0f : (nnz == 0 ? 0.0f : 1.0f / static_cast<float>(nnz));
   }
-  for (std::int64_t bag = 0; bag < bags; ++bag) local_offsets[bag + 1] += local_offsets[bag];
+  for (std::int64_t bag = 0; bag < bags; ++bag)
+    local_offsets[bag + 1] += local_offsets[bag];
 #pragma omp parallel for schedule(static) if (bags >= 16384)
   for (std::int64_t bag = 0; bag < bags; ++bag) {
     const std::int64_t g = map.global_row(bag);
@@ -84,7 +86,8 @@ void init_impl(float* values, std::int64_t vec_size, std::int64_t first, std::in
   for (std::int64_t r = first; r < end; ++r) {
     const auto key = static_cast<std::uint64_t>(keys_by_row[r]);
     float* row = values + r * vec_size;
-    for (std::int64_t c = 0; c < vec_size; ++c) row[c] = initial_value(seed, key, c, bound);
+    for (std::int64_t c = 0; c < vec_size; ++c)
+      row[c] = initial_value(seed, key, c, bound);
   }
 }
 
@@ -115,24 +118,23 @@ float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
   std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets, \
                             Key* local_keys, std::int64_t* entry_bag, float* scale,            \
                             StreamHandle) {                                                    \
-    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale);            \
+    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale);             \
   }                                                                                            \
   std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
-                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows, \
+                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,  \
                            StreamHandle) {                                                     \
-    return onehot_impl<Key>(a, local_keys, entry_bag, n, rows);                               \
+    return onehot_impl<Key>(a, local_keys, entry_bag, n, rows);                                \
   }                                                                                            \
   void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
                  const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle) {      \
-    init_impl<Key>(values, vec_size, first, end, keys_by_row, seed, bound);                   \
+    init_impl<Key>(values, vec_size, first, end, keys_by_row, seed, bound);                    \
   }
 EMBER_CPU_KERNELS(std::uint32_t)
 EMBER_CPU_KERNELS(std::int64_t)
 #undef EMBER_CPU_KERNELS
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const float* values, std::int64_t vec_size, float* out,
-          StreamHandle) {
+          std::int64_t bags, const float* values, std::int64_t vec_size, float* out, StreamHandle) {
 #pragma omp parallel for schedule(static) if (bags * vec_size >= 65536)
   for (std::int64_t bag = 0; bag < bags; ++bag) {
     float* o = out + bag * vec_size;
@@ -140,10 +142,12 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
     for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
       if (rows[e] < 0) continue;
       const float* v = values + rows[e] * vec_size;
-      for (std::int64_t c = 0; c < vec_size; ++c) o[c] += v[c];
+      for (std::int64_t c = 0; c < vec_size; ++c)
+        o[c] += v[c];
     }
     const float s = scale[bag];
-    for (std::int64_t c = 0; c < vec_size; ++c) o[c] *= s;
+    for (std::int64_t c = 0; c < vec_size; ++c)
+      o[c] *= s;
   }
 }
 
@@ -166,8 +170,8 @@ std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t,
 }
 
 void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,
-                   std::int64_t vec_size, RowStates st, std::int64_t target,
-                   const LazyParams& lazy, StreamHandle) {
+                   std::int64_t vec_size, RowStates st, std::int64_t target, const LazyParams& lazy,
+                   StreamHandle) {
 #pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t r = rows == nullptr ? i : rows[i];
@@ -193,7 +197,8 @@ void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float
         const std::int64_t bag = entry_bag[seg.sorted_entries[i]];
         const float s = scale[bag];
         const float* gb = grad + bag * vec_size;
-        for (std::int64_t c = 0; c < vec_size; ++c) g[c] += gb[c] * s;
+        for (std::int64_t c = 0; c < vec_size; ++c)
+          g[c] += gb[c] * s;
       }
       float* w = row_of(values, r, vec_size);
       float* s0 = row_of(st.s0, r, vec_size);
@@ -246,8 +251,8 @@ void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, s
 
 void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
                       const std::int64_t* entry_bag, std::int64_t n,
-                      const std::int64_t* owned_slots, std::int64_t owned_count,
-                      std::int64_t first, std::int64_t end, StreamHandle) {
+                      const std::int64_t* owned_slots, std::int64_t owned_count, std::int64_t first,
+                      std::int64_t end, StreamHandle) {
   for (std::int64_t e = 0; e < n; ++e) {
     const std::int64_t r = rows[e];
     if (r >= first && r < end) row_slot[r] = owned_slots[entry_bag[e] % owned_count];

@@ -24,7 +24,8 @@ constexpr int kWarpsPerBlock = kThreads / 32;
 constexpr std::int64_t kMaxBlocks = 132 * 32;
 
 int blocks_for_threads(std::int64_t n) {
-  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
+  return static_cast<int>(
+      std::max<std::int64_t>(1, std::min<std::int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks)));
 }
 int blocks_for_warps(std::int64_t warps) {
   return static_cast<int>(std::max<std::int64_t>(
@@ -34,9 +35,15 @@ int blocks_for_warps(std::int64_t warps) {
 __device__ inline std::int64_t global_thread() {
   return blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
 }
-__device__ inline std::int64_t thread_count() { return std::int64_t(gridDim.x) * blockDim.x; }
-__device__ inline std::int64_t global_warp() { return global_thread() / 32; }
-__device__ inline std::int64_t warp_count() { return thread_count() / 32; }
+__device__ inline std::int64_t thread_count() {
+  return std::int64_t(gridDim.x) * blockDim.x;
+}
+__device__ inline std::int64_t global_warp() {
+  return global_thread() / 32;
+}
+__device__ inline std::int64_t warp_count() {
+  return thread_count() / 32;
+}
 
 // Keeps freed pool memory cached instead of returning it to the driver at every sync.
 void keep_pool_memory() {
@@ -105,7 +112,8 @@ __global__ void count_kernel(SelectArgs a, const Key* __restrict__ keys,
     const std::int64_t g = bag_global_row(a, bag);
     const std::int64_t begin = a.offsets[g], end = a.offsets[g + 1];
     std::int64_t count = 0;
-    for (std::int64_t e = begin; e < end; ++e) count += bag_owns(a, keys[e]);
+    for (std::int64_t e = begin; e < end; ++e)
+      count += bag_owns(a, keys[e]);
     counts[bag] = count;
     const std::int64_t nnz = end - begin;
     scale[bag] = !a.mean ? 1.0f : (nnz == 0 ? 0.0f : 1.0f / static_cast<float>(nnz));
@@ -146,9 +154,8 @@ std::int64_t select_impl(const SelectArgs& a, const Key* keys, std::int64_t* loc
   EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, counts.as<std::int64_t>(),
                                                  local_offsets + 1, bags, stream));
   Temp temp(temp_bytes, stream);
-  EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveSum(temp.as<void>(), temp_bytes,
-                                                 counts.as<std::int64_t>(), local_offsets + 1,
-                                                 bags, stream));
+  EMBER_CUDA_CHECK(cub::DeviceScan::InclusiveSum(
+      temp.as<void>(), temp_bytes, counts.as<std::int64_t>(), local_offsets + 1, bags, stream));
   fill_kernel<Key><<<blocks_for_threads(bags), kThreads, 0, stream>>>(a, keys, local_offsets,
                                                                       local_keys, entry_bag);
   EMBER_CUDA_CHECK_LAUNCH();
@@ -204,10 +211,9 @@ __device__ inline float4 load_row4(const float* values, std::int64_t row, std::i
 // of the bag are loaded at once (one a lane) and shuffled out; four rows are fetched before they
 // are added, in entry order (the CPU's order).
 __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
-                             const std::int64_t* __restrict__ rows,
-                             const float* __restrict__ scale, std::int64_t bags,
-                             const float* __restrict__ values, std::int64_t vec_size,
-                             float* __restrict__ out) {
+                             const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
+                             std::int64_t bags, const float* __restrict__ values,
+                             std::int64_t vec_size, float* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t bag = global_warp(); bag < bags; bag += warp_count()) {
     const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
@@ -255,10 +261,9 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
 
 // Any vec_size: a lane per column.
 __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
-                             const std::int64_t* __restrict__ rows,
-                             const float* __restrict__ scale, std::int64_t bags,
-                             const float* __restrict__ values, std::int64_t vec_size,
-                             float* __restrict__ out) {
+                             const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
+                             std::int64_t bags, const float* __restrict__ values,
+                             std::int64_t vec_size, float* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t bag = global_warp(); bag < bags; bag += warp_count()) {
     const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
@@ -365,8 +370,12 @@ __global__ void update_kernel(Segments seg, const std::int64_t* __restrict__ ent
   }
 }
 
-__device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ inline void store4(float* p, const float4& v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ inline float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ inline void store4(float* p, const float4& v) {
+  *reinterpret_cast<float4*>(p) = v;
+}
 __device__ inline float& lane_of(float4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
@@ -415,9 +424,11 @@ __global__ void update4_kernel(Segments seg, const std::int64_t* __restrict__ en
           }
           if (active) {
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = load4(grad + b[q] * vec_size + c);
+            for (int q = 0; q < 4; ++q)
+              v[q] = load4(grad + b[q] * vec_size + c);
 #pragma unroll
-            for (int q = 0; q < 4; ++q) add_scaled(g, v[q], sc[q]);
+            for (int q = 0; q < 4; ++q)
+              add_scaled(g, v[q], sc[q]);
           }
         }
         for (; j < m; ++j) {
@@ -492,7 +503,8 @@ __global__ void scatter_kernel(float* __restrict__ dst, const float* __restrict_
 
 __global__ void fill_steps_kernel(std::int64_t* __restrict__ last_step, std::int64_t first,
                                   std::int64_t end, std::int64_t value) {
-  for (std::int64_t r = first + global_thread(); r < end; r += thread_count()) last_step[r] = value;
+  for (std::int64_t r = first + global_thread(); r < end; r += thread_count())
+    last_step[r] = value;
 }
 
 __global__ void row_slots_kernel(std::int64_t* __restrict__ row_slot,
@@ -508,30 +520,30 @@ __global__ void row_slots_kernel(std::int64_t* __restrict__ row_slot,
 
 }  // namespace
 
-#define EMBER_CUDA_KERNELS(Key)                                                                \
-  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets, \
-                            Key* local_keys, std::int64_t* entry_bag, float* scale,            \
-                            StreamHandle stream) {                                             \
-    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale, stream);    \
-  }                                                                                            \
-  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
-                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows, \
-                           StreamHandle stream) {                                              \
-    if (n == 0) return -1;                                                                     \
-    Temp bad(sizeof(unsigned long long), stream);                                              \
+#define EMBER_CUDA_KERNELS(Key)                                                                  \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,   \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,              \
+                            StreamHandle stream) {                                               \
+    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale, stream);       \
+  }                                                                                              \
+  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                           \
+                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,    \
+                           StreamHandle stream) {                                                \
+    if (n == 0) return -1;                                                                       \
+    Temp bad(sizeof(unsigned long long), stream);                                                \
     EMBER_CUDA_CHECK(cudaMemsetAsync(bad.as<void>(), 0xFF, sizeof(unsigned long long), stream)); \
-    onehot_kernel<Key><<<blocks_for_threads(n), kThreads, 0, stream>>>(                        \
-        a, local_keys, entry_bag, n, rows, bad.as<unsigned long long>());                      \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                 \
-    const unsigned long long first_bad = read_back(bad.as<unsigned long long>(), stream);      \
-    return first_bad == ~0ull ? -1 : static_cast<std::int64_t>(first_bad);                   \
-  }                                                                                            \
-  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
+    onehot_kernel<Key><<<blocks_for_threads(n), kThreads, 0, stream>>>(                          \
+        a, local_keys, entry_bag, n, rows, bad.as<unsigned long long>());                        \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
+    const unsigned long long first_bad = read_back(bad.as<unsigned long long>(), stream);        \
+    return first_bad == ~0ull ? -1 : static_cast<std::int64_t>(first_bad);                       \
+  }                                                                                              \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,     \
                  const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream) { \
-    if (end <= first) return;                                                                  \
-    init_kernel<Key><<<blocks_for_threads((end - first) * vec_size), kThreads, 0, stream>>>(   \
-        values, vec_size, first, end, keys_by_row, seed, bound);                               \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                 \
+    if (end <= first) return;                                                                    \
+    init_kernel<Key><<<blocks_for_threads((end - first) * vec_size), kThreads, 0, stream>>>(     \
+        values, vec_size, first, end, keys_by_row, seed, bound);                                 \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
   }
 EMBER_CUDA_KERNELS(std::uint32_t)
 EMBER_CUDA_KERNELS(std::int64_t)
@@ -541,15 +553,14 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
           std::int64_t bags, const float* values, std::int64_t vec_size, float* out,
           StreamHandle stream) {
   if (bags == 0) return;
-  const bool aligned = vec_size % 4 == 0 &&
-                       (reinterpret_cast<std::uintptr_t>(values) % 16 == 0) &&
+  const bool aligned = vec_size % 4 == 0 && (reinterpret_cast<std::uintptr_t>(values) % 16 == 0) &&
                        (reinterpret_cast<std::uintptr_t>(out) % 16 == 0);
   if (aligned) {
-    pool4_kernel<<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale,
-                                                                  bags, values, vec_size, out);
+    pool4_kernel<<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale, bags,
+                                                                  values, vec_size, out);
   } else {
-    pool1_kernel<<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale,
-                                                                  bags, values, vec_size, out);
+    pool1_kernel<<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale, bags,
+                                                                  values, vec_size, out);
   }
   EMBER_CUDA_CHECK_LAUNCH();
 }
@@ -567,7 +578,8 @@ std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t cap
       rows, n, keys.as<std::uint64_t>(), entries.as<std::int64_t>());
   EMBER_CUDA_CHECK_LAUNCH();
   int end_bit = 1;
-  while (end_bit < 64 && (static_cast<std::uint64_t>(capacity) + 1) >> end_bit != 0) ++end_bit;
+  while (end_bit < 64 && (static_cast<std::uint64_t>(capacity) + 1) >> end_bit != 0)
+    ++end_bit;
   const int items = static_cast<int>(n);
   std::size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
   EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
@@ -576,8 +588,8 @@ std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t cap
   EMBER_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(
       nullptr, rle_bytes, sorted_keys.as<std::uint64_t>(), unique_keys.as<std::uint64_t>(),
       counts.as<int>(), num_runs.as<int>(), items, stream));
-  EMBER_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts.as<int>(), offsets,
-                                                 items, stream));
+  EMBER_CUDA_CHECK(
+      cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts.as<int>(), offsets, items, stream));
   Temp temp(std::max({sort_bytes, rle_bytes, scan_bytes}), stream);
   EMBER_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       temp.as<void>(), sort_bytes, keys.as<std::uint64_t>(), sorted_keys.as<std::uint64_t>(),
@@ -627,8 +639,8 @@ void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float
 void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size, RowStates states,
                       std::int64_t step, const UpdateStep& u, StreamHandle stream) {
   if (rows == 0) return;
-  untouched_kernel<<<blocks_for_warps(rows), kThreads, 0, stream>>>(rows, values, vec_size,
-                                                                    states, step, u);
+  untouched_kernel<<<blocks_for_warps(rows), kThreads, 0, stream>>>(rows, values, vec_size, states,
+                                                                    step, u);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
@@ -651,15 +663,15 @@ void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::
 void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, std::int64_t value,
                 StreamHandle stream) {
   if (end <= first) return;
-  fill_steps_kernel<<<blocks_for_threads(end - first), kThreads, 0, stream>>>(last_step, first,
-                                                                              end, value);
+  fill_steps_kernel<<<blocks_for_threads(end - first), kThreads, 0, stream>>>(last_step, first, end,
+                                                                              value);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
 void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
                       const std::int64_t* entry_bag, std::int64_t n,
-                      const std::int64_t* owned_slots, std::int64_t owned_count,
-                      std::int64_t first, std::int64_t end, StreamHandle stream) {
+                      const std::int64_t* owned_slots, std::int64_t owned_count, std::int64_t first,
+                      std::int64_t end, StreamHandle stream) {
   if (n == 0 || owned_count == 0) return;
   row_slots_kernel<<<blocks_for_threads(n), kThreads, 0, stream>>>(
       row_slot, rows, entry_bag, n, owned_slots, owned_count, first, end);

@@ -25,9 +25,14 @@ namespace {
 template <class F>
 void dispatch_key(DType t, F&& f) {
   switch (t) {
-    case DType::U32: f(TypeTag<std::uint32_t>{}); return;
-    case DType::I64: f(TypeTag<std::int64_t>{}); return;
-    default: EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
+    case DType::U32:
+      f(TypeTag<std::uint32_t>{});
+      return;
+    case DType::I64:
+      f(TypeTag<std::int64_t>{});
+      return;
+    default:
+      EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
   }
 }
 
@@ -35,7 +40,8 @@ void dispatch_key(DType t, F&& f) {
 std::uint32_t wait_row(std::uint32_t& row_ref) {
   std::atomic_ref<std::uint32_t> row(row_ref);
   std::uint32_t r = row.load(std::memory_order_acquire);
-  while (r == kPendingRow) r = row.load(std::memory_order_acquire);
+  while (r == kPendingRow)
+    r = row.load(std::memory_order_acquire);
   return r;
 }
 
@@ -157,7 +163,10 @@ std::string key_text(DType t, const Tensor& keys, std::int64_t index) {
 
 HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::int64_t slot_count,
                      std::string owner, std::string capacity_hint)
-    : key_dtype_(key_dtype), capacity_(capacity), place_(place), owner_(std::move(owner)),
+    : key_dtype_(key_dtype),
+      capacity_(capacity),
+      place_(place),
+      owner_(std::move(owner)),
       capacity_hint_(std::move(capacity_hint)),
       host_counter_(std::make_unique<HostCounter>()) {
   dispatch_key(key_dtype, [](auto) {});
@@ -219,9 +228,8 @@ void HashTable::check_keys(const Tensor& keys, const Tensor& rows, const char* w
   EMBER_CHECK(rows.rank() == 1 && rows.is_contiguous() && rows.numel() == keys.numel(), owner_,
               ": ", what, ": rows must be a contiguous i64 [", keys.numel(), "], got shape ",
               rows.shape());
-  EMBER_CHECK(keys.place() == place_ && rows.place() == place_, owner_, ": ", what,
-              " got keys on ", keys.place(), " and rows on ", rows.place(),
-              " for a table on ", place_);
+  EMBER_CHECK(keys.place() == place_ && rows.place() == place_, owner_, ": ", what, " got keys on ",
+              keys.place(), " and rows on ", rows.place(), " for a table on ", place_);
 }
 
 void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream) const {
@@ -275,9 +283,9 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
       }
 #endif
     } else {
-      bad_index = host_insert_or_find<Key>(slots, mask, keys.data<Key>(), n,
-                                           rows.data<std::int64_t>(), keys_by_row_.data<Key>(),
-                                           capacity_, host_counter_->rows);
+      bad_index =
+          host_insert_or_find<Key>(slots, mask, keys.data<Key>(), n, rows.data<std::int64_t>(),
+                                   keys_by_row_.data<Key>(), capacity_, host_counter_->rows);
       counter = host_counter_->rows.load();
     }
   });
@@ -295,7 +303,9 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
   return result;
 }
 
-Tensor HashTable::keys_by_row() const { return keys_by_row_.slice(0, 0, size()); }
+Tensor HashTable::keys_by_row() const {
+  return keys_by_row_.slice(0, 0, size());
+}
 
 std::pair<Tensor, Tensor> HashTable::dump() const {
   return {keys_by_row().clone(), Tensor::arange(size(), DType::I64, place_)};
@@ -306,8 +316,8 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
   const DeviceScope scope(place_);
   EMBER_CHECK(size() == 0, owner_, ": load needs an empty table, this one has ", size(), " rows");
   const std::int64_t n = keys.numel();
-  EMBER_CHECK(n <= capacity_, owner_, ": loading ", n, " keys into a table of capacity ",
-              capacity_, "; ", capacity_hint_);
+  EMBER_CHECK(n <= capacity_, owner_, ": loading ", n, " keys into a table of capacity ", capacity_,
+              "; ", capacity_hint_);
   {  // rows must be a permutation of 0..n-1
     const auto r = rows.to(Place::host()).to_vector<std::int64_t>();
     std::vector<bool> seen(n, false);
@@ -326,8 +336,8 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
 #if EMBER_WITH_CUDA
       const StreamHandle s = current_stream(place_.device());
       auto* state = static_cast<unsigned long long*>(device_state_.data());
-      cuda::hash_insert_with_rows<Key>(slots, mask, keys.data<Key>(), rows.data<std::int64_t>(),
-                                       n, keys_by_row_.data<Key>(), state, s);
+      cuda::hash_insert_with_rows<Key>(slots, mask, keys.data<Key>(), rows.data<std::int64_t>(), n,
+                                       keys_by_row_.data<Key>(), state, s);
       std::uint64_t host_state[cuda::kHashStateWords];
       copy_bytes(host_state, Place::host(), state, place_, sizeof host_state, s);
       synchronize_stream(s);
@@ -336,9 +346,8 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
       copy_bytes(state, place_, words, Place::host(), sizeof words);
 #endif
     } else {
-      duplicates = host_insert_with_rows<Key>(slots, mask, keys.data<Key>(),
-                                              rows.data<std::int64_t>(), n,
-                                              keys_by_row_.data<Key>());
+      duplicates = host_insert_with_rows<Key>(
+          slots, mask, keys.data<Key>(), rows.data<std::int64_t>(), n, keys_by_row_.data<Key>());
     }
   });
   if (duplicates > 0) {

@@ -39,8 +39,9 @@ class HashTable {
   // `capacity_hint` says which configuration key raises the capacity.
   HashTable(DType key_dtype, std::int64_t capacity, Place place, std::int64_t slot_count = 0,
             std::string owner = "hash table",
-            std::string capacity_hint = "raise workspace_size_per_gpu_in_mb or "
-                                        "max_vocabulary_size_per_gpu");
+            std::string capacity_hint =
+                "raise workspace_size_per_gpu_in_mb or "
+                "max_vocabulary_size_per_gpu");
   ~HashTable();
   HashTable(const HashTable&) = delete;
   HashTable& operator=(const HashTable&) = delete;
@@ -80,9 +81,9 @@ class HashTable {
   Place place_;
   std::int64_t slot_count_;
   std::string owner_, capacity_hint_;
-  Tensor slots_;         // slot_count_ HashSlot<Key> as bytes
-  Tensor keys_by_row_;   // [capacity] key_dtype_
-  Tensor device_state_;  // CUDA only: u64 [4] = row counter, first bad key index, ...
+  Tensor slots_;                // slot_count_ HashSlot<Key> as bytes
+  Tensor keys_by_row_;          // [capacity] key_dtype_
+  Tensor device_state_;         // CUDA only: u64 [4] = row counter, first bad key index, ...
   std::int64_t rows_used_ = 0;  // host mirror of the row counter (CPU: the counter itself)
   std::unique_ptr<HostCounter> host_counter_;
   bool full_ = false;

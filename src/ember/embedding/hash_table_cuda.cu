@@ -32,7 +32,8 @@ __device__ inline std::int64_t cas_key(std::int64_t* address, std::int64_t expec
 __device__ inline std::uint32_t wait_row(const std::uint32_t* row_address) {
   const volatile std::uint32_t* row = row_address;
   std::uint32_t r = *row;
-  while (r == kPendingRow) r = *row;
+  while (r == kPendingRow)
+    r = *row;
   return r;
 }
 
@@ -112,8 +113,7 @@ template <class Key>
 __global__ void insert_with_rows_kernel(HashSlot<Key>* __restrict__ slots, std::uint64_t mask,
                                         const Key* __restrict__ keys,
                                         const std::int64_t* __restrict__ given, std::int64_t n,
-                                        Key* __restrict__ keys_by_row,
-                                        unsigned long long* state) {
+                                        Key* __restrict__ keys_by_row, unsigned long long* state) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     const Key key = keys[i];
@@ -145,12 +145,12 @@ void hash_find(const HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, 
 }
 
 template <class Key>
-void hash_insert_or_find(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys,
-                         std::int64_t n, std::int64_t* rows, Key* keys_by_row,
-                         std::uint64_t capacity, unsigned long long* state, StreamHandle stream) {
+void hash_insert_or_find(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, std::int64_t n,
+                         std::int64_t* rows, Key* keys_by_row, std::uint64_t capacity,
+                         unsigned long long* state, StreamHandle stream) {
   if (n == 0) return;
-  insert_kernel<Key><<<grid_for(n), kThreads, 0, stream>>>(slots, mask, keys, n, rows,
-                                                           keys_by_row, capacity, state);
+  insert_kernel<Key><<<grid_for(n), kThreads, 0, stream>>>(slots, mask, keys, n, rows, keys_by_row,
+                                                           capacity, state);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
@@ -159,20 +159,19 @@ void hash_insert_with_rows(HashSlot<Key>* slots, std::uint64_t mask, const Key* 
                            const std::int64_t* given_rows, std::int64_t n, Key* keys_by_row,
                            unsigned long long* state, StreamHandle stream) {
   if (n == 0) return;
-  insert_with_rows_kernel<Key><<<grid_for(n), kThreads, 0, stream>>>(slots, mask, keys,
-                                                                     given_rows, n, keys_by_row,
-                                                                     state);
+  insert_with_rows_kernel<Key>
+      <<<grid_for(n), kThreads, 0, stream>>>(slots, mask, keys, given_rows, n, keys_by_row, state);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
-#define EMBER_INSTANTIATE(Key)                                                                \
-  template void hash_find<Key>(const HashSlot<Key>*, std::uint64_t, const Key*, std::int64_t,  \
-                               std::int64_t*, StreamHandle);                                  \
-  template void hash_insert_or_find<Key>(HashSlot<Key>*, std::uint64_t, const Key*,           \
-                                         std::int64_t, std::int64_t*, Key*, std::uint64_t,    \
-                                         unsigned long long*, StreamHandle);                  \
-  template void hash_insert_with_rows<Key>(HashSlot<Key>*, std::uint64_t, const Key*,         \
-                                           const std::int64_t*, std::int64_t, Key*,           \
+#define EMBER_INSTANTIATE(Key)                                                                    \
+  template void hash_find<Key>(const HashSlot<Key>*, std::uint64_t, const Key*, std::int64_t,     \
+                               std::int64_t*, StreamHandle);                                      \
+  template void hash_insert_or_find<Key>(HashSlot<Key>*, std::uint64_t, const Key*, std::int64_t, \
+                                         std::int64_t*, Key*, std::uint64_t, unsigned long long*, \
+                                         StreamHandle);                                           \
+  template void hash_insert_with_rows<Key>(HashSlot<Key>*, std::uint64_t, const Key*,             \
+                                           const std::int64_t*, std::int64_t, Key*,               \
                                            unsigned long long*, StreamHandle);
 EMBER_INSTANTIATE(std::uint32_t)
 EMBER_INSTANTIATE(std::int64_t)

@@ -17,9 +17,9 @@ void hash_find(const HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, 
                std::int64_t* rows, StreamHandle stream);
 
 template <class Key>
-void hash_insert_or_find(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys,
-                         std::int64_t n, std::int64_t* rows, Key* keys_by_row,
-                         std::uint64_t capacity, unsigned long long* state, StreamHandle stream);
+void hash_insert_or_find(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, std::int64_t n,
+                         std::int64_t* rows, Key* keys_by_row, std::uint64_t capacity,
+                         unsigned long long* state, StreamHandle stream);
 
 template <class Key>
 void hash_insert_with_rows(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys,

@@ -11,8 +11,8 @@
 
 // Runs a step on the CPU or on CUDA, by the rank's place.
 #if EMBER_WITH_CUDA
-#define EMBER_KERNEL(fn, ...)                                                       \
-  (place_.is_cuda() ? ::ember::embedding::kernels::cuda::fn(__VA_ARGS__)            \
+#define EMBER_KERNEL(fn, ...)                                            \
+  (place_.is_cuda() ? ::ember::embedding::kernels::cuda::fn(__VA_ARGS__) \
                     : ::ember::embedding::kernels::cpu::fn(__VA_ARGS__))
 #else
 #define EMBER_KERNEL(fn, ...) ::ember::embedding::kernels::cpu::fn(__VA_ARGS__)
@@ -25,9 +25,14 @@ namespace {
 template <class F>
 void dispatch_key(DType t, F&& f) {
   switch (t) {
-    case DType::U32: f(TypeTag<std::uint32_t>{}); return;
-    case DType::I64: f(TypeTag<std::int64_t>{}); return;
-    default: EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
+    case DType::U32:
+      f(TypeTag<std::uint32_t>{});
+      return;
+    case DType::I64:
+      f(TypeTag<std::int64_t>{});
+      return;
+    default:
+      EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
   }
 }
 
@@ -57,37 +62,46 @@ struct SparseEmbedding::Batch {
 
 SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const OptimizerConfig& optimizer,
                                  Communicator& comm)
-    : config_(std::move(config)), optimizer_(config_.optimizer.value_or(optimizer)),
-      comm_(comm), place_(comm.place()) {
+    : config_(std::move(config)),
+      optimizer_(config_.optimizer.value_or(optimizer)),
+      comm_(comm),
+      place_(comm.place()) {
   config_.validate();
   ember::validate(optimizer_, where() + ".optimizer");
-  EMBER_CHECK(place_.is_host() || place_.is_cuda(), where(), ": ranks live on the host or a "
-              "CUDA device, not ", place_);
+  EMBER_CHECK(place_.is_host() || place_.is_cuda(), where(),
+              ": ranks live on the host or a "
+              "CUDA device, not ",
+              place_);
   PlaceGuard guard(place_);
   schedule_ = LearningRateSchedule(optimizer_.schedule);
   const int D = comm_.size(), r = comm_.rank();
   const std::int64_t S = config_.slot_num, V = config_.vec_size;
   std::vector<std::int64_t> slot_begin(S + 1, 0);
   if (!config_.slot_size_array.empty()) {
-    for (std::int64_t s = 0; s < S; ++s) slot_begin[s + 1] = slot_begin[s] + config_.slot_size_array[s];
+    for (std::int64_t s = 0; s < S; ++s)
+      slot_begin[s + 1] = slot_begin[s] + config_.slot_size_array[s];
   }
   if (is_localized(config_.type)) {
-    for (std::int64_t s = r; s < S; s += D) owned_slots_.push_back(s);
-    owned_slots_dev_ = Tensor::from_vector(owned_slots_.empty() ? std::vector<std::int64_t>{0}
-                                                                : owned_slots_,
-                                           place_);
+    for (std::int64_t s = r; s < S; s += D)
+      owned_slots_.push_back(s);
+    owned_slots_dev_ = Tensor::from_vector(
+        owned_slots_.empty() ? std::vector<std::int64_t>{0} : owned_slots_, place_);
   }
   std::int64_t owned_vocabulary = 0;
   for (std::int64_t s : owned_slots_) {
     if (!config_.slot_size_array.empty()) owned_vocabulary += config_.slot_size_array[s];
   }
   switch (config_.type) {
-    case EmbeddingType::DistributedSlotHash: capacity_ = config_.configured_capacity(); break;
+    case EmbeddingType::DistributedSlotHash:
+      capacity_ = config_.configured_capacity();
+      break;
     case EmbeddingType::LocalizedSlotHash:
       capacity_ = config_.slot_size_array.empty() ? config_.configured_capacity()
                                                   : std::max<std::int64_t>(1, owned_vocabulary);
       break;
-    case EmbeddingType::LocalizedSlotOneHot: capacity_ = owned_vocabulary; break;
+    case EmbeddingType::LocalizedSlotOneHot:
+      capacity_ = owned_vocabulary;
+      break;
   }
   if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
     std::vector<std::int64_t> begin, size, base, keys;
@@ -97,7 +111,8 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const OptimizerConfig& 
       size.push_back(config_.slot_size_array[s]);
       base.push_back(next);
       next += config_.slot_size_array[s];
-      for (std::int64_t k = 0; k < config_.slot_size_array[s]; ++k) keys.push_back(slot_begin[s] + k);
+      for (std::int64_t k = 0; k < config_.slot_size_array[s]; ++k)
+        keys.push_back(slot_begin[s] + k);
     }
     auto upload = [&](std::vector<std::int64_t> v) {
       if (v.empty()) v.push_back(0);
@@ -150,11 +165,15 @@ std::int64_t SparseEmbedding::rows_in_use() const {
 
 std::vector<std::string> SparseEmbedding::state_names() const {
   switch (optimizer_.type) {
-    case OptimizerType::SGD: return {};
+    case OptimizerType::SGD:
+      return {};
     case OptimizerType::MomentumSGD:
-    case OptimizerType::Nesterov: return {"momentum"};
-    case OptimizerType::Adam: return {"adam_m", "adam_v"};
-    case OptimizerType::AdaGrad: return {"adagrad_accumulator"};
+    case OptimizerType::Nesterov:
+      return {"momentum"};
+    case OptimizerType::Adam:
+      return {"adam_m", "adam_v"};
+    case OptimizerType::AdaGrad:
+      return {"adagrad_accumulator"};
   }
   return {};
 }
@@ -183,8 +202,8 @@ void SparseEmbedding::check_batch(const CsrTensor& batch, std::int64_t local_off
               " samples does not split evenly over ", D, " ranks");
   EMBER_CHECK(local_size == B / D && local_offset == comm_.rank() * (B / D), where(),
               ": this rank's samples must be [", comm_.rank() * (B / D), ", ",
-              (comm_.rank() + 1) * (B / D), ") of the global batch of ", B, ", got [",
-              local_offset, ", ", local_offset + local_size, ")");
+              (comm_.rank() + 1) * (B / D), ") of the global batch of ", B, ", got [", local_offset,
+              ", ", local_offset + local_size, ")");
   if (config_.max_feature_num_per_sample > 0) {
     EMBER_CHECK(batch.nnz() <= B * config_.max_feature_num_per_sample, where(), ": the batch has ",
                 batch.nnz(), " keys for ", B, " samples, more than max_feature_num_per_sample ",
@@ -211,8 +230,8 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   a.slot_num = S;
   a.ranks = D;
   a.rank = comm_.rank();
-  a.sharding = is_localized(config_.type) ? kernels::Sharding::Localized
-                                          : kernels::Sharding::Distributed;
+  a.sharding =
+      is_localized(config_.type) ? kernels::Sharding::Localized : kernels::Sharding::Distributed;
   a.mean = config_.combiner == Combiner::Mean;
   a.owned_slots = ptr<std::int64_t>(owned_slots_dev_);
   a.owned_count = static_cast<std::int64_t>(owned_slots_.size());
@@ -252,16 +271,16 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
     lp.epsilon = optimizer_.epsilon;
     ensure_adam_alpha(step_);
     lp.adam_alpha = ptr<float>(adam_alpha_);
-    EMBER_KERNEL(catch_up_rows, b->unique_rows.data<std::int64_t>(), b->unique,
-                 ptr<float>(values_), V,
-                 kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_),
-                                    ptr<std::int64_t>(last_step_)},
-                 step_, lp, stream());
+    EMBER_KERNEL(
+        catch_up_rows, b->unique_rows.data<std::int64_t>(), b->unique, ptr<float>(values_), V,
+        kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+        step_, lp, stream());
   }
 
   Tensor out = Tensor::empty({local_size, S, V}, DType::F32, place_);
   const bool direct = D == 1;
-  Tensor pooled = direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
+  Tensor pooled =
+      direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
   if (b->bags > 0) {
     EMBER_KERNEL(pool, b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
                  b->scale.data<float>(), b->bags, ptr<float>(values_), V, pooled.data<float>(),
@@ -284,20 +303,21 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
       oh.size = onehot_size_.data<std::int64_t>();
       oh.local_base = onehot_base_.data<std::int64_t>();
       oh.owned_count = static_cast<std::int64_t>(owned_slots_.size());
-      const std::int64_t bad = EMBER_KERNEL(onehot_rows, oh, keys.data<Key>(),
-                                            b.entry_bag.data<std::int64_t>(), n,
-                                            b.rows.data<std::int64_t>(), stream());
+      const std::int64_t bad =
+          EMBER_KERNEL(onehot_rows, oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n,
+                       b.rows.data<std::int64_t>(), stream());
       if (bad >= 0) {
         const Tensor key = keys.slice(0, bad, bad + 1).to(Place::host());
-        const std::int64_t bag = b.entry_bag.slice(0, bad, bad + 1).to(Place::host())
-                                     .item<std::int64_t>();
+        const std::int64_t bag =
+            b.entry_bag.slice(0, bad, bad + 1).to(Place::host()).item<std::int64_t>();
         const std::int64_t j = bag % oh.owned_count, s = owned_slots_[j];
         std::int64_t begin = 0;
-        for (std::int64_t q = 0; q < s; ++q) begin += config_.slot_size_array[q];
-        EMBER_THROW_AS(DataError, where(), ": key ",
-                       static_cast<std::int64_t>(key.item<Key>()), " of sample ",
-                       bag / oh.owned_count, " in slot ", s, " is outside the slot's range [",
-                       begin, ", ", begin + config_.slot_size_array[s],
+        for (std::int64_t q = 0; q < s; ++q)
+          begin += config_.slot_size_array[q];
+        EMBER_THROW_AS(DataError, where(), ": key ", static_cast<std::int64_t>(key.item<Key>()),
+                       " of sample ", bag / oh.owned_count, " in slot ", s,
+                       " is outside the slot's range [", begin, ", ",
+                       begin + config_.slot_size_array[s],
                        ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
                        "lie within slot_size_array)");
       }
@@ -344,8 +364,8 @@ void SparseEmbedding::ensure_adam_alpha(std::int64_t steps) {
     adam_alpha_ = Tensor::from_vector(padded, place_);
   } else {
     adam_alpha_.slice(0, have, steps)
-        .copy_from(Tensor::from_vector(std::vector<float>(adam_alpha_host_.begin() + have,
-                                                          adam_alpha_host_.end())));
+        .copy_from(Tensor::from_vector(
+            std::vector<float>(adam_alpha_host_.begin() + have, adam_alpha_host_.end())));
   }
 }
 
@@ -370,7 +390,8 @@ void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) 
     // backward: the send block of peer p lists grad rows b * S + (p + j * D).
     std::vector<std::int64_t> fwd(Bl * S), bwd;
     std::vector<std::int64_t> base(D + 1, 0);
-    for (int p = 0; p < D; ++p) base[p + 1] = base[p] + Bl * owned(p);
+    for (int p = 0; p < D; ++p)
+      base[p + 1] = base[p] + Bl * owned(p);
     for (std::int64_t b = 0; b < Bl; ++b) {
       for (std::int64_t s = 0; s < S; ++s) {
         const int p = static_cast<int>(s % D);
@@ -379,7 +400,8 @@ void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) 
     }
     for (int p = 0; p < D; ++p) {
       for (std::int64_t b = 0; b < Bl; ++b) {
-        for (std::int64_t j = 0; j < owned(p); ++j) bwd.push_back(b * S + p + j * D);
+        for (std::int64_t j = 0; j < owned(p); ++j)
+          bwd.push_back(b * S + p + j * D);
       }
     }
     forward_index_ = Tensor::from_vector(fwd.empty() ? std::vector<std::int64_t>{0} : fwd, place_);
@@ -463,14 +485,16 @@ void SparseEmbedding::update(float loss_scaler) {
                  lazy ? &lp : nullptr, stream());
   }
   if (optimizer_.update_type == UpdateType::Global && rows_in_use() > 0) {
-    EMBER_KERNEL(update_untouched, rows_in_use(), values_.data<float>(), config_.vec_size, st, t,
-                 u, stream());
+    EMBER_KERNEL(update_untouched, rows_in_use(), values_.data<float>(), config_.vec_size, st, t, u,
+                 stream());
   }
   step_ = t;
   batch_.reset();
 }
 
-void SparseEmbedding::drop_batch() { batch_.reset(); }
+void SparseEmbedding::drop_batch() {
+  batch_.reset();
+}
 
 void SparseEmbedding::catch_up_all() {
   if (optimizer_.update_type != UpdateType::LazyGlobal || rows_in_use() == 0) return;
@@ -482,10 +506,10 @@ void SparseEmbedding::catch_up_all() {
   lp.epsilon = optimizer_.epsilon;
   ensure_adam_alpha(step_);
   lp.adam_alpha = ptr<float>(adam_alpha_);
-  EMBER_KERNEL(catch_up_rows, nullptr, rows_in_use(), values_.data<float>(), config_.vec_size,
-               kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_),
-                                  ptr<std::int64_t>(last_step_)},
-               step_, lp, stream());
+  EMBER_KERNEL(
+      catch_up_rows, nullptr, rows_in_use(), values_.data<float>(), config_.vec_size,
+      kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+      step_, lp, stream());
 }
 
 }  // namespace ember::embedding

@@ -32,10 +32,10 @@ namespace ember::embedding {
 // state_names().
 struct EmbeddingSnapshot {
   std::vector<std::int64_t> keys;
-  std::vector<float> vectors;                     // keys.size() x vec_size
-  std::vector<std::int64_t> slots;                // LocalizedSlot hash only: each key's slot
-  std::vector<std::vector<float>> states;         // each keys.size() x vec_size
-  std::int64_t step = 0;                          // optimizer steps taken
+  std::vector<float> vectors;              // keys.size() x vec_size
+  std::vector<std::int64_t> slots;         // LocalizedSlot hash only: each key's slot
+  std::vector<std::vector<float>> states;  // each keys.size() x vec_size
+  std::int64_t step = 0;                   // optimizer steps taken
 };
 
 class SparseEmbedding {
@@ -100,22 +100,22 @@ class SparseEmbedding {
   Communicator& comm_;
   Place place_;
   std::int64_t capacity_ = 0;
-  std::vector<std::int64_t> owned_slots_;        // Localized: this rank's slots, ascending
-  Tensor owned_slots_dev_;                       // same, at place_
-  std::unique_ptr<HashTable> table_;             // hash types
-  Tensor values_;                                // [capacity, vec_size]
-  Tensor state0_, state1_;                       // optimizer states, [capacity, vec_size]
-  Tensor last_step_;                             // Global / LazyGlobal: i64 [capacity]
-  Tensor row_slot_;                              // LocalizedSlot hash: i64 [capacity]
-  Tensor onehot_keys_;                           // one-hot: key of each local row
+  std::vector<std::int64_t> owned_slots_;            // Localized: this rank's slots, ascending
+  Tensor owned_slots_dev_;                           // same, at place_
+  std::unique_ptr<HashTable> table_;                 // hash types
+  Tensor values_;                                    // [capacity, vec_size]
+  Tensor state0_, state1_;                           // optimizer states, [capacity, vec_size]
+  Tensor last_step_;                                 // Global / LazyGlobal: i64 [capacity]
+  Tensor row_slot_;                                  // LocalizedSlot hash: i64 [capacity]
+  Tensor onehot_keys_;                               // one-hot: key of each local row
   Tensor onehot_begin_, onehot_size_, onehot_base_;  // one-hot geometry per owned slot
   LearningRateSchedule schedule_;
   std::int64_t step_ = 0;
-  std::vector<float> adam_alpha_host_;           // LazyGlobal Adam: alpha of steps 1..n
+  std::vector<float> adam_alpha_host_;  // LazyGlobal Adam: alpha of steps 1..n
   Tensor adam_alpha_;
-  std::unique_ptr<Batch> batch_;                 // the last training forward's bookkeeping
-  Tensor forward_index_, backward_index_;        // LocalizedSlot all-to-all reorders
-  std::int64_t index_local_batch_ = -1;          // the local batch they were built for
+  std::unique_ptr<Batch> batch_;           // the last training forward's bookkeeping
+  Tensor forward_index_, backward_index_;  // LocalizedSlot all-to-all reorders
+  std::int64_t index_local_batch_ = -1;    // the local batch they were built for
   std::map<std::string, Tensor> scratch_;
 };
 

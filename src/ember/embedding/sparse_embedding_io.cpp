@@ -17,8 +17,8 @@
 #include "ember/tensor/ops.hpp"
 
 #if EMBER_WITH_CUDA
-#define EMBER_KERNEL(fn, ...)                                                       \
-  (place_.is_cuda() ? ::ember::embedding::kernels::cuda::fn(__VA_ARGS__)            \
+#define EMBER_KERNEL(fn, ...)                                            \
+  (place_.is_cuda() ? ::ember::embedding::kernels::cuda::fn(__VA_ARGS__) \
                     : ::ember::embedding::kernels::cpu::fn(__VA_ARGS__))
 #else
 #define EMBER_KERNEL(fn, ...) ::ember::embedding::kernels::cpu::fn(__VA_ARGS__)
@@ -60,9 +60,11 @@ std::vector<T> gather_to_root(Communicator& comm, const std::vector<T>& mine,
   send_counts[0] = static_cast<std::int64_t>(mine.size());
   std::int64_t total = 0;
   if (r == 0) {
-    for (int p = 0; p < D; ++p) total += (recv_counts[p] = rows_per_rank[p] * width);
+    for (int p = 0; p < D; ++p)
+      total += (recv_counts[p] = rows_per_rank[p] * width);
   }
-  const Tensor recv = Tensor::empty({std::max<std::int64_t>(total, 1)}, dtype_of<T>(), comm.place());
+  const Tensor recv =
+      Tensor::empty({std::max<std::int64_t>(total, 1)}, dtype_of<T>(), comm.place());
   comm.all_to_all_v(send, send_counts, recv, recv_counts, stream);
   if (stream != nullptr) synchronize_stream(stream);
   if (r != 0 || total == 0) return {};
@@ -88,10 +90,9 @@ template <class T>
 std::vector<T> read_array(const fs::path& path, std::int64_t expected_count,
                           const std::string& what) {
   const std::vector<char> bytes = read_file(path);
-  if (expected_count >= 0 &&
-      bytes.size() != static_cast<std::size_t>(expected_count) * sizeof(T)) {
-    EMBER_THROW_AS(DataError, path.string(), ": ", what, " file has ", bytes.size(),
-                   " bytes but ", expected_count, " x ", sizeof(T), " = ",
+  if (expected_count >= 0 && bytes.size() != static_cast<std::size_t>(expected_count) * sizeof(T)) {
+    EMBER_THROW_AS(DataError, path.string(), ": ", what, " file has ", bytes.size(), " bytes but ",
+                   expected_count, " x ", sizeof(T), " = ",
                    expected_count * static_cast<std::int64_t>(sizeof(T)),
                    " were expected (keys and vectors must come from the same save)");
   }
@@ -132,7 +133,8 @@ EmbeddingSnapshot SparseEmbedding::snapshot() {
   std::vector<std::int64_t> all_slots;
   if (row_slot_.defined()) all_slots = gather_to_root(comm_, my_slots, rows_per_rank, 1, stream());
   std::vector<std::vector<float>> all_states;
-  for (const auto& st : my_states) all_states.push_back(gather_to_root(comm_, st, rows_per_rank, V, stream()));
+  for (const auto& st : my_states)
+    all_states.push_back(gather_to_root(comm_, st, rows_per_rank, V, stream()));
 
   EmbeddingSnapshot snap;
   snap.step = step_;
@@ -201,7 +203,8 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
     }
   }
   // Every rank learns whether rank 0 succeeded, so no rank hangs or returns early.
-  const Tensor status = Tensor::from_vector(std::vector<std::int64_t>{failure.empty() ? 0 : 1}, place_);
+  const Tensor status =
+      Tensor::from_vector(std::vector<std::int64_t>{failure.empty() ? 0 : 1}, place_);
   comm_.all_reduce(status, ReduceOp::Max, stream());
   if (stream() != nullptr) synchronize_stream(stream());
   if (host_vector<std::int64_t>(status)[0] != 0) {
@@ -241,10 +244,12 @@ void SparseEmbedding::load(const fs::path& dir) {
     if (fs::exists(dir / "slot_ids")) {
       file.slots = read_array<std::int64_t>(dir / "slot_ids", n, "slot_ids");
     } else if (!config_.slot_size_array.empty()) {
-      for (std::int64_t key : file.keys) file.slots.push_back(slot_of_key(key));
+      for (std::int64_t key : file.keys)
+        file.slots.push_back(slot_of_key(key));
     } else {
-      EMBER_THROW_AS(DataError, dir.string(), ": a LocalizedSlot model needs its slot_ids file "
-                                            "(or a slot_size_array to place keys)");
+      EMBER_THROW_AS(DataError, dir.string(),
+                     ": a LocalizedSlot model needs its slot_ids file "
+                     "(or a slot_size_array to place keys)");
     }
   }
   const auto names = state_names();
@@ -272,8 +277,12 @@ void SparseEmbedding::load(const fs::path& dir) {
         owned = static_cast<std::uint64_t>(key) % static_cast<std::uint64_t>(D) ==
                 static_cast<std::uint64_t>(r);
         break;
-      case EmbeddingType::LocalizedSlotHash: owned = file.slots[i] % D == r; break;
-      case EmbeddingType::LocalizedSlotOneHot: owned = slot_of_key(key) % D == r; break;
+      case EmbeddingType::LocalizedSlotHash:
+        owned = file.slots[i] % D == r;
+        break;
+      case EmbeddingType::LocalizedSlotOneHot:
+        owned = slot_of_key(key) % D == r;
+        break;
     }
     if (owned) picked.push_back(i);
   }
@@ -317,7 +326,8 @@ void SparseEmbedding::insert_loaded(const EmbeddingSnapshot& mine,
       }
       rows = host_vector<std::int64_t>(found);
     } else {
-      std::vector<std::int64_t> slot_begin(config_.slot_num + 1, 0), local_base(config_.slot_num, -1);
+      std::vector<std::int64_t> slot_begin(config_.slot_num + 1, 0),
+          local_base(config_.slot_num, -1);
       for (std::int64_t s = 0; s < config_.slot_num; ++s) {
         slot_begin[s + 1] = slot_begin[s] + config_.slot_size_array[s];
       }
@@ -348,7 +358,8 @@ void SparseEmbedding::insert_loaded(const EmbeddingSnapshot& mine,
     if (stream() != nullptr) synchronize_stream(stream());
     if (row_slot_.defined()) {
       std::vector<std::int64_t> slots = host_vector<std::int64_t>(row_slot_);
-      for (std::int64_t i = 0; i < m; ++i) slots[rows[i]] = mine.slots[i];
+      for (std::int64_t i = 0; i < m; ++i)
+        slots[rows[i]] = mine.slots[i];
       row_slot_.copy_from(Tensor::from_vector(slots, place_));
     }
   }

@@ -20,9 +20,12 @@ namespace ember {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }
@@ -36,36 +39,51 @@ bool collective_dtype(DType t) {
     case DType::I32:
     case DType::U32:
     case DType::I64:
-    case DType::U64: return true;
-    default: return false;
+    case DType::U64:
+      return true;
+    default:
+      return false;
   }
 }
 
 template <class F>
 void dispatch_collective_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::F32: f(TypeTag<float>{}); return;
-    case DType::F64: f(TypeTag<double>{}); return;
-    case DType::I32: f(TypeTag<std::int32_t>{}); return;
-    case DType::U32: f(TypeTag<std::uint32_t>{}); return;
-    case DType::I64: f(TypeTag<std::int64_t>{}); return;
-    case DType::U64: f(TypeTag<std::uint64_t>{}); return;
-    default: EMBER_THROW("collectives do not support dtype ", dtype_name(t));
+    case DType::F32:
+      f(TypeTag<float>{});
+      return;
+    case DType::F64:
+      f(TypeTag<double>{});
+      return;
+    case DType::I32:
+      f(TypeTag<std::int32_t>{});
+      return;
+    case DType::U32:
+      f(TypeTag<std::uint32_t>{});
+      return;
+    case DType::I64:
+      f(TypeTag<std::int64_t>{});
+      return;
+    case DType::U64:
+      f(TypeTag<std::uint64_t>{});
+      return;
+    default:
+      EMBER_THROW("collectives do not support dtype ", dtype_name(t));
   }
 }
 
 std::string counts_string(const std::vector<std::int64_t>& counts) {
   std::ostringstream os;
   os << "[";
-  for (std::size_t i = 0; i < counts.size(); ++i) os << (i ? ", " : "") << counts[i];
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    os << (i ? ", " : "") << counts[i];
   os << "]";
   return os.str();
 }
 
 }  // namespace
 
-void Communicator::check_tensor(const Tensor& t, const char* collective,
-                                const char* which) const {
+void Communicator::check_tensor(const Tensor& t, const char* collective, const char* which) const {
   EMBER_CHECK(t.defined(), collective, " on rank ", rank(), ": the ", which,
               " tensor is undefined");
   EMBER_CHECK(t.is_contiguous(), collective, " on rank ", rank(), ": the ", which,
@@ -99,7 +117,7 @@ namespace {
 struct CallInfo {
   std::string name;
   DType dtype = DType::F32;
-  std::int64_t count = 0;      // elements each rank contributes (all_reduce, gather, scatter)
+  std::int64_t count = 0;  // elements each rank contributes (all_reduce, gather, scatter)
   ReduceOp op = ReduceOp::Sum;
   int root = -1;
   std::vector<std::int64_t> send_counts, recv_counts;
@@ -166,9 +184,8 @@ class InProcessGroup {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(timeout_));
-    const bool done = cv_.wait_until(lock, deadline, [&] {
-      return generation_ != generation || broken_;
-    });
+    const bool done =
+        cv_.wait_until(lock, deadline, [&] { return generation_ != generation || broken_; });
     if (generation_ != generation) return;
     if (!done && !broken_) {
       std::ostringstream missing;
@@ -202,8 +219,9 @@ class InProcessGroup {
       if (same && mine.name != "all_to_all_v") {
         same = other.count == mine.count && other.op == mine.op && other.root == mine.root;
       }
-      if (!same) fail(rank, cat("mismatched collectives: rank 0 called ", calls_[0].describe(),
-                                 " but rank ", p, " called ", other.describe()));
+      if (!same)
+        fail(rank, cat("mismatched collectives: rank 0 called ", calls_[0].describe(), " but rank ",
+                       p, " called ", other.describe()));
     }
     if (mine.name == "all_to_all_v") {
       for (int p = 0; p < n_; ++p) {
@@ -243,9 +261,12 @@ class InProcessGroup {
 template <class T>
 T reduce_pair(ReduceOp op, T a, T b) {
   switch (op) {
-    case ReduceOp::Sum: return a + b;
-    case ReduceOp::Max: return std::max(a, b);
-    case ReduceOp::Min: return std::min(a, b);
+    case ReduceOp::Sum:
+      return a + b;
+    case ReduceOp::Max:
+      return std::max(a, b);
+    case ReduceOp::Min:
+      return std::min(a, b);
   }
   return a;
 }
@@ -262,8 +283,8 @@ class InProcessCommunicator final : public Communicator {
 
   void all_reduce(const Tensor& inout, ReduceOp op, StreamHandle) override {
     check_tensor(inout, "all_reduce", "in/out");
-    group_->post(rank_, make_call("all_reduce", inout.dtype(), inout.numel(), op),
-                 inout.data(), inout.nbytes());
+    group_->post(rank_, make_call("all_reduce", inout.dtype(), inout.numel(), op), inout.data(),
+                 inout.nbytes());
     reduce_blocks(inout, 0, op);
     group_->wait_all(rank_, "all_reduce");
   }
@@ -273,10 +294,11 @@ class InProcessCommunicator final : public Communicator {
     check_tensor(out, "reduce_scatter", "output");
     EMBER_CHECK(in.dtype() == out.dtype(), "reduce_scatter on rank ", rank_, ": input is ",
                 dtype_name(in.dtype()), " but output is ", dtype_name(out.dtype()));
-    EMBER_CHECK(in.numel() == out.numel() * size(), "reduce_scatter on rank ", rank_, ": input has ",
-                in.numel(), " elements, expected ", size(), " x ", out.numel(), " (output)");
-    group_->post(rank_, make_call("reduce_scatter", in.dtype(), in.numel(), op),
-                 in.data(), in.nbytes());
+    EMBER_CHECK(in.numel() == out.numel() * size(), "reduce_scatter on rank ", rank_,
+                ": input has ", in.numel(), " elements, expected ", size(), " x ", out.numel(),
+                " (output)");
+    group_->post(rank_, make_call("reduce_scatter", in.dtype(), in.numel(), op), in.data(),
+                 in.nbytes());
     reduce_blocks(out, out.numel() * rank_, op);
     group_->wait_all(rank_, "reduce_scatter");
   }
@@ -288,8 +310,7 @@ class InProcessCommunicator final : public Communicator {
                 dtype_name(in.dtype()), " but output is ", dtype_name(out.dtype()));
     EMBER_CHECK(out.numel() == in.numel() * size(), "all_gather on rank ", rank_, ": output has ",
                 out.numel(), " elements, expected ", size(), " x ", in.numel(), " (input)");
-    group_->post(rank_, make_call("all_gather", in.dtype(), in.numel()),
-                 in.data(), in.nbytes());
+    group_->post(rank_, make_call("all_gather", in.dtype(), in.numel()), in.data(), in.nbytes());
     auto* dst = static_cast<std::byte*>(out.data());
     for (int p = 0; p < size(); ++p) {
       if (in.nbytes() > 0) std::memcpy(dst + p * in.nbytes(), group_->staged(p), in.nbytes());
@@ -312,8 +333,7 @@ class InProcessCommunicator final : public Communicator {
     CallInfo a2a = make_call("all_to_all_v", send.dtype(), send_total);
     a2a.send_counts = send_counts;
     a2a.recv_counts = recv_counts;
-    group_->post(rank_, std::move(a2a),
-                 send.data(), static_cast<std::size_t>(send_total) * esize);
+    group_->post(rank_, std::move(a2a), send.data(), static_cast<std::size_t>(send_total) * esize);
     auto* dst = static_cast<std::byte*>(recv.data());
     std::int64_t recv_offset = 0;
     for (int p = 0; p < size(); ++p) {
@@ -357,7 +377,8 @@ class InProcessCommunicator final : public Communicator {
       std::copy(src0, src0 + n, dst);
       for (int p = 1; p < size(); ++p) {
         const T* src = reinterpret_cast<const T*>(group_->staged(p)) + first;
-        for (std::int64_t i = 0; i < n; ++i) dst[i] = reduce_pair(op, dst[i], src[i]);
+        for (std::int64_t i = 0; i < n; ++i)
+          dst[i] = reduce_pair(op, dst[i], src[i]);
       }
     });
   }
@@ -375,7 +396,8 @@ std::vector<CommunicatorPtr> make_in_process_communicators(int n, double timeout
   auto group = std::make_shared<InProcessGroup>(n, timeout_seconds);
   std::vector<CommunicatorPtr> ranks;
   ranks.reserve(n);
-  for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<InProcessCommunicator>(group, r));
+  for (int r = 0; r < n; ++r)
+    ranks.push_back(std::make_unique<InProcessCommunicator>(group, r));
   return ranks;
 }
 

@@ -31,34 +31,44 @@ bool mpi_compiled() {
 
 namespace {
 
-#define EMBER_MPI_CHECK(call)                                                           \
-  do {                                                                                  \
-    const int ember_mpi_rc_ = (call);                                                   \
-    if (ember_mpi_rc_ != MPI_SUCCESS) {                                                 \
-      char ember_mpi_text_[MPI_MAX_ERROR_STRING];                                       \
-      int ember_mpi_len_ = 0;                                                           \
-      MPI_Error_string(ember_mpi_rc_, ember_mpi_text_, &ember_mpi_len_);                \
-      EMBER_THROW(#call, " failed: ", std::string(ember_mpi_text_, ember_mpi_len_));    \
-    }                                                                                   \
+#define EMBER_MPI_CHECK(call)                                                        \
+  do {                                                                               \
+    const int ember_mpi_rc_ = (call);                                                \
+    if (ember_mpi_rc_ != MPI_SUCCESS) {                                              \
+      char ember_mpi_text_[MPI_MAX_ERROR_STRING];                                    \
+      int ember_mpi_len_ = 0;                                                        \
+      MPI_Error_string(ember_mpi_rc_, ember_mpi_text_, &ember_mpi_len_);             \
+      EMBER_THROW(#call, " failed: ", std::string(ember_mpi_text_, ember_mpi_len_)); \
+    }                                                                                \
   } while (0)
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::I32: return MPI_INT32_T;
-    case DType::U32: return MPI_UINT32_T;
-    case DType::I64: return MPI_INT64_T;
-    case DType::U64: return MPI_UINT64_T;
-    default: EMBER_THROW("MPI collectives do not support dtype ", dtype_name(t));
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::U32:
+      return MPI_UINT32_T;
+    case DType::I64:
+      return MPI_INT64_T;
+    case DType::U64:
+      return MPI_UINT64_T;
+    default:
+      EMBER_THROW("MPI collectives do not support dtype ", dtype_name(t));
   }
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -112,8 +122,8 @@ class MpiCommunicator final : public Communicator {
     check_tensor(out, "reduce_scatter", "output");
     EMBER_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_,
                 "reduce_scatter on rank ", rank_, ": input ", dtype_name(in.dtype()), " x ",
-                in.numel(), " does not match ", size_, " x output ", dtype_name(out.dtype()),
-                " x ", out.numel());
+                in.numel(), " does not match ", size_, " x output ", dtype_name(out.dtype()), " x ",
+                out.numel());
     agree("reduce_scatter", 2, in.dtype(), in.numel(), static_cast<int>(op));
     EMBER_MPI_CHECK(MPI_Reduce_scatter_block(in.data(), out.data(),
                                              as_int(out.numel(), "reduce_scatter"),
@@ -125,8 +135,8 @@ class MpiCommunicator final : public Communicator {
     check_tensor(out, "all_gather", "output");
     EMBER_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_,
                 "all_gather on rank ", rank_, ": output ", dtype_name(out.dtype()), " x ",
-                out.numel(), " does not match ", size_, " x input ", dtype_name(in.dtype()),
-                " x ", in.numel());
+                out.numel(), " does not match ", size_, " x input ", dtype_name(in.dtype()), " x ",
+                in.numel());
     agree("all_gather", 3, in.dtype(), in.numel(), 0);
     const int n = as_int(in.numel(), "all_gather");
     EMBER_MPI_CHECK(MPI_Allgather(in.data(), n, mpi_type(in.dtype()), out.data(), n,
@@ -145,8 +155,8 @@ class MpiCommunicator final : public Communicator {
     agree("all_to_all_v", 4, send.dtype(), 0, 0);
     // Every rank learns what its peers will send it and compares with what it expects.
     std::vector<std::int64_t> incoming(size_);
-    EMBER_MPI_CHECK(MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, incoming.data(), 1,
-                                 MPI_INT64_T, comm_));
+    EMBER_MPI_CHECK(
+        MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, incoming.data(), 1, MPI_INT64_T, comm_));
     int bad_peer = -1;
     for (int p = 0; p < size_ && bad_peer < 0; ++p) {
       if (incoming[p] != recv_counts[p]) bad_peer = p;

@@ -32,28 +32,40 @@ namespace {
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::F32: return ncclFloat32;
-    case DType::F64: return ncclFloat64;
-    case DType::I32: return ncclInt32;
-    case DType::U32: return ncclUint32;
-    case DType::I64: return ncclInt64;
-    case DType::U64: return ncclUint64;
-    default: EMBER_THROW("NCCL collectives do not support dtype ", dtype_name(t));
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::I32:
+      return ncclInt32;
+    case DType::U32:
+      return ncclUint32;
+    case DType::I64:
+      return ncclInt64;
+    case DType::U64:
+      return ncclUint64;
+    default:
+      EMBER_THROW("NCCL collectives do not support dtype ", dtype_name(t));
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }
 
 // NVLink multicast (NVLS) must stay off on the machines Ember runs on, whatever the environment
 // says: NCCL reads the variable when a communicator is created.
-void keep_nvls_off() { setenv("NCCL_NVLS_ENABLE", "0", 1); }
+void keep_nvls_off() {
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -88,8 +100,8 @@ class NcclCommunicator final : public Communicator {
     check_tensor(out, "reduce_scatter", "output");
     EMBER_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_,
                 "reduce_scatter on rank ", rank_, ": input ", dtype_name(in.dtype()), " x ",
-                in.numel(), " does not match ", size_, " x output ", dtype_name(out.dtype()),
-                " x ", out.numel());
+                in.numel(), " does not match ", size_, " x output ", dtype_name(out.dtype()), " x ",
+                out.numel());
     DeviceGuard guard(device_);
     EMBER_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), out.numel(), nccl_type(in.dtype()),
                                        nccl_op(op), comm_, pick(stream)));
@@ -100,11 +112,11 @@ class NcclCommunicator final : public Communicator {
     check_tensor(out, "all_gather", "output");
     EMBER_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_,
                 "all_gather on rank ", rank_, ": output ", dtype_name(out.dtype()), " x ",
-                out.numel(), " does not match ", size_, " x input ", dtype_name(in.dtype()),
-                " x ", in.numel());
+                out.numel(), " does not match ", size_, " x input ", dtype_name(in.dtype()), " x ",
+                in.numel());
     DeviceGuard guard(device_);
-    EMBER_NCCL_CHECK(ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()),
-                                   comm_, pick(stream)));
+    EMBER_NCCL_CHECK(ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), comm_,
+                                   pick(stream)));
   }
 
   void all_to_all_v(const Tensor& send, const std::vector<std::int64_t>& send_counts,
@@ -149,7 +161,8 @@ class NcclCommunicator final : public Communicator {
   void barrier() override {
     DeviceGuard guard(device_);
     const cudaStream_t s = pick(nullptr);
-    EMBER_NCCL_CHECK(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, s));
+    EMBER_NCCL_CHECK(
+        ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, s));
     EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
@@ -167,7 +180,8 @@ class NcclCommunicator final : public Communicator {
 
 std::vector<CommunicatorPtr> make_nccl_communicators(const std::vector<int>& devices) {
   EMBER_CHECK(!devices.empty(), "make_nccl_communicators: no devices given");
-  for (int d : devices) require_cuda_device(d, "make_nccl_communicators");
+  for (int d : devices)
+    require_cuda_device(d, "make_nccl_communicators");
   keep_nvls_off();
   const int n = static_cast<int>(devices.size());
   std::vector<ncclComm_t> comms(n, nullptr);
