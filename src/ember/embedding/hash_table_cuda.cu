@@ -1,5 +1,6 @@
 // CUDA kernels of the hash table: one thread per key, linear probing over 8/16-byte slots (one
 // vector load per probe; neighbouring probes share a sector).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,6 +40,17 @@ __device__ inline std::uint32_t wait_row(const std::uint32_t* row_address) {
 
 __device__ inline std::int64_t as_row(std::uint32_t r) {
   return r >= kFirstMarkerRow ? -1 : static_cast<std::int64_t>(r);
+}
+
+// Hands out consecutive rows with one atomic per group of lanes that claim together: a single
+// counter bumped once per new key would serialise the whole insert on one address.
+__device__ inline unsigned long long next_row(unsigned long long* counter) {
+  namespace cg = cooperative_groups;
+  const cg::coalesced_group group = cg::coalesced_threads();
+  unsigned long long base = 0;
+  if (group.thread_rank() == 0) base = atomicAdd(counter, static_cast<unsigned long long>(group.size()));
+  base = group.shfl(base, 0);
+  return base + group.thread_rank();
 }
 
 template <class Key>
@@ -86,7 +98,7 @@ __global__ void insert_kernel(HashSlot<Key>* __restrict__ slots, std::uint64_t m
       if (k == empty_key<Key>()) {
         k = cas_key(&slot->key, empty_key<Key>(), key);
         if (k == empty_key<Key>()) {  // claimed: take the next row and publish it
-          const unsigned long long r = atomicAdd(&state[0], 1ull);
+          const unsigned long long r = next_row(&state[0]);
           std::uint32_t published = kOverflowRow;
           if (r < capacity) {
             keys_by_row[r] = key;
