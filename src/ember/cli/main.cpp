@@ -11,6 +11,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"Ember: CTR model training on HugeCTR's data and configurations", "ember"};
   app.require_subcommand(1);
+  // Subcommands inherit this: --log-level may come after the command's name too.
+  app.fallthrough();
   app.add_option_function<std::string>(
          "--log-level", [](const std::string& level) { ember::set_log_level(level); },
          "Log level: trace, debug, info, warn, error or off (default: $EMBER_LOG_LEVEL or info)")
