@@ -190,8 +190,8 @@ TEST(Cli, InspectRawAppliesSlotOffsets) {
 TEST(Cli, ConvertCriteoReportsMalformedLines) {
   testing::ScratchDir dir;
   std::string good = "1";
-  for (int j = 0; j < 13; ++j) good += "\t" + std::to_string(j);
-  for (int j = 0; j < 26; ++j) good += "\t0000abc" + std::to_string(j % 10);
+  for (int j = 0; j < 13; ++j) good.append("\t").append(std::to_string(j));
+  for (int j = 0; j < 26; ++j) good.append("\t0000abc").append(std::to_string(j % 10));
   const std::string tsv = (dir / "day.tsv").string();
   {
     std::ofstream f(tsv);

@@ -45,7 +45,11 @@ std::vector<datatest::Sample> read_all(const DatasetDescription& d, DataSplit sp
 
 TEST(Criteo, ParsesLinesAndExplainsBadOnes) {
   std::string line = "1";
-  for (int j = 0; j < 13; ++j) line += j == 2 ? "\t-5" : j == 4 ? "\t" : "\t" + std::to_string(j * 10);
+  for (int j = 0; j < 13; ++j) {
+    line += '\t';
+    if (j == 2) line += "-5";
+    else if (j != 4) line += std::to_string(j * 10);
+  }
   for (int j = 0; j < 26; ++j) line += j == 3 ? "\t" : "\t68fd1e64";
   CriteoRecord r;
   std::string reason;
@@ -57,10 +61,12 @@ TEST(Criteo, ParsesLinesAndExplainsBadOnes) {
   EXPECT_FALSE(r.present[3]);
   EXPECT_TRUE(r.present[0]);
   EXPECT_EQ(r.categorical[0], 0x68fd1e64u);
-  ASSERT_TRUE(parse_criteo_line(line + "\r", r, reason));  // CRLF files
-  EXPECT_FALSE(parse_criteo_line(line + "\textra", r, reason));
+  ASSERT_TRUE(parse_criteo_line(std::string(line).append("\r"), r, reason));  // CRLF files
+  EXPECT_FALSE(parse_criteo_line(std::string(line).append("\textra"), r, reason));
   EXPECT_THAT(reason, HasSubstr("expected 40 tab-separated fields, found 41"));
-  EXPECT_FALSE(parse_criteo_line("2" + line.substr(1), r, reason));
+  std::string bad_label = line;
+  bad_label[0] = '2';
+  EXPECT_FALSE(parse_criteo_line(bad_label, r, reason));
   EXPECT_THAT(reason, HasSubstr("label '2'"));
   std::string bad_int = line;
   bad_int.replace(bad_int.find("\t10\t"), 4, "\t1x\t");
@@ -185,8 +191,8 @@ TEST(Criteo, HashEncodingAndRawOutput) {
 TEST(Criteo, MalformedLinesAreCountedAndReportedWithLineNumbers) {
   testing::ScratchDir dir;
   std::string good = "0";
-  for (int j = 0; j < 13; ++j) good += "\t" + std::to_string(j);
-  for (int j = 0; j < 26; ++j) good += "\ta1b2c3d" + std::to_string(j % 10);
+  for (int j = 0; j < 13; ++j) good.append("\t").append(std::to_string(j));
+  for (int j = 0; j < 26; ++j) good.append("\ta1b2c3d").append(std::to_string(j % 10));
   const std::string path = (dir / "bad.tsv").string();
   {
     std::ofstream out(path);

@@ -52,9 +52,10 @@ INSTANTIATE_TEST_SUITE_P(AllModes, NormRoundTrip,
                          ::testing::Combine(::testing::Values(CheckMode::Sum, CheckMode::None),
                                             ::testing::Values(DType::U32, DType::I64)));
 
-TEST(NormReader, SmallBufferStillParsesSamplesAcrossRefills) {
-  // A 1-byte buffer request is raised to twice the largest sample: every sample straddles a
-  // refill boundary at some point.
+TEST(NormReader, BoundsCheckedAndUncheckedParsingAgree) {
+  // Samples further than the largest possible sample from the end of the file are parsed without
+  // per-slot bounds checks; the rest with them. A huge key budget makes every sample take the
+  // checked path: both must read the same samples.
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
   SampleShape shape;
@@ -62,15 +63,18 @@ TEST(NormReader, SmallBufferStillParsesSamplesAcrossRefills) {
   shape.slots_per_input = {5, 2};
   const auto samples = datatest::random_samples(rng, 500, shape);
   for (CheckMode check : {CheckMode::Sum, CheckMode::None}) {
-    const std::string path = dir / "small.data";
+    const std::string path = dir / "f.data";
     datatest::write_norm(path, samples, shape, check, DType::U32);
-    const BatchLayout layout = datatest::layout_for(shape, DType::U32);
-    NormFileReader reader(layout, check, nullptr, 1);
-    reader.open(path);
-    HostBatch batch(layout, 1000);
-    EXPECT_EQ(reader.read(batch), 500);
-    EXPECT_TRUE(reader.done());
-    EXPECT_EQ(datatest::samples_of(batch), samples);
+    for (std::int64_t budget : {std::int64_t{0}, std::int64_t{1} << 20}) {
+      BatchLayout layout = datatest::layout_for(shape, DType::U32);
+      for (auto& s : layout.sparse) s.max_feature_num_per_sample += budget;
+      NormFileReader reader(layout, check);
+      reader.open(path);
+      HostBatch batch(layout, 500);
+      EXPECT_EQ(reader.read(batch), 500);
+      EXPECT_TRUE(reader.done());
+      EXPECT_EQ(datatest::samples_of(batch), samples) << "budget " << budget;
+    }
   }
 }
 

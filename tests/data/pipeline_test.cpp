@@ -196,7 +196,9 @@ TEST(Pipeline, SplitsEvenlyOverHostDevicesWithTheGlobalCsrEverywhere) {
         EXPECT_EQ(db.sparse[0].rows(), b->global_size * 3);
         EXPECT_EQ(db.sparse[1].rows(), b->global_size * 2);
         EXPECT_EQ(db.sparse[0].dtype(), DType::U32);
-        if (b->global_size == 6) EXPECT_EQ(db.local_size, 6 / D);
+        if (b->global_size == 6) {
+          EXPECT_EQ(db.local_size, 6 / D);
+        }
       }
       for (auto& s : datatest::samples_of(*b)) seen.push_back(s);
     }

@@ -146,7 +146,7 @@ BatchLayout layout_of(const NormHeader& h, DType key_type, std::uint64_t file_si
   layout.key_type = key_type;
   // No configuration to give a key budget: allow what the file could possibly hold.
   const auto budget = std::clamp<std::int64_t>(
-      static_cast<std::int64_t>(file_size / dtype_size(key_type)), 1, std::int64_t{1} << 24);
+      static_cast<std::int64_t>(file_size / dtype_size(key_type)), 1, std::int64_t{1} << 22);
   layout.sparse.push_back({"slots", h.slot_num, budget, budget});
   return layout;
 }

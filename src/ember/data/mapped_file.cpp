@@ -35,6 +35,10 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);  // the mapping keeps the file
 }
 
+void MappedFile::advise_sequential() const {
+  if (data_ != nullptr) (void)::madvise(const_cast<std::byte*>(data_), size_, MADV_SEQUENTIAL);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }

@@ -17,6 +17,8 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the mapping is read front to back (read ahead, drop behind).
+  void advise_sequential() const;
 
  private:
   std::string path_;

@@ -10,6 +10,7 @@
 
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
+#include "ember/data/mapped_file.hpp"
 
 namespace ember::data {
 
@@ -30,8 +31,7 @@ std::string check_name(std::int64_t error_check) {
 
 }  // namespace
 
-NormFileReader::NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters,
-                               std::size_t buffer_bytes)
+NormFileReader::NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters)
     : layout_(layout), check_(check), counters_(counters) {
   layout_.validate("Norm reader");
   std::int64_t base = 0;
@@ -43,53 +43,14 @@ NormFileReader::NormFileReader(const BatchLayout& layout, CheckMode check, ReadC
   }
   min_sample_bytes_ = layout_.label_dense_bytes() + static_cast<std::size_t>(base) * 4;
   max_sample_bytes_ = min_sample_bytes_ + budget;
-  capacity_ = std::max<std::size_t>(buffer_bytes, 2 * (max_sample_bytes_ + 16));
-  buffer_ = std::make_unique<std::byte[]>(capacity_);
 }
 
-NormFileReader::~NormFileReader() { close(); }
+NormFileReader::~NormFileReader() = default;
 
 void NormFileReader::close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-void NormFileReader::fill_buffer() {
-  // Keep the unparsed tail, then read as much as fits.
-  if (begin_ > 0) {
-    std::memmove(buffer_.get(), buffer_.get() + begin_, end_ - begin_);
-    consumed_before_buffer_ += begin_;
-    end_ -= begin_;
-    begin_ = 0;
-  }
-  while (end_ < capacity_ && !eof_) {
-    const ssize_t n = ::read(fd_, buffer_.get() + end_, capacity_ - end_);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) EMBER_THROW_AS(DataError, "error reading '", path_, "': ", std::strerror(errno));
-    if (n == 0) {
-      eof_ = true;
-      break;
-    }
-    end_ += static_cast<std::size_t>(n);
-  }
-}
-
-bool NormFileReader::ensure(std::size_t bytes) {
-  if (end_ - begin_ >= bytes) return true;
-  if (bytes > capacity_) {
-    // A record larger than the buffer (only a corrupt length can ask for that, as the buffer
-    // holds two of the largest samples the layout allows): grow rather than fail here, the
-    // caller's length check reports it.
-    auto bigger = std::make_unique<std::byte[]>(bytes);
-    std::memcpy(bigger.get(), buffer_.get() + begin_, end_ - begin_);
-    consumed_before_buffer_ += begin_;
-    end_ -= begin_;
-    begin_ = 0;
-    buffer_ = std::move(bigger);
-    capacity_ = bytes;
-  }
-  fill_buffer();
-  return end_ - begin_ >= bytes;
+  file_.reset();
+  data_ = nullptr;
+  size_ = pos_ = 0;
 }
 
 NormHeader read_norm_header(const std::string& path, CheckMode check) {
@@ -125,32 +86,25 @@ void NormFileReader::open(const std::string& path) {
   close();
   path_ = path;
   record_ = 0;
-  eof_ = false;
-  begin_ = end_ = 0;
-  consumed_before_buffer_ = 0;
   header_ = NormHeader{};
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    EMBER_THROW_AS(DataError, "cannot open Norm data file '", path, "': ", std::strerror(errno));
-  }
-  struct stat st {};
-  if (::fstat(fd_, &st) == 0) file_size_ = static_cast<std::uint64_t>(st.st_size);
-  (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  // Parsing straight from the page cache: no read() copy (which costs as much as the parsing).
+  file_ = std::make_unique<MappedFile>(path);
+  data_ = file_->data();
+  size_ = file_->size();
+  file_->advise_sequential();
 
   const std::int64_t expected_check = error_check_value(check_);
-  ensure(kRecordLengthBytes + kNormHeaderBytes + kRecordChecksumBytes);
-  const std::size_t available = end_ - begin_;
-  const std::byte* p = buffer_.get() + begin_;
+  const std::byte* p = data_;
   CheckMode written = check_;
-  const bool recognised = detect_norm_check(p, available, &written);
+  const bool recognised = detect_norm_check(p, size_, &written);
   if (recognised && written != check_) {
     EMBER_THROW_AS(DataError, "Norm data file '", path, "': header error_check is ",
                    check_name(error_check_value(written)), " but the configuration says check ",
                    check_name(expected_check));
   }
   if (check_ == CheckMode::Sum) {
-    if (available < kRecordLengthBytes + kNormHeaderBytes + kRecordChecksumBytes) {
-      EMBER_THROW_AS(DataError, "Norm data file '", path, "' is truncated: ", available,
+    if (size_ < kRecordLengthBytes + kNormHeaderBytes + kRecordChecksumBytes) {
+      EMBER_THROW_AS(DataError, "Norm data file '", path, "' is truncated: ", size_,
                      " bytes, shorter than a Sum-mode header record (69 bytes)");
     }
     const auto length = load<std::int32_t>(p);
@@ -165,14 +119,14 @@ void NormFileReader::open(const std::string& path) {
       EMBER_THROW_AS(DataError, "Norm data file '", path, "': header checksum mismatch (stored ",
                      int{stored}, ", computed ", int{computed}, ")");
     }
-    begin_ += kRecordLengthBytes + kNormHeaderBytes + kRecordChecksumBytes;
+    pos_ = kRecordLengthBytes + kNormHeaderBytes + kRecordChecksumBytes;
   } else {
-    if (available < kNormHeaderBytes) {
-      EMBER_THROW_AS(DataError, "Norm data file '", path, "' is truncated: ", available,
+    if (size_ < kNormHeaderBytes) {
+      EMBER_THROW_AS(DataError, "Norm data file '", path, "' is truncated: ", size_,
                      " bytes, shorter than the 64-byte header");
     }
     std::memcpy(&header_, p, kNormHeaderBytes);
-    begin_ += kNormHeaderBytes;
+    pos_ = kNormHeaderBytes;
   }
   if (header_.error_check != expected_check) {
     EMBER_THROW_AS(DataError, "Norm data file '", path, "': header error_check is ",
@@ -206,8 +160,8 @@ void NormFileReader::open(const std::string& path) {
 
 void NormFileReader::fail_truncated(const char* what) const {
   EMBER_THROW_AS(DataError, "Norm data file '", path_, "' is truncated: sample ", record_,
-                 " (0-based) ", what, " at byte ", consumed_before_buffer_ + end_,
-                 " (end of file); the header claims ", header_.number_of_records, " samples");
+                 " (0-based) ", what, " at byte ", size_, " (end of file); the header claims ",
+                 header_.number_of_records, " samples");
 }
 
 void NormFileReader::fail_nnz(int input, std::int64_t slot_in_input, std::int64_t nnz,
@@ -225,16 +179,22 @@ void NormFileReader::fail_nnz(int input, std::int64_t slot_in_input, std::int64_
 }
 
 // Parses one sample from [p, end) into row batch.size() of `batch`. Returns the byte after the
-// sample, or nullptr when [p, end) ends inside it. Nothing is committed.
-template <class Key>
+// sample, or nullptr when [p, end) ends inside it. Nothing is committed. With Checked false the
+// caller guarantees end - p >= max_sample_bytes_: as every slot's key count is checked against
+// the key budget before its keys are touched, no sample can run further, so the per-slot bounds
+// checks can go (the hot path: most samples sit well inside the buffer).
+template <class Key, bool Checked>
 const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byte* end,
                                               HostBatch& batch) {
   const std::int64_t row = batch.size();
-  if (static_cast<std::size_t>(end - p) < min_sample_bytes_) return nullptr;
+  if (Checked && static_cast<std::size_t>(end - p) < min_sample_bytes_) return nullptr;
   const auto ld = layout_.label_dim, dd = layout_.dense_dim;
-  std::memcpy(batch.label() + row * ld, p, static_cast<std::size_t>(ld) * 4);
+  // Plain loops rather than memcpy: the widths are small and a library call per field costs more.
+  float* label = batch.label() + row * ld;
+  for (std::int64_t j = 0; j < ld; ++j) label[j] = load<float>(p + 4 * j);
   p += ld * 4;
-  std::memcpy(batch.dense() + row * dd, p, static_cast<std::size_t>(dd) * 4);
+  float* dense = batch.dense() + row * dd;
+  for (std::int64_t j = 0; j < dd; ++j) dense[j] = load<float>(p + 4 * j);
   p += dd * 4;
   const int inputs = batch.num_inputs();
   for (int i = 0; i < inputs; ++i) {
@@ -246,18 +206,16 @@ const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byt
     const std::int64_t limit = first + s.max_feature_num_per_sample;
     std::int64_t pos = first;
     for (std::int64_t k = 0; k < slots; ++k) {
-      if (end - p < 4) [[unlikely]] return nullptr;
+      if (Checked && end - p < 4) [[unlikely]] return nullptr;
       const auto nnz = load<std::int32_t>(p);
       p += 4;
       if (nnz < 0 || nnz > limit - pos) [[unlikely]] fail_nnz(i, k, nnz, pos - first);
-      const std::size_t bytes = static_cast<std::size_t>(nnz) * sizeof(Key);
-      if (static_cast<std::size_t>(end - p) < bytes) [[unlikely]] return nullptr;
-      if (nnz == 1) {
-        values[pos] = load<Key>(p);
-      } else {
-        std::memcpy(values + pos, p, bytes);
+      if (Checked && static_cast<std::size_t>(end - p) < static_cast<std::size_t>(nnz) * sizeof(Key))
+          [[unlikely]] {
+        return nullptr;
       }
-      p += bytes;
+      for (std::int32_t j = 0; j < nnz; ++j) values[pos + j] = load<Key>(p + j * sizeof(Key));
+      p += static_cast<std::size_t>(nnz) * sizeof(Key);
       pos += nnz;
       off[k + 1] = pos;
     }
@@ -268,12 +226,20 @@ const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byt
 template <class Key>
 std::int64_t NormFileReader::read_typed(HostBatch& batch) {
   const std::int64_t start = batch.size();
-  std::uint64_t parsed_bytes = 0;
+  const std::size_t start_pos = pos_;
+  const std::byte* const end = data_ + size_;
+  const auto parse = [&](const std::byte* p, const std::byte* sample_end) {
+    if (static_cast<std::size_t>(end - p) >= max_sample_bytes_) {
+      return parse_sample<Key, false>(p, end, batch);
+    }
+    return parse_sample<Key, true>(p, sample_end, batch);
+  };
   while (!batch.full() && record_ < header_.number_of_records) {
+    const std::byte* p = data_ + pos_;
+    const std::size_t left = size_ - pos_;
     if (check_ == CheckMode::Sum) {
-      if (!ensure(kRecordLengthBytes)) fail_truncated("has no record length");
-      const std::byte* rec = buffer_.get() + begin_;
-      const auto length = load<std::int32_t>(rec);
+      if (left < kRecordLengthBytes) fail_truncated("has no record length");
+      const auto length = load<std::int32_t>(p);
       if (length < static_cast<std::int64_t>(min_sample_bytes_) ||
           static_cast<std::size_t>(length) > max_sample_bytes_) {
         EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
@@ -283,40 +249,28 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
       }
       const std::size_t record_bytes =
           kRecordLengthBytes + static_cast<std::size_t>(length) + kRecordChecksumBytes;
-      if (!ensure(record_bytes)) fail_truncated("ends past the end of the file");
-      rec = buffer_.get() + begin_;
-      const std::byte* payload = rec + kRecordLengthBytes;
+      if (left < record_bytes) fail_truncated("ends past the end of the file");
+      const std::byte* payload = p + kRecordLengthBytes;
       const auto stored = load<std::uint8_t>(payload + length);
       if (norm_checksum(payload, static_cast<std::size_t>(length)) != stored) {
         ++dropped_;
         if (dropped_indices_.size() < ReadCounters::kKeptDrops) dropped_indices_.push_back(record_);
         if (counters_ != nullptr) counters_->record_drop(path_, record_);
       } else {
-        const std::byte* after = parse_sample<Key>(payload, payload + length, batch);
+        const std::byte* after = parse(payload, payload + length);
         if (after != payload + length) {
           EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
                          " has a broken record: its fields ",
-                         after == nullptr ? "run past" : "end before", " the record length ",
-                         length);
+                         after == nullptr || after > payload + length ? "run past" : "end before",
+                         " the record length ", length);
         }
         batch.set_size(batch.size() + 1);
       }
-      begin_ += record_bytes;
-      parsed_bytes += record_bytes;
+      pos_ += record_bytes;
     } else {
-      const std::byte* after = nullptr;
-      for (;;) {
-        const std::byte* p = buffer_.get() + begin_;
-        after = parse_sample<Key>(p, buffer_.get() + end_, batch);
-        if (after != nullptr) break;
-        if (eof_) fail_truncated("ends past the end of the file");
-        // The sample straddles the buffer's end: keep its start and read more.
-        if (begin_ == 0 && end_ == capacity_) ensure(capacity_ * 2);
-        else fill_buffer();
-      }
-      const auto bytes = static_cast<std::size_t>(after - (buffer_.get() + begin_));
-      begin_ += bytes;
-      parsed_bytes += bytes;
+      const std::byte* after = parse(p, end);
+      if (after == nullptr) fail_truncated("ends past the end of the file");
+      pos_ += static_cast<std::size_t>(after - p);
       batch.set_size(batch.size() + 1);
     }
     ++record_;
@@ -324,13 +278,14 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
   const std::int64_t added = batch.size() - start;
   if (counters_ != nullptr) {
     counters_->samples.fetch_add(added, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(static_cast<std::int64_t>(parsed_bytes), std::memory_order_relaxed);
+    counters_->bytes.fetch_add(static_cast<std::int64_t>(pos_ - start_pos),
+                               std::memory_order_relaxed);
   }
   return added;
 }
 
 std::int64_t NormFileReader::read(HostBatch& batch) {
-  EMBER_CHECK(fd_ >= 0, "NormFileReader::read with no file open");
+  EMBER_CHECK(is_open(), "NormFileReader::read with no file open");
   EMBER_CHECK(batch.layout().key_type == layout_.key_type, "NormFileReader: batch of ",
               dtype_name(batch.layout().key_type), " keys for a reader of ",
               dtype_name(layout_.key_type), " keys");
@@ -390,7 +345,7 @@ NormSource::NormSource(const std::string& file_list, CheckMode check, const Batc
     : list_(read_file_list(file_list)), check_(check), layout_(layout) {
   layout_.validate("Norm source");
   // Open every file once now: a header mismatch is reported before training starts.
-  NormFileReader probe(layout_, check_, nullptr, 4096);
+  NormFileReader probe(layout_, check_);
   for (const auto& f : list_.files) {
     probe.open(f);
     num_samples_ += probe.header().number_of_records;

@@ -1,5 +1,6 @@
-// Reading Norm data: NormFileReader parses one file at a time straight into batch buffers (big
-// sequential reads, no per-sample system call or allocation); NormSource is a file list as the
+// Reading Norm data: NormFileReader parses one file at a time straight into batch buffers from a
+// read-only mapping of the file (no copy out of the page cache, no per-sample system call or
+// allocation); NormSource is a file list as the
 // pipeline's DataSource, worker w reading files w, w+W, w+2W, ... as HugeCTR's workers do.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include "ember/data/data_source.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/host_batch.hpp"
+#include "ember/data/mapped_file.hpp"
 #include "ember/data/norm_format.hpp"
 
 namespace ember::data {
@@ -21,8 +23,7 @@ class NormFileReader {
  public:
   // `layout` gives the configured dims, key type and key budgets; `counters` (optional)
   // receives drops and byte counts.
-  NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters = nullptr,
-                 std::size_t buffer_bytes = std::size_t{4} << 20);
+  NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters = nullptr);
   ~NormFileReader();
   NormFileReader(const NormFileReader&) = delete;
   NormFileReader& operator=(const NormFileReader&) = delete;
@@ -32,7 +33,7 @@ class NormFileReader {
   // configured total, or whose label_dim + dense_dim differs from the configured sum.
   void open(const std::string& path);
   void close();
-  bool is_open() const { return fd_ >= 0; }
+  bool is_open() const { return file_ != nullptr; }
   // All of the file's records have been consumed.
   bool done() const { return record_ >= header_.number_of_records; }
 
@@ -50,12 +51,10 @@ class NormFileReader {
   const std::vector<std::int64_t>& dropped_indices() const { return dropped_indices_; }
 
  private:
-  bool ensure(std::size_t bytes);
-  void fill_buffer();
   [[noreturn]] void fail_truncated(const char* what) const;
   template <class Key>
   std::int64_t read_typed(HostBatch& batch);
-  template <class Key>
+  template <class Key, bool Checked>
   const std::byte* parse_sample(const std::byte* p, const std::byte* end, HostBatch& batch);
   [[noreturn]] void fail_nnz(int input, std::int64_t slot_in_input, std::int64_t nnz,
                              std::int64_t keys_so_far) const;
@@ -68,16 +67,12 @@ class NormFileReader {
   std::size_t max_sample_bytes_ = 0;     // ... plus every input's key budget
 
   std::string path_;
-  int fd_ = -1;
-  std::uint64_t file_size_ = 0;
-  std::uint64_t consumed_before_buffer_ = 0;  // file offset of buffer_[0]
+  std::unique_ptr<MappedFile> file_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t pos_ = 0;  // next unparsed byte
   NormHeader header_;
   std::int64_t record_ = 0;
-  bool eof_ = false;
-
-  std::unique_ptr<std::byte[]> buffer_;
-  std::size_t capacity_ = 0;
-  std::size_t begin_ = 0, end_ = 0;  // unparsed bytes are buffer_[begin_, end_)
 
   std::int64_t dropped_ = 0;
   std::vector<std::int64_t> dropped_indices_;  // the first few, for reports
