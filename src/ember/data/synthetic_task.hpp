@@ -3,14 +3,16 @@
 //
 // Features: dense values log(1 + floor(E)) with E exponential (Criteo-like log counts); per slot
 // 1..n keys drawn from a power law over that slot's vocabulary (some keys hot, most rare).
-// Teacher, per label column: logit = bias + a_key * sum_s mean_k w[s, key]
-//                                    + a_int * sum_{s < t} <e_s, e_t>  (e_s: mean key embedding)
+// Teacher, per label column: logit = bias + a_key * sum_s mean_k g(r) w[s, r]
+//                                    + a_int * sum_{s < t} <e_s, e_t>  (e_s: mean of g(r) emb[s, r])
 //                                    + a_dense * sum_j v_j x_j,
-// label ~ Bernoulli(sigmoid(logit)). Per-key weights and embeddings are hashes of (seed, slot,
-// key): nothing is stored, any vocabulary size works. The a_* are calibrated on a fixed draw so
-// each term has the asked-for standard deviation whatever the shape (slot count, vocabulary,
-// exponent), which keeps the teacher's AUC stable across shapes. DLRM's dot interactions, FM
-// and DeepFM capture the pairwise term exactly; Wide&Deep and DCN approximate it.
+// with r a key's popularity rank and g(r) = (1 + r)^-tail_decay (rare keys, which no model can
+// learn well from the data, matter less), label ~ Bernoulli(sigmoid(logit)). Per-key weights and
+// embeddings are hashes of (seed, slot, rank): nothing is stored, any vocabulary size works. The
+// a_* are calibrated on a fixed draw so each term has the asked-for standard deviation whatever
+// the shape (slot count, vocabulary, exponent), which keeps the teacher's AUC stable across
+// shapes. DLRM's dot interactions, FM and DeepFM capture the pairwise term exactly; Wide&Deep and
+// DCN approximate it.
 #pragma once
 
 #include <cstdint>
