@@ -32,6 +32,7 @@ Dataset write_dataset(const std::filesystem::path& dir, std::mt19937_64& rng,
                       const SampleShape& shape, const std::vector<std::int64_t>& counts,
                       CheckMode check = CheckMode::Sum, DType key_type = DType::U32) {
   Dataset d;
+  std::filesystem::create_directories(dir);
   for (std::size_t f = 0; f < counts.size(); ++f) {
     const std::string path = (dir / ("part" + std::to_string(f) + ".data")).string();
     d.per_file.push_back(datatest::random_samples(rng, counts[f], shape));
@@ -165,6 +166,37 @@ TEST(Pipeline, RepeatModeWithSeveralWorkersKeepsEveryFileInRotation) {
   }
   ASSERT_EQ(counts.size(), d.all.size());
   for (const auto& [s, n] : counts) EXPECT_EQ(n, 10);
+}
+
+TEST(Pipeline, RepeatModeRetiresAWorkerWhoseFilesAreEmpty) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {20, 0, 20});
+  for (bool deterministic : {true, false}) {
+    PipelineOptions o;
+    o.batch_size = 8;
+    o.num_workers = 3;  // worker 1 only ever gets the empty file
+    o.deterministic = deterministic;
+    Pipeline p(norm_source(d, shape), o);
+    std::map<Sample, int> counts;
+    for (int i = 0; i < 20; ++i) {  // 160 samples: four passes over the 40
+      for (auto& s : datatest::samples_of(*p.next())) ++counts[s];
+    }
+    EXPECT_EQ(counts.size(), d.all.size());
+    int total = 0;
+    for (const auto& [s, n] : counts) total += n;
+    EXPECT_EQ(total, 160);
+  }
+  const Dataset empty = write_dataset(dir / "empty", rng, shape, {0, 0});
+  PipelineOptions o;
+  o.batch_size = 4;
+  o.num_workers = 2;
+  Pipeline p(norm_source(empty, shape), o);
+  EXPECT_THROW(p.next(), DataError);
+  o.mode = PipelineMode::Epochs;
+  Pipeline q(norm_source(empty, shape), o);
+  EXPECT_THROW(q.next(), DataError);
 }
 
 TEST(Pipeline, SplitsEvenlyOverHostDevicesWithTheGlobalCsrEverywhere) {

@@ -41,7 +41,7 @@ class ShardReader {
   virtual ~ShardReader() = default;
   // Appends samples to `batch` (empty on entry) until it is full or the reader reaches a
   // boundary: the end of its shard, or (Raw) the end of a chunk. Returns the number appended;
-  // 0 only when the shard is exhausted, which never happens when repeating.
+  // 0 only when the shard is exhausted; when repeating, only when it holds no samples at all.
   virtual std::int64_t fill(HostBatch& batch) = 0;
   // Back to the start of the shard, for the next epoch.
   virtual void restart() = 0;

@@ -312,10 +312,9 @@ class NormShardReader final : public ShardReader {
         // Worker w reads files w, w+W, w+2W, ...; repeating, the sequence wraps modulo N.
         const std::int64_t position = spec_.worker + next_ * spec_.num_workers;
         if (!spec_.repeat && position >= n) break;
-        if (files_without_samples_ > n) {
-          EMBER_THROW_AS(DataError, source_.description(), ": the files of reader worker ",
-                         spec_.worker, " hold no samples (after checksum drops) to repeat");
-        }
+        // Repeating, a shard whose files hold no samples (after checksum drops) would spin
+        // forever: report it exhausted instead; the pipeline retires the worker.
+        if (files_without_samples_ > n) break;
         reader_.open(files[static_cast<std::size_t>(position % n)]);
         ++next_;
         ++files_without_samples_;

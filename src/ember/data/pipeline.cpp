@@ -158,7 +158,8 @@ struct SlotLease {
 };
 
 struct WorkItem {
-  enum class Kind { Batch, EndOfEpoch, Error } kind;
+  // Retired: the worker's shard holds no samples at all (Repeat mode); it has stopped.
+  enum class Kind { Batch, EndOfEpoch, Retired, Error } kind;
   HostBatch* batch = nullptr;
   std::exception_ptr error;
 };
@@ -264,8 +265,10 @@ void Pipeline::Impl::worker_main(int w) {
       }
       host_pool->release(batch);
       if (options.mode == PipelineMode::Repeat) {
-        EMBER_THROW_AS(DataError, source->description(), ": reader worker ", w,
-                       " found no samples to repeat");
+        EMBER_LOG_WARN("{}: reader worker {} has no samples in its files; it stops",
+                       source->description(), w);
+        push_work(w, {WorkItem::Kind::Retired, nullptr, nullptr});
+        return;
       }
       if (!push_work(w, {WorkItem::Kind::EndOfEpoch, nullptr, nullptr})) return;
       ++epoch;
@@ -538,6 +541,12 @@ void Pipeline::Impl::collector_main() {
           return;
         case WorkItem::Kind::EndOfEpoch:
           done[static_cast<std::size_t>(from)] = true;
+          break;
+        case WorkItem::Kind::Retired:
+          done[static_cast<std::size_t>(from)] = true;
+          if (std::all_of(done.begin(), done.end(), [](bool b) { return b; })) {
+            EMBER_THROW_AS(DataError, source->description(), " has no samples to read");
+          }
           break;
         case WorkItem::Kind::Batch: {
           HostBatch* hb = std::exchange(item.batch, nullptr);
