@@ -1,0 +1,307 @@
+// Input-pipeline throughput: how fast Norm data is parsed per thread, how the pipeline scales
+// with reader threads (from the page cache), and (--gpu) how many samples per second it puts
+// into device memory with nothing else running.
+//
+//   build/bench/bench_data [--gpu] [--quick] [--threads N] [--samples N] [--dir DIR]
+//
+// Two Norm datasets are generated in a temporary directory (and removed at the end): DLRM-shaped
+// (1 label, 13 dense, 26 one-hot slots) and multi-hot (26 slots of 1..10 keys), both with check
+// Sum and u32 keys, 16 files each. They are read once before timing so they sit in the page cache.
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ember/core/device.hpp"
+#include "ember/core/error.hpp"
+#include "ember/data/file_list.hpp"
+#include "ember/data/norm_reader.hpp"
+#include "ember/data/norm_writer.hpp"
+#include "ember/data/pipeline.hpp"
+#include "ember/data/random_stream.hpp"
+
+namespace fs = std::filesystem;
+using namespace ember;
+using namespace ember::data;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  bool gpu = false;
+  bool quick = false;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::int64_t samples = 2000000;  // DLRM-shaped; the multi-hot set has a quarter of it
+  std::string dir;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    const auto value = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_data: %s needs a value\n", s.c_str());
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (s == "--gpu") a.gpu = true;
+    else if (s == "--quick") a.quick = true;
+    else if (s == "--threads") a.threads = std::stoi(value());
+    else if (s == "--samples") a.samples = std::stoll(value());
+    else if (s == "--dir") a.dir = value();
+    else if (s == "--help" || s == "-h") {
+      std::printf("usage: bench_data [--gpu] [--quick] [--threads N] [--samples N] [--dir DIR]\n");
+      std::exit(0);
+    } else {
+      std::fprintf(stderr, "bench_data: unknown argument %s\n", s.c_str());
+      std::exit(2);
+    }
+  }
+  if (a.quick) a.samples /= 8;
+  return a;
+}
+
+struct Dataset {
+  std::string name;
+  std::string list;
+  BatchLayout layout;
+  std::int64_t samples = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Random DLRM-like samples: power-law-ish keys are irrelevant to parsing speed, uniform ones do.
+Dataset write_dataset(const fs::path& dir, const std::string& name, std::int64_t samples,
+                      int nnz_max, int files, int threads) {
+  fs::create_directories(dir);
+  Dataset d;
+  d.name = name;
+  d.samples = samples;
+  d.layout.label_dim = 1;
+  d.layout.dense_dim = 13;
+  d.layout.key_type = DType::U32;
+  d.layout.sparse.push_back({"data1", 26, 26 * nnz_max, nnz_max});
+  std::vector<std::string> paths;
+  for (int f = 0; f < files; ++f) paths.push_back((dir / (name + "_" + std::to_string(f) + ".data")).string());
+  std::vector<std::thread> pool;
+  std::atomic<int> next{0};
+  for (int t = 0; t < std::max(1, threads); ++t) {
+    pool.emplace_back([&] {
+      for (int f = next++; f < files; f = next++) {
+        NormWriter w(paths[static_cast<std::size_t>(f)], {CheckMode::Sum, DType::U32, 1, 13, 26});
+        std::vector<float> label(1), dense(13);
+        std::vector<std::int32_t> nnz(26);
+        std::vector<std::uint32_t> keys;
+        const std::int64_t begin = samples * f / files, end = samples * (f + 1) / files;
+        for (std::int64_t i = begin; i < end; ++i) {
+          RandomStream rng(7, 1, static_cast<std::uint64_t>(i));
+          label[0] = static_cast<float>(rng.below(2));
+          for (auto& x : dense) x = static_cast<float>(rng.uniform() * 8);
+          keys.clear();
+          for (int s = 0; s < 26; ++s) {
+            nnz[static_cast<std::size_t>(s)] = 1 + static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(nnz_max)));
+            for (int k = 0; k < nnz[static_cast<std::size_t>(s)]; ++k) {
+              keys.push_back(static_cast<std::uint32_t>(s * 100000 + rng.below(100000)));
+            }
+          }
+          w.write<std::uint32_t>(label, dense, nnz, keys);
+        }
+        w.close();
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  write_file_list((dir / (name + ".txt")).string(), paths);
+  d.list = (dir / (name + ".txt")).string();
+  for (const auto& p : paths) d.bytes += fs::file_size(p);
+  return d;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU time of the calling thread: on a shared machine, what the parser itself costs.
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// One thread, NormFileReader straight into a batch buffer: the parser's own speed.
+void bench_parser(const Dataset& d, std::vector<std::string>& summary) {
+  const FileList list = read_file_list(d.list);
+  NormFileReader reader(d.layout, CheckMode::Sum);
+  HostBatch batch(d.layout, 65536);
+  double best = 1e30, best_cpu = 1e30;
+  std::int64_t samples = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = Clock::now();
+    const double c0 = thread_cpu_seconds();
+    samples = 0;
+    for (const auto& f : list.files) {
+      reader.open(f);
+      while (!reader.done()) {
+        batch.clear();
+        samples += reader.read(batch);
+      }
+    }
+    best = std::min(best, seconds_since(t0));
+    best_cpu = std::min(best_cpu, thread_cpu_seconds() - c0);
+  }
+  const double gbps = static_cast<double>(d.bytes) / best_cpu / 1e9;
+  std::printf("  parser, 1 thread           %8.2f M samples/s  %6.2f GB/s wall; %.2f GB/s per CPU-second\n",
+              static_cast<double>(samples) / best / 1e6, static_cast<double>(d.bytes) / best / 1e9, gbps);
+  char line[256];
+  std::snprintf(line, sizeof line, "SUMMARY | data | Norm parse 1 thread (%s), per CPU-second | %.2f GB/s | >= 1 GB/s | %s",
+                d.name.c_str(), gbps, gbps >= 1.0 ? "yes" : "no");
+  summary.emplace_back(line);
+}
+
+struct PipelineResult {
+  double samples_per_s = 0, gb_per_s = 0;
+};
+
+PipelineResult run_pipeline(const Dataset& d, int workers, std::vector<Place> devices,
+                            std::int64_t batch_size, double min_seconds) {
+  PipelineOptions o;
+  o.batch_size = batch_size;
+  o.devices = std::move(devices);
+  o.num_workers = workers;
+  o.prefetch_depth = 3;
+  o.mode = PipelineMode::Repeat;
+  Pipeline p(std::make_shared<NormSource>(d.list, CheckMode::Sum, d.layout), o);
+  for (int i = 0; i < 3; ++i) p.next();  // warm-up: threads started, buffers allocated
+  const auto read0 = p.stats().bytes_read;
+  const auto t0 = Clock::now();
+  std::int64_t samples = 0;
+  do {
+    for (int i = 0; i < 4; ++i) samples += p.next()->global_size;
+  } while (seconds_since(t0) < min_seconds);
+  const double s = seconds_since(t0);
+  const auto bytes = static_cast<double>(p.stats().bytes_read - read0);
+  return {static_cast<double>(samples) / s, bytes / s / 1e9};
+}
+
+std::vector<int> thread_counts(int max) {
+  std::vector<int> v;
+  for (int t = 1; t < max; t *= 2) v.push_back(t);
+  v.push_back(max);
+  return v;
+}
+
+void bench_host_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary) {
+  PipelineResult last;
+  for (int t : thread_counts(a.threads)) {
+    last = run_pipeline(d, t, {Place::host()}, 65536, a.quick ? 0.5 : 1.5);
+    std::printf("  pipeline -> host, %2d thr  %8.2f M samples/s  %6.2f GB/s\n", t,
+                last.samples_per_s / 1e6, last.gb_per_s);
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "SUMMARY | data | pipeline %s -> host, %d threads | %.2f M samples/s | - | -",
+                d.name.c_str(), a.threads, last.samples_per_s / 1e6);
+  summary.emplace_back(line);
+}
+
+void bench_gpu_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary,
+                        bool has_target) {
+  PipelineResult last;
+  for (int t : thread_counts(a.threads)) {
+    if (t < a.threads / 2 && t != 1) continue;  // the interesting end of the curve
+    last = run_pipeline(d, t, {Place::cuda(0)}, 65536, a.quick ? 0.5 : 2.0);
+    std::printf("  pipeline -> cuda:0, %2d thr %8.2f M samples/s  %6.2f GB/s\n", t,
+                last.samples_per_s / 1e6, last.gb_per_s);
+  }
+  char line[256];
+  if (has_target) {
+    std::snprintf(line, sizeof line,
+                  "SUMMARY | data | pipeline %s -> cuda:0, %d threads | %.2f M samples/s | >= 10 M samples/s | %s",
+                  d.name.c_str(), a.threads, last.samples_per_s / 1e6,
+                  last.samples_per_s >= 10e6 ? "yes" : "no");
+  } else {
+    std::snprintf(line, sizeof line, "SUMMARY | data | pipeline %s -> cuda:0, %d threads | %.2f M samples/s | - | -",
+                  d.name.c_str(), a.threads, last.samples_per_s / 1e6);
+  }
+  summary.emplace_back(line);
+}
+
+// The PyTorch peer: numpy + torch reading the same one-hot files (fixed-size records).
+void run_peer(const Dataset& d, const Args& a, double ember_samples_per_s,
+              std::vector<std::string>& summary) {
+  if (std::system("python3 -c 'import torch, numpy' > /dev/null 2>&1") != 0) {
+    std::printf("  PyTorch peer: skipped (python3 with torch and numpy not available)\n");
+    return;
+  }
+  const std::string cmd = std::string("python3 ") + EMBER_BENCH_DATA_DIR + "/norm_reader_peer.py --json --list '" +
+                          d.list + "' --batch 65536 --seconds " + (a.quick ? "0.5" : "2") +
+                          (a.gpu ? " --gpu" : "");
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return;
+  char buf[4096];
+  std::string out;
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  const auto at = out.find("\"samples_per_s\":");
+  if (status != 0 || at == std::string::npos) {
+    std::printf("  PyTorch peer: failed (%s)\n", out.c_str());
+    return;
+  }
+  const double peer = std::strtod(out.c_str() + at + 16, nullptr);
+  std::printf("  PyTorch peer (numpy memmap + torch%s): %.2f M samples/s; Ember / peer = %.2f\n",
+              a.gpu ? ", pinned -> cuda:0" : "", peer / 1e6, ember_samples_per_s / peer);
+  char line[256];
+  std::snprintf(line, sizeof line, "SUMMARY | data | %s Ember / PyTorch-numpy peer (%s) | %.2fx | - | -",
+                d.name.c_str(), a.gpu ? "to cuda:0" : "host", ember_samples_per_s / peer);
+  summary.emplace_back(line);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  if (a.gpu && !cuda_available()) {
+    std::fprintf(stderr, "bench_data: --gpu but no CUDA device is available\n");
+    return 1;
+  }
+  const fs::path dir = a.dir.empty() ? fs::temp_directory_path() /
+                                           ("ember-bench-data-" + std::to_string(::getpid()))
+                                     : fs::path(a.dir);
+  std::vector<std::string> summary;
+  try {
+    std::printf("bench_data: %d threads at most, %s\n", a.threads,
+                a.gpu ? "with cuda:0" : "host only (--gpu for the device figures)");
+    const auto t0 = Clock::now();
+    const Dataset dlrm = write_dataset(dir, "dlrm", a.samples, 1, 16, a.threads);
+    const Dataset multi = write_dataset(dir, "multihot", a.samples / 4, 10, 16, a.threads);
+    std::printf("generated %s: %lld samples, %.0f MB; %s: %lld samples, %.0f MB (%.1f s)\n",
+                dlrm.name.c_str(), static_cast<long long>(dlrm.samples), dlrm.bytes / 1e6,
+                multi.name.c_str(), static_cast<long long>(multi.samples), multi.bytes / 1e6,
+                seconds_since(t0));
+    for (const Dataset* d : {&dlrm, &multi}) {
+      std::printf("%s (%.0f bytes/sample):\n", d->name.c_str(),
+                  static_cast<double>(d->bytes) / static_cast<double>(d->samples));
+      bench_parser(*d, summary);  // also warms the page cache
+      bench_host_pipeline(*d, a, summary);
+      if (a.gpu) bench_gpu_pipeline(*d, a, summary, d == &dlrm);
+    }
+    const double ember_rate = a.gpu ? run_pipeline(dlrm, a.threads, {Place::cuda(0)}, 65536, 1.0).samples_per_s
+                                    : run_pipeline(dlrm, a.threads, {Place::host()}, 65536, 1.0).samples_per_s;
+    run_peer(dlrm, a, ember_rate, summary);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_data: %s\n", e.what());
+    if (a.dir.empty()) fs::remove_all(dir);
+    return 1;
+  }
+  if (a.dir.empty()) fs::remove_all(dir);
+  for (const auto& line : summary) std::printf("%s\n", line.c_str());
+  return 0;
+}

@@ -1,0 +1,17 @@
+// The commands of the `ember` executable. Each lives in its own file and adds itself (flags,
+// help, callback) to the app; the work is done by the layer it fronts (the data layer for these),
+// the command only turns flags into options.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace ember::cli {
+
+void add_inspect_command(CLI::App& app);   // ember inspect PATH
+void add_datagen_command(CLI::App& app);   // ember datagen --out DIR
+void add_convert_command(CLI::App& app);   // ember convert criteo IN.tsv... --out DIR
+void add_plot_command(CLI::App& app);      // ember plot RUN_DIR
+
+}  // namespace ember::cli

@@ -1,0 +1,69 @@
+// The batch contract between the input pipeline and the layers that consume it (embeddings,
+// dense network, metrics).
+//
+// For each training device d of D the pipeline hands out a DeviceBatch:
+//   label  f32 [local_size, label_dim]  } this device's share of the samples: rows
+//   dense  f32 [local_size, dense_dim]  } [local_offset, local_offset + local_size)
+//   sparse one CsrTensor per sparse input with the keys of the WHOLE global batch, on this
+//          device's place: rows = global_size * slot_num (row = sample * slot_num + slot),
+//          row offsets i64, values u32 or i64 (the key type). Raw/Parquet slot offsets are
+//          already applied. Model-parallel embeddings pick their keys out of it themselves.
+// Samples are split evenly (HugeCTR's rule: the training batch size is a multiple of D); the last
+// partial batch of an epoch is split as evenly as possible (the first global_size % D devices
+// get one sample more).
+//
+// Places: Place::cuda(d) for GPUs; Place::host() for CPU "devices" (D of them share the host and
+// the same memory; label/dense are views into one host buffer).
+//
+// Memory: a batch's tensors stay valid for as long as any copy of them lives. On a GPU the
+// pipeline reuses a batch's device memory only after the last reference is dropped AND the work
+// queued on the device's current stream (as of that moment) has finished, so dropping a batch
+// right after enqueuing the kernels that read it is safe. Work on other streams must be ordered
+// by the consumer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ember/core/place.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/tensor/sparse.hpp"
+#include "ember/tensor/tensor.hpp"
+
+namespace ember::data {
+
+struct DeviceBatch {
+  Tensor label;                   // f32 [local_size, label_dim]
+  Tensor dense;                   // f32 [local_size, dense_dim]
+  std::vector<CsrTensor> sparse;  // one per sparse input, the whole global batch
+  std::int64_t global_size = 0;
+  std::int64_t local_offset = 0;
+  std::int64_t local_size = 0;
+  std::int64_t sequence = 0;  // batch number since the pipeline started, from 0
+  Place place;
+  // GPU batches: recorded on the copy stream after this device's copies. Null on the host.
+  std::shared_ptr<const Event> ready;
+
+  // Makes `stream` wait (on the device, not the host) until the batch's copies are done. The
+  // pipeline already does this for the device's current stream unless told not to.
+  void wait(StreamHandle stream) const;
+};
+
+struct Batch {
+  std::vector<DeviceBatch> devices;  // one per training device, in the order given
+  std::int64_t sequence = 0;
+  std::int64_t epoch = 0;  // epochs mode: which epoch; repeat mode: 0
+  std::int64_t global_size = 0;
+  // Epochs mode: the last batch of its epoch (it may be partial: global_size < batch size).
+  bool end_of_epoch = false;
+};
+
+// How `n` samples are shared among `parts` devices: the first n % parts get one more.
+struct Share {
+  std::int64_t offset = 0;
+  std::int64_t size = 0;
+};
+std::vector<Share> split_evenly(std::int64_t n, int parts);
+
+}  // namespace ember::data

@@ -1,0 +1,71 @@
+// What the input pipeline reads from, whatever the format: a DataSource describes a dataset and
+// opens one ShardReader per reader worker. Norm and Raw implement it; Parquet will too, and the
+// pipeline does not need to know which one it drives.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ember/data/batch_layout.hpp"
+#include "ember/data/host_batch.hpp"
+
+namespace ember::data {
+
+// Counters shared by the readers of one pipeline (or one tool run).
+class ReadCounters {
+ public:
+  std::atomic<std::int64_t> samples{0};  // samples delivered
+  std::atomic<std::int64_t> dropped{0};  // samples dropped by a checksum mismatch
+  std::atomic<std::int64_t> bytes{0};    // bytes of sample data parsed
+
+  // Records a dropped sample; the first few are kept (and logged) with their file and index.
+  void record_drop(const std::string& file, std::int64_t sample_index);
+  struct Drop {
+    std::string file;
+    std::int64_t sample_index;
+  };
+  std::vector<Drop> first_drops() const;
+  static constexpr std::size_t kKeptDrops = 16;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Drop> drops_;
+};
+
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+  // Appends samples to `batch` (empty on entry) until it is full or the reader reaches a
+  // boundary: the end of its shard, or (Raw) the end of a chunk. Returns the number appended;
+  // 0 only when the shard is exhausted; when repeating, only when it holds no samples at all.
+  virtual std::int64_t fill(HostBatch& batch) = 0;
+  // Back to the start of the shard, for the next epoch.
+  virtual void restart() = 0;
+};
+
+struct ShardSpec {
+  int worker = 0;
+  int num_workers = 1;
+  bool repeat = false;           // wrap around the shard forever
+  std::int64_t batch_size = 1;   // the pipeline's batch size (Raw reads batch-size chunks)
+  ReadCounters* counters = nullptr;
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual const BatchLayout& layout() const = 0;
+  // For messages and logs, e.g. "Norm file list 'train.txt' (4 files)".
+  virtual std::string description() const = 0;
+  // The most workers that can usefully share the source (Norm: files; Raw: chunks).
+  virtual int max_workers(std::int64_t batch_size) const = 0;
+  // Total samples when cheaply known, else -1.
+  virtual std::int64_t num_samples() const { return -1; }
+  virtual std::unique_ptr<ShardReader> open_shard(const ShardSpec& spec) const = 0;
+};
+
+}  // namespace ember::data

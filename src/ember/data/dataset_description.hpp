@@ -1,0 +1,54 @@
+// The JSON description written beside a generated or converted dataset (DIR/dataset.json): its
+// shape, file lists, sample counts and vocabulary per slot, plus a ready Data layer, so that a
+// model configuration can be written against it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/core/dtype.hpp"
+#include "ember/data/data_config.hpp"
+
+namespace ember::data {
+
+struct DatasetSplitDescription {
+  std::string file_list;           // Norm: the list; Raw: empty
+  std::vector<std::string> files;  // Norm: the data files; Raw: the one file
+  std::int64_t samples = 0;
+};
+
+struct SparseInputDescription {
+  std::string name;
+  std::int64_t slot_num = 0;
+  std::int64_t max_nnz = 1;  // per slot
+  std::int64_t max_feature_num_per_sample = 1;
+};
+
+struct DatasetDescription {
+  std::string generator;  // "ember datagen", "ember convert criteo"
+  DataFormat format = DataFormat::Norm;
+  CheckMode check = CheckMode::Sum;
+  DType key_type = DType::U32;
+  std::int64_t label_dim = 1;
+  std::int64_t dense_dim = 0;
+  std::vector<SparseInputDescription> sparse;
+  std::vector<std::int64_t> slot_size_array;  // vocabulary per slot
+  bool float_label_dense = false;             // Raw
+  DatasetSplitDescription train, eval;
+  // Generator-specific fields (teacher AUC, seed, parameters, malformed-line report, ...),
+  // merged into the top level of the JSON.
+  nlohmann::json extra = nlohmann::json::object();
+
+  std::int64_t slot_num() const;
+  // A HugeCTR Data layer that reads this dataset.
+  DataConfig data_config() const;
+  nlohmann::json to_json() const;
+  static DatasetDescription from_json(const nlohmann::json& j);
+  void write(const std::string& path) const;
+  static DatasetDescription read(const std::string& path);
+};
+
+}  // namespace ember::data

@@ -1,0 +1,72 @@
+#include "ember/data/host_batch.hpp"
+
+#include <cstring>
+
+#include "ember/core/error.hpp"
+
+namespace ember::data {
+
+HostBatch::HostBatch(const BatchLayout& layout, std::int64_t capacity, Place place)
+    : layout_(layout), capacity_(capacity), plan_(layout, capacity, capacity) {
+  EMBER_CHECK(capacity > 0, "a batch needs room for at least one sample, got capacity ",
+              capacity);
+  EMBER_CHECK(place.host_accessible(), "host batches live in host or pinned memory, not ", place);
+  allocation_ = Allocation::create(place, plan_.total_bytes);
+  std::byte* base = allocation_->bytes();
+  label_ = reinterpret_cast<float*>(base + plan_.label);
+  dense_ = reinterpret_cast<float*>(base + plan_.dense);
+  for (std::size_t i = 0; i < layout.sparse.size(); ++i) {
+    offsets_.push_back(reinterpret_cast<std::int64_t*>(base + plan_.row_offsets[i]));
+    values_.push_back(base + plan_.values[i]);
+    offsets_.back()[0] = 0;
+  }
+}
+
+void HostBatch::set_size(std::int64_t n) {
+  EMBER_CHECK(n >= 0 && n <= capacity_, "HostBatch::set_size(", n, ") outside [0, ", capacity_,
+              "]");
+  size_ = n;
+}
+
+std::int64_t HostBatch::nnz(int input) const {
+  const auto& s = layout_.sparse[static_cast<std::size_t>(input)];
+  return row_offsets(input)[size_ * s.slot_num];
+}
+
+void HostBatch::append(const HostBatch& src, std::int64_t begin, std::int64_t end) {
+  EMBER_CHECK(begin >= 0 && begin <= end && end <= src.size(), "HostBatch::append: samples [",
+              begin, ", ", end, ") of a batch of ", src.size());
+  const std::int64_t n = end - begin;
+  EMBER_CHECK(size_ + n <= capacity_, "HostBatch::append: ", n, " samples do not fit (", size_,
+              " of ", capacity_, " used)");
+  EMBER_CHECK(src.layout_.sparse.size() == layout_.sparse.size() &&
+                  src.layout_.label_dim == layout_.label_dim &&
+                  src.layout_.dense_dim == layout_.dense_dim &&
+                  src.layout_.key_type == layout_.key_type,
+              "HostBatch::append: the batches have different layouts");
+  const auto ld = layout_.label_dim, dd = layout_.dense_dim;
+  std::memcpy(label_ + size_ * ld, src.label_ + begin * ld, static_cast<std::size_t>(n * ld) * 4);
+  std::memcpy(dense_ + size_ * dd, src.dense_ + begin * dd, static_cast<std::size_t>(n * dd) * 4);
+  const std::size_t key_size = layout_.key_size();
+  for (int i = 0; i < num_inputs(); ++i) {
+    const std::int64_t slots = layout_.sparse[static_cast<std::size_t>(i)].slot_num;
+    const std::int64_t* so = src.row_offsets(i);
+    std::int64_t* dst = row_offsets(i);
+    const std::int64_t src_first = so[begin * slots];
+    const std::int64_t src_last = so[end * slots];
+    const std::int64_t dst_first = dst[size_ * slots];
+    EMBER_CHECK(dst_first + (src_last - src_first) <= value_capacity(i),
+                "HostBatch::append: keys of input ", i, " exceed the value capacity ",
+                value_capacity(i));
+    for (std::int64_t r = 1; r <= n * slots; ++r) {
+      dst[size_ * slots + r] = dst_first + (so[begin * slots + r] - src_first);
+    }
+    std::memcpy(static_cast<std::byte*>(values(i)) + static_cast<std::size_t>(dst_first) * key_size,
+                static_cast<const std::byte*>(src.values(i)) +
+                    static_cast<std::size_t>(src_first) * key_size,
+                static_cast<std::size_t>(src_last - src_first) * key_size);
+  }
+  size_ += n;
+}
+
+}  // namespace ember::data

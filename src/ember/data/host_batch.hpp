@@ -1,0 +1,65 @@
+// A batch being assembled on the host: what the readers parse straight into. One allocation
+// (pageable, or pinned when the batch is bound for a GPU) holds label rows, dense rows and, per
+// sparse input, the CSR of the whole batch (row = sample x slot_num + slot).
+//
+// Readers write sample `size()` in place and then commit it with set_size(size() + 1); a sample
+// that fails half way is simply not committed (its partial rows are overwritten by the next).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ember/core/allocation.hpp"
+#include "ember/core/place.hpp"
+#include "ember/data/batch_layout.hpp"
+
+namespace ember::data {
+
+class HostBatch {
+ public:
+  HostBatch(const BatchLayout& layout, std::int64_t capacity, Place place = Place::host());
+
+  const BatchLayout& layout() const { return layout_; }
+  const BatchBufferPlan& plan() const { return plan_; }
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t size() const { return size_; }
+  bool full() const { return size_ == capacity_; }
+  bool empty() const { return size_ == 0; }
+  Place place() const { return allocation_->place(); }
+  const AllocationPtr& allocation() const { return allocation_; }
+
+  void clear() { size_ = 0; }
+  void set_size(std::int64_t n);
+
+  float* label() const { return label_; }  // [capacity, label_dim]
+  float* dense() const { return dense_; }   // [capacity, dense_dim]
+  int num_inputs() const { return static_cast<int>(offsets_.size()); }
+  // [capacity * slot_num + 1], entry 0 always 0.
+  std::int64_t* row_offsets(int input) const { return offsets_[static_cast<std::size_t>(input)]; }
+  void* values(int input) const { return values_[static_cast<std::size_t>(input)]; }
+  template <class Key>
+  Key* values_as(int input) const {
+    return static_cast<Key*>(values(input));
+  }
+  std::int64_t value_capacity(int input) const {
+    return plan_.value_capacity[static_cast<std::size_t>(input)];
+  }
+  // Keys of the committed samples of `input`.
+  std::int64_t nnz(int input) const;
+
+  // Appends samples [begin, end) of `src` (same layout), rebasing its row offsets.
+  void append(const HostBatch& src, std::int64_t begin, std::int64_t end);
+
+ private:
+  BatchLayout layout_;
+  std::int64_t capacity_;
+  BatchBufferPlan plan_;
+  AllocationPtr allocation_;
+  std::int64_t size_ = 0;
+  float* label_ = nullptr;
+  float* dense_ = nullptr;
+  std::vector<std::int64_t*> offsets_;
+  std::vector<void*> values_;
+};
+
+}  // namespace ember::data

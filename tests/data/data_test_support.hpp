@@ -1,0 +1,61 @@
+// Shared helpers of the data-layer tests: random samples, writing them in each format, and
+// reading them back out of batches.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ember/core/dtype.hpp"
+#include "ember/data/batch.hpp"
+#include "ember/data/batch_layout.hpp"
+#include "ember/data/data_config.hpp"
+#include "ember/data/host_batch.hpp"
+
+namespace ember::data::datatest {
+
+struct Sample {
+  std::vector<float> label;
+  std::vector<float> dense;
+  std::vector<std::vector<std::int64_t>> slots;  // every slot of every input, in order
+  friend bool operator==(const Sample&, const Sample&) = default;
+  friend bool operator<(const Sample& a, const Sample& b) {
+    return std::tie(a.label, a.dense, a.slots) < std::tie(b.label, b.dense, b.slots);
+  }
+};
+std::ostream& operator<<(std::ostream& os, const Sample& s);
+
+struct SampleShape {
+  std::int64_t label_dim = 1;
+  std::int64_t dense_dim = 3;
+  std::vector<std::int64_t> slots_per_input = {4};
+  int min_nnz = 0;
+  int max_nnz = 3;
+  std::int64_t max_key = 1000;  // keys drawn in [0, max_key)
+  std::int64_t total_slots() const;
+};
+
+std::vector<Sample> random_samples(std::mt19937_64& rng, std::int64_t n, const SampleShape& shape);
+
+// A layout for `shape` whose key budgets hold any sample random_samples draws.
+BatchLayout layout_for(const SampleShape& shape, DType key_type);
+
+// Writes a Norm file / a Raw file (one-hot samples; float or int label/dense).
+void write_norm(const std::string& path, const std::vector<Sample>& samples,
+                const SampleShape& shape, CheckMode check, DType key_type);
+void write_raw(const std::string& path, const std::vector<Sample>& samples,
+               const SampleShape& shape, bool float_label_dense);
+
+// The samples of a host batch / of a pipeline batch (label and dense gathered from every
+// device's share; keys from device 0's global CSR, which must equal every other device's).
+std::vector<Sample> samples_of(const HostBatch& batch);
+std::vector<Sample> samples_of(const Batch& batch);
+
+// Reads every sample of a Norm file through NormFileReader.
+std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& shape,
+                                   CheckMode check, DType key_type);
+
+}  // namespace ember::data::datatest

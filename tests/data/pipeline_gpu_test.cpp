@@ -1,0 +1,199 @@
+// The input pipeline feeding GPUs: the same batches as the host pipeline, whatever the prefetch
+// depth, with the split over devices, held batches left intact and clean shutdown.
+#include <gtest/gtest.h>
+
+#include "data/data_test_support.hpp"
+#include "ember/core/device.hpp"
+#include "ember/data/file_list.hpp"
+#include "ember/data/norm_reader.hpp"
+#include "ember/data/pipeline.hpp"
+#include "ember/data/raw_format.hpp"
+#include "support/test_support.hpp"
+
+namespace ember::data {
+namespace {
+
+using datatest::Sample;
+using datatest::SampleShape;
+
+std::shared_ptr<DataSource> write_norm_dataset(const testing::ScratchDir& dir,
+                                               std::mt19937_64& rng, const SampleShape& shape) {
+  std::vector<std::string> files;
+  for (std::int64_t count : {300, 7, 1023, 65}) {
+    const std::string path = (dir / ("g" + std::to_string(files.size()) + ".data")).string();
+    datatest::write_norm(path, datatest::random_samples(rng, count, shape), shape, CheckMode::Sum,
+                         DType::I64);
+    files.push_back(path);
+  }
+  write_file_list(dir / "list.txt", files);
+  return std::make_shared<NormSource>(dir / "list.txt", CheckMode::Sum,
+                                      datatest::layout_for(shape, DType::I64));
+}
+
+SampleShape gpu_shape() {
+  SampleShape shape;
+  shape.label_dim = 2;
+  shape.dense_dim = 5;
+  shape.slots_per_input = {4, 2};
+  shape.min_nnz = 0;
+  shape.max_nnz = 4;
+  shape.max_key = std::int64_t{1} << 40;
+  return shape;
+}
+
+std::vector<std::vector<Sample>> collect(const std::shared_ptr<DataSource>& source,
+                                         PipelineOptions o, int max_batches,
+                                         std::vector<std::int64_t>* sizes = nullptr) {
+  Pipeline p(source, o);
+  std::vector<std::vector<Sample>> out;
+  for (int i = 0; i < max_batches; ++i) {
+    auto b = p.next();
+    if (!b) break;
+    for (std::size_t d = 0; d < b->devices.size(); ++d) {
+      const DeviceBatch& db = b->devices[d];
+      EXPECT_EQ(db.place, o.devices[d]);
+      EXPECT_EQ(db.label.place(), o.devices[d]);
+      EXPECT_EQ(db.dense.place(), o.devices[d]);
+      for (const auto& csr : db.sparse) EXPECT_EQ(csr.place(), o.devices[d]);
+      if (o.devices[d].is_cuda()) {
+        EXPECT_TRUE(db.ready != nullptr);
+      }
+    }
+    if (sizes != nullptr) sizes->push_back(b->global_size);
+    out.push_back(datatest::samples_of(*b));
+  }
+  return out;
+}
+
+std::vector<Place> two_gpus() {
+  // Two devices when there are two; else the same GPU twice, which still exercises the split.
+  return {Place::cuda(0), Place::cuda(cuda_device_count() > 1 ? 1 : 0)};
+}
+
+TEST(PipelineGpu, SameBatchesAsTheHostPipelineAtEveryDepth) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  PipelineOptions host;
+  host.batch_size = 64;
+  host.num_workers = 3;
+  host.deterministic = true;
+  host.mode = PipelineMode::Epochs;
+  host.num_epochs = 2;
+  std::vector<std::int64_t> host_sizes;
+  const auto expect = collect(source, host, 1000, &host_sizes);
+  ASSERT_GT(expect.size(), 20u);
+  for (int depth : {1, 3}) {
+    for (const auto& devices : {std::vector<Place>{Place::cuda(0)}, two_gpus()}) {
+      PipelineOptions gpu = host;
+      gpu.devices = devices;
+      gpu.prefetch_depth = depth;
+      std::vector<std::int64_t> sizes;
+      EXPECT_EQ(collect(source, gpu, 1000, &sizes), expect)
+          << "depth " << depth << ", " << devices.size() << " devices";
+      EXPECT_EQ(sizes, host_sizes);
+    }
+  }
+}
+
+TEST(PipelineGpu, RepeatModeAndRawMatchTheHost) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  SampleShape shape;
+  shape.dense_dim = 13;
+  shape.slots_per_input = {26};
+  shape.min_nnz = shape.max_nnz = 1;
+  shape.max_key = 1000;
+  datatest::write_raw(dir / "r.bin", datatest::random_samples(rng, 5003, shape), shape, true);
+  RawOptions raw;
+  raw.path = dir / "r.bin";
+  raw.num_samples = 5003;
+  raw.float_label_dense = true;
+  raw.slot_size_array.assign(26, 1000);
+  raw.shuffle = true;
+  raw.seed = 3;
+  const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+  PipelineOptions host;
+  host.batch_size = 512;
+  host.num_workers = 4;
+  host.deterministic = true;
+  const auto expect = collect(source, host, 25);
+  PipelineOptions gpu = host;
+  gpu.devices = two_gpus();
+  gpu.prefetch_depth = 3;
+  EXPECT_EQ(collect(source, gpu, 25), expect);
+}
+
+TEST(PipelineGpu, HeldBatchesStayIntactWhileTheSlotsCycle) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  PipelineOptions o;
+  o.batch_size = 32;
+  o.num_workers = 2;
+  o.deterministic = true;
+  o.mode = PipelineMode::Epochs;
+  const auto expect = collect(source, o, 1000);
+  o.devices = {Place::cuda(0)};
+  o.prefetch_depth = 1;
+  Pipeline p(source, o);
+  std::vector<Batch> held;
+  while (auto b = p.next()) held.push_back(std::move(*b));
+  ASSERT_EQ(held.size(), expect.size());
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(datatest::samples_of(held[i]), expect[i]) << "batch " << i;
+  }
+}
+
+TEST(PipelineGpu, ShutsDownMidEpochAndBatchesOutliveThePipeline) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  for (int taken : {0, 1, 5}) {
+    PipelineOptions o;
+    o.batch_size = 16;
+    o.num_workers = 4;
+    o.devices = {Place::cuda(0)};
+    o.prefetch_depth = 3;
+    std::optional<Batch> kept;
+    {
+      Pipeline p(source, o);
+      for (int i = 0; i < taken; ++i) kept = p.next();
+    }
+    if (kept) {
+      EXPECT_EQ(datatest::samples_of(*kept).size(), 16u);
+    }
+  }
+}
+
+TEST(PipelineGpu, WorkerErrorsReachTheConsumer) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  SampleShape shape = gpu_shape();
+  const std::string path = (dir / "cut.data").string();
+  datatest::write_norm(path, datatest::random_samples(rng, 200, shape), shape, CheckMode::None,
+                       DType::I64);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 3);
+  write_file_list(dir / "list.txt", {path});
+  PipelineOptions o;
+  o.batch_size = 16;
+  o.devices = {Place::cuda(0)};
+  o.mode = PipelineMode::Epochs;
+  Pipeline p(std::make_shared<NormSource>(dir / "list.txt", CheckMode::None,
+                                          datatest::layout_for(shape, DType::I64)),
+             o);
+  EXPECT_THROW(
+      {
+        while (p.next()) {
+        }
+      },
+      DataError);
+}
+
+}  // namespace
+}  // namespace ember::data
