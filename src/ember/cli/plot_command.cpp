@@ -75,7 +75,8 @@ void run(const Options& options) {
   }
   std::vector<Panel> panels{loss, quality};
   if (!rate.series.empty()) panels.push_back(rate);
-  const std::filesystem::path out = options.out.empty() ? dir / "metrics.png" : options.out;
+  const std::filesystem::path out =
+      options.out.empty() ? dir / "metrics.png" : std::filesystem::path(options.out);
   write_chart_png(panels, out);
   std::cout << "wrote " << out.string() << "\n";
 }
