@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ class FakeDeviceBackend final : public DeviceBackend {
     for (Event& e : events_) {
       if (e.recorded && e.stream == stream) e.completed = true;
     }
+  }
+  // The stream is destroyed: an event call naming it from now on is a use after destruction
+  // (undefined behaviour with CUDA), reported as a test failure.
+  void destroy_stream(StreamHandle stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    destroyed_.insert(stream);
   }
   void complete_all() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -129,8 +136,9 @@ class FakeDeviceBackend final : public DeviceBackend {
     ++frees_;
   }
 
-  EventHandle acquire_event(StreamHandle) override {
+  EventHandle acquire_event(StreamHandle stream) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (destroyed_.count(stream) != 0) ADD_FAILURE() << "event acquired for a destroyed stream";
     for (std::size_t i = 0; i < events_.size(); ++i) {
       if (!events_[i].acquired) {
         events_[i] = Event{};
@@ -152,6 +160,7 @@ class FakeDeviceBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     Event& e = at(event);
     if (!e.acquired) ADD_FAILURE() << "recording a fake event that was not acquired";
+    if (destroyed_.count(stream) != 0) ADD_FAILURE() << "event recorded on a destroyed stream";
     e.recorded = true;
     e.completed = false;
     e.stream = stream;
@@ -200,6 +209,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   int fail_next_ = 0;
   StreamHandle current_ = fake_stream(0);
   std::map<void*, std::size_t> live_;
+  std::set<StreamHandle> destroyed_;
   std::vector<Event> events_;
   std::int64_t mallocs_ = 0, failed_mallocs_ = 0, frees_ = 0, synchronizations_ = 0, records_ = 0;
 };

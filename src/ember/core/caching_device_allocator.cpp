@@ -35,6 +35,12 @@ void add(TrackedStat& s, std::int64_t delta) {
 struct CachingDeviceAllocator::Impl {
   struct Block;
 
+  // An event recorded on `stream` right after work there that uses the block was queued.
+  struct Use {
+    StreamHandle stream;
+    EventHandle event;
+  };
+
   // Free blocks in (stream, size, address) order: lower_bound on (stream, size, 0) is the best
   // fit on that stream in O(log n).
   struct BlockLess {
@@ -60,8 +66,13 @@ struct CachingDeviceAllocator::Impl {
     bool cached = false;  // in its pool's free set
     int pending_events = 0;
     FreeSet::iterator position;
-    // Other streams that used the block (record_stream); cleared, not shrunk, on reuse.
+    // Other streams that use the block until it is freed (record_stream); cleared, not shrunk,
+    // on reuse.
     std::vector<StreamHandle> streams;
+    // Uses on other streams recorded so far (record_use), one event per stream.
+    std::vector<Use> uses;
+    // An event could not be recorded for a use: the block is never handed out again.
+    bool unusable = false;
     // The tree and hash nodes a block moves in and out of the containers with, kept with the
     // block so that a cached allocate/free pair allocates no heap memory.
     FreeSet::node_type set_node;
@@ -81,6 +92,9 @@ struct CachingDeviceAllocator::Impl {
 
   ~Impl() {
     for (const Pending& p : pending) backend->release_event(p.event);
+    for (auto& [ptr, b] : live) {
+      for (const Use& u : b->uses) backend->release_event(u.event);
+    }
     for (void* s : segments) backend->free(s);
   }
 
@@ -110,8 +124,39 @@ struct CachingDeviceAllocator::Impl {
     b->allocated = b->cached = false;
     b->pending_events = 0;
     b->streams.clear();
+    b->uses.clear();
+    b->unusable = false;
     b->next_spare = spare_blocks;
     spare_blocks = b;
+  }
+
+  // Records an event on `stream` now (record_use); the latest recording on a stream covers the
+  // earlier ones, so one event per stream suffices.
+  void add_use(Block* b, StreamHandle stream) noexcept {
+    if (b->unusable) return;
+    try {
+      for (Use& u : b->uses) {
+        if (u.stream == stream) {
+          backend->record_event(u.event, stream);
+          return;
+        }
+      }
+      b->uses.reserve(b->uses.size() + 1);
+      EventHandle e = backend->acquire_event(stream);
+      try {
+        backend->record_event(e, stream);
+      } catch (...) {
+        backend->release_event(e);
+        throw;
+      }
+      b->uses.push_back({stream, e});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "ember: warning: the caching allocator of %s could not record an event for "
+                   "a use of a block (%s); its %zu bytes stay reserved\n",
+                   place.to_string().c_str(), e.what(), b->size);
+      b->unusable = true;
+    }
   }
 
   // --- pools ---------------------------------------------------------------------------------
@@ -459,9 +504,16 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   add(m.stats.allocations, -1);
   ++m.stats.num_frees;
   b->requested = 0;
-  if (!b->streams.empty()) {
+  if (!b->unusable && (!b->streams.empty() || !b->uses.empty())) {
     try {
-      m.pending.reserve(m.pending.size() + b->streams.size());
+      m.pending.reserve(m.pending.size() + b->streams.size() + b->uses.size());
+      // Uses recorded while the block was live: their events are already on their streams.
+      for (const Impl::Use& u : b->uses) {
+        m.pending.push_back({u.event, u.stream, b});
+        ++b->pending_events;
+      }
+      b->uses.clear();
+      // record_stream: the work queued on those streams up to now.
       for (StreamHandle s : b->streams) {
         EventHandle e = m.backend->acquire_event(s);
         try {
@@ -480,13 +532,18 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
                    "ember: warning: could not record an event for a block freed on %s (%s); "
                    "its %zu bytes stay reserved\n",
                    place_.to_string().c_str(), e.what(), b->size);
-      ++b->pending_events;
+      b->unusable = true;
     }
     b->streams.clear();
-    if (b->pending_events > 0) {
-      ++m.waiting;
-      return;
-    }
+  }
+  if (b->unusable) {
+    for (const Impl::Use& u : b->uses) m.backend->release_event(u.event);
+    b->uses.clear();
+    ++b->pending_events;  // never reaches zero: the block does not come back
+  }
+  if (b->pending_events > 0) {
+    ++m.waiting;
+    return;
   }
   m.release_block(b);
 }
@@ -503,6 +560,18 @@ void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
   if (std::find(b->streams.begin(), b->streams.end(), stream) == b->streams.end()) {
     b->streams.push_back(stream);
   }
+}
+
+void CachingDeviceAllocator::record_use(void* ptr, StreamHandle stream) {
+  if (ptr == nullptr) return;
+  Impl& m = *impl_;
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.live.find(ptr);
+  EMBER_CHECK(it != m.live.end(), "record_use on ", place_,
+              ": the pointer was not allocated by this caching allocator (or was freed)");
+  Impl::Block* b = it->second;
+  if (stream == b->stream) return;  // stream order already protects the block there
+  m.add_use(b, stream);
 }
 
 std::size_t CachingDeviceAllocator::allocated_size(const void* ptr) const {
