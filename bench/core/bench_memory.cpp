@@ -22,6 +22,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <thread>
@@ -213,6 +215,11 @@ class RawCudaCandidate final : public Candidate {
   std::int64_t allocs_ = 0;
 };
 
+// A failure inside PyTorch's allocator (reported by the adapter, which lets no exception out).
+struct TorchFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // PyTorch's CUDA caching allocator, through a small adapter library built against libtorch
 // and loaded at run time: a libtorch that fails to load costs this column, not the benchmark.
 class TorchCandidate final : public Candidate {
@@ -266,12 +273,13 @@ class TorchCandidate final : public Candidate {
   void free(void* p, std::size_t, StreamHandle) override {
     if (!contexts_.empty()) {
       if (auto it = contexts_.find(p); it != contexts_.end()) {
-        free_ctx_(it->second);
+        void* ctx = it->second;
         contexts_.erase(it);
+        if (free_ctx_(ctx) == 0) fail();
         return;
       }
     }
-    free_(p);
+    if (free_(p) == 0) fail();
   }
   // PyTorch's recordStream needs the allocation's DataPtr: traces with record_stream allocate
   // through allocate() (a DataPtr) instead of raw_alloc.
@@ -287,24 +295,22 @@ class TorchCandidate final : public Candidate {
   }
   void reset() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    reset_(0);
+    if (reset_(0) == 0) fail();
   }
   std::int64_t peak_reserved() override { return peak_reserved_(0); }
   std::int64_t device_allocs() override { return segments_(0); }
 
  private:
   TorchCandidate() = default;
-  [[noreturn]] void fail() {
-    std::fprintf(stderr, "bench_memory: PyTorch's allocator failed: %s\n", error_());
-    std::exit(1);
-  }
+  // Ends PyTorch's part of the run (the caller leaves its column out), not the benchmark.
+  [[noreturn]] void fail() { throw TorchFailure(error_()); }
   int (*init_)(int, char*, int) = nullptr;
   void* (*alloc_)(std::size_t, void*) = nullptr;
-  void (*free_)(void*) = nullptr;
+  int (*free_)(void*) = nullptr;
   void* (*alloc_ctx_)(std::size_t, void*, void**) = nullptr;
   int (*record_)(void*, void*) = nullptr;
-  void (*free_ctx_)(void*) = nullptr;
-  void (*reset_)(int) = nullptr;
+  int (*free_ctx_)(void*) = nullptr;
+  int (*reset_)(int) = nullptr;
   long long (*peak_reserved_)(int) = nullptr;
   long long (*segments_)(int) = nullptr;
   const char* (*error_)() = nullptr;
@@ -486,6 +492,18 @@ Trace cross_stream_trace(std::size_t ops) {
   return b.take();
 }
 
+// The traces (b)-(e), the same in the quick run as on the device: the caching policy depends only
+// on the sizes and streams, so the quick run's fragmentation figures are the device's.
+std::vector<Trace> benchmark_traces() {
+  std::vector<Trace> traces;
+  traces.push_back(churn_trace(1000000, true));
+  traces.push_back(churn_trace(1000000, false));
+  traces.push_back(training_trace(200, 0));
+  traces.push_back(training_trace(300, 8));
+  traces.push_back(cross_stream_trace(200000));
+  return traces;
+}
+
 struct ReplayResult {
   double ns_per_op = 0;
   std::int64_t peak_reserved = -1;
@@ -565,9 +583,23 @@ PairResult pairs(Candidate& c, std::size_t bytes, int threads, int count,
   if (threads == 1) {
     body(0);
   } else {
+    // An exception must not escape a thread (that would terminate): the first is rethrown here.
+    std::mutex error_mutex;
+    std::exception_ptr error;
     std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(body, t);
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          body(t);
+        } catch (...) {
+          ready += threads;  // nobody waits for a thread that has given up
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (error == nullptr) error = std::current_exception();
+        }
+      });
+    }
     for (auto& th : pool) th.join();
+    if (error != nullptr) std::rethrow_exception(error);
   }
   c.settle();
   std::vector<double> all;
@@ -649,9 +681,7 @@ int run_quick() {
     }
   }
   std::vector<TraceRow> rows;
-  for (const Trace& t : {churn_trace(200000, true), churn_trace(200000, false),
-                         training_trace(20, 0), training_trace(50, 8),
-                         cross_stream_trace(100000)}) {
+  for (const Trace& t : benchmark_traces()) {
     rows.push_back({t.name, "ember", replay(ember, t, streams), t.peak_live});
   }
   print_trace_table(rows);
@@ -749,13 +779,46 @@ void run_pinned_and_copies() {
   const double d2h_staged = measure([&] {
     copy_bytes(pageable.data(), Place::host(), dev, Place::cuda(0), bytes, stream.handle());
   });
+  const detail::StagingConfig defaults = detail::staging_config();
   std::printf("  copies of %s, GB/s (median of 8):\n", size_name(bytes).c_str());
   std::printf("    host->device from pinned             %6.1f\n", h2d_pinned);
   std::printf("    host->device from pageable, plain    %6.1f\n", h2d_naive);
-  std::printf("    host->device from pageable, staged   %6.1f  (%d copy threads)\n", h2d_staged,
-              detail::copy_threads());
+  std::printf("    host->device from pageable, staged   %6.1f  (%d copy threads, %d slots of %s)\n",
+              h2d_staged, defaults.threads, defaults.slots, size_name(defaults.slot_bytes).c_str());
   std::printf("    device->host to pinned               %6.1f\n", d2h_pinned);
   std::printf("    device->host to pageable, staged     %6.1f\n", d2h_staged);
+
+  // Other staging setups, to choose the defaults from measurements: copy threads x slot size
+  // (threads + 4 slots each).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("  staged copies by setup, GB/s (median of 8), host->device / device->host:\n");
+  std::printf("    %-8s", "threads");
+  const std::vector<std::size_t> slot_sizes = {2 * MiB, 4 * MiB, 8 * MiB};
+  for (std::size_t slot : slot_sizes) std::printf(" %19s", ("slots " + size_name(slot)).c_str());
+  std::printf("\n");
+  double best = 0;
+  std::string best_setup;
+  for (int threads : {4, 8, 12, 16}) {
+    if (threads > cores) break;
+    std::printf("    %-8d", threads);
+    for (std::size_t slot : slot_sizes) {
+      detail::set_staging_config({slot, 0, threads});
+      const double up = measure([&] {
+        copy_bytes(dev, Place::cuda(0), pageable.data(), Place::host(), bytes, stream.handle());
+        stream.synchronize();
+      });
+      const double down = measure([&] {
+        copy_bytes(pageable.data(), Place::host(), dev, Place::cuda(0), bytes, stream.handle());
+      });
+      std::printf("        %5.1f / %5.1f", up, down);
+      if (up > best) {
+        best = up;
+        best_setup = std::to_string(threads) + " threads, " + size_name(slot) + " slots";
+      }
+    }
+    std::printf("\n");
+  }
+  detail::set_staging_config({});
   check(cudaFree(dev), "cudaFree");
   check(cudaFreeHost(pinned), "cudaFreeHost");
   summary("pinned host-to-device bandwidth", fixed(h2d_pinned, 1) + " GB/s", ">= 50 GB/s",
@@ -764,6 +827,11 @@ void run_pinned_and_copies() {
   summary("pageable host-to-device through staging / pinned",
           fixed(100 * share, 0) + "% (" + fixed(h2d_staged, 1) + " GB/s)", ">= 80%",
           share >= 0.8);
+  if (!best_setup.empty()) {
+    summary("pageable host-to-device through staging / pinned, best setup (" + best_setup + ")",
+            fixed(100 * best / h2d_pinned, 0) + "% (" + fixed(best, 1) + " GB/s)", ">= 80%",
+            best >= 0.8 * h2d_pinned);
+  }
 }
 
 int run_full(bool with_torch) {
@@ -798,6 +866,14 @@ int run_full(bool with_torch) {
   std::vector<Candidate*> cached = {&ember};
   if (torch) cached.push_back(torch.get());
   cached.push_back(&async);
+  // A failure inside PyTorch's allocator drops its column from there on; the run goes on.
+  std::string torch_failure;
+  auto skip = [&](Candidate* c) { return c == torch.get() && !torch_failure.empty(); };
+  auto torch_failed = [&](const TorchFailure& e) {
+    torch_failure = e.what();
+    std::printf("PyTorch's allocator failed (%s): its column is left out from here on\n",
+                e.what());
+  };
 
   // (a)
   print_pairs_header();
@@ -808,7 +884,15 @@ int run_full(bool with_torch) {
     for (int threads : {1, 8}) {
       double ember_median = 0;
       for (Candidate* c : cached) {
-        const auto r = pairs(*c, n, threads, threads == 1 ? 20000 : 5000, streams, overhead);
+        if (skip(c)) continue;
+        PairResult r;
+        try {
+          r = pairs(*c, n, threads, threads == 1 ? 20000 : 5000, streams, overhead);
+        } catch (const TorchFailure& e) {
+          if (c != torch.get()) throw;
+          torch_failed(e);
+          continue;
+        }
         std::printf("%-18s %-10s %8d %18.1f %18.1f\n", c->name().c_str(), size_name(n).c_str(),
                     threads, r.median_ns, r.p99_ns);
         if (c == &ember) {
@@ -831,12 +915,18 @@ int run_full(bool with_torch) {
   // (b)-(e)
   std::vector<TraceRow> rows;
   double frag_c = 0, frag_d = 0;
-  for (const Trace& t : {churn_trace(1000000, true), churn_trace(1000000, false),
-                         training_trace(200, 0), training_trace(300, 8),
-                         cross_stream_trace(200000)}) {
+  for (const Trace& t : benchmark_traces()) {
     double ember_ns = 0;
     for (Candidate* c : cached) {
-      const auto r = replay(*c, t, streams);
+      if (skip(c)) continue;
+      ReplayResult r;
+      try {
+        r = replay(*c, t, streams);
+      } catch (const TorchFailure& e) {
+        if (c != torch.get()) throw;
+        torch_failed(e);
+        continue;
+      }
       rows.push_back({t.name, c->name(), r, t.peak_live});
       if (c == &ember) {
         ember_ns = r.ns_per_op;
@@ -857,7 +947,10 @@ int run_full(bool with_torch) {
   summary("cudaMallocAsync / ember pair time, 512 B, 1 thread",
           fixed(async_512 / std::max(ember_512, 1.0), 1) + "x", ">= 3x",
           async_512 >= 3 * ember_512);
-  if (torch) {
+  if (torch && !torch_failure.empty()) {
+    summary("ember / pytorch time, worst trace", "n/a (PyTorch failed: " + torch_failure + ")",
+            "<= 1.00", false);
+  } else if (torch) {
     auto worst = std::max_element(vs_torch.begin(), vs_torch.end(),
                                   [](const auto& a, const auto& b) { return a.second < b.second; });
     summary("ember / pytorch time, worst trace (" + worst->first + ")", fixed(worst->second, 2),
@@ -885,6 +978,8 @@ int run_full(bool with_torch) {
 }  // namespace ember::bench
 
 int main(int argc, char** argv) {
+  // Line by line even into a pipe: if something crashes, what was measured so far is in the log.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   bool quick = false, with_torch = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
