@@ -93,6 +93,48 @@ TEST(CachingDeviceAllocatorGpu, RoundTripsOddSizesAndReuses) {
   EXPECT_EQ(alloc->stats().reserved_bytes.current, 0);
 }
 
+// Expandable segments on the real driver: memory mapped granule by granule into a reservation
+// must behave like cudaMalloc memory, across granule boundaries and after growth and trimming.
+TEST(CachingDeviceAllocatorGpu, ExpandableSegmentsGrowInPlaceAndHoldData) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  CachingDeviceAllocator::Options options;
+  options.expandable_segments = true;
+  CachingDeviceAllocator alloc(make_cuda_device_backend(0), Place::cuda(0), options);
+  if (!alloc.expandable_segments()) GTEST_SKIP() << "no virtual memory management on device 0";
+  Stream s = Stream::create(0);
+  void* p = alloc.allocate(3 * MiB, s.handle());
+  alloc.deallocate(p, 3 * MiB);
+  void* q = alloc.allocate(37 * MiB + 11, s.handle());
+  EXPECT_EQ(q, p) << "the free end of the segment grows in place";
+  for (std::size_t n : {std::size_t{1}, std::size_t{65537}, 37 * MiB + 11}) {
+    const auto src = random_bytes(n, rng);
+    std::vector<std::uint8_t> back(n, 0);
+    copy_bytes(q, Place::cuda(0), src.data(), Place::host(), n, s.handle());
+    copy_bytes(back.data(), Place::host(), q, Place::cuda(0), n, s.handle());
+    EXPECT_TRUE(same_bytes(src, back)) << n << " bytes";
+  }
+  // Blocks on both sides of a granule boundary, written by the device (memset), read back.
+  void* a = alloc.allocate(1 * MiB + 512, s.handle());
+  void* b = alloc.allocate(3 * MiB, s.handle());
+  zero_bytes(a, Place::cuda(0), 1 * MiB + 512, s.handle());
+  zero_bytes(b, Place::cuda(0), 3 * MiB, s.handle());
+  std::vector<std::uint8_t> back(3 * MiB, 1);
+  copy_bytes(back.data(), Place::host(), b, Place::cuda(0), 3 * MiB, s.handle());
+  EXPECT_TRUE(same_bytes(std::vector<std::uint8_t>(3 * MiB, 0), back));
+  alloc.deallocate(a, 0);
+  alloc.deallocate(b, 0);
+  alloc.deallocate(q, 0);
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().reserved_bytes.current, 0);
+  // Mapped again from nothing.
+  void* r = alloc.allocate(5 * MiB, s.handle());
+  zero_bytes(r, Place::cuda(0), 5 * MiB, s.handle());
+  s.synchronize();
+  alloc.deallocate(r, 0);
+  EXPECT_EQ(alloc.stats().event_synchronizations, 0);
+}
+
 // True while work queued on `stream` so far has not finished.
 bool busy(StreamHandle stream) {
   Event e = Event::create(0);

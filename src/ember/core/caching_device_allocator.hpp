@@ -12,6 +12,9 @@
 //     polled, never waited for;
 //   - when the device is out of memory: free every cached unused segment, retry, and only then
 //     throw OutOfMemoryError with the numbers.
+// With expandable segments (an option, off by default) each stream has one segment per pool
+// that grows in place (the driver's virtual memory API maps more memory at its end) instead of
+// new segments being added; see docs/memory.md.
 // The policy talks to the device only through a DeviceBackend, so it runs without a GPU too.
 #pragma once
 
@@ -77,8 +80,15 @@ class CachingDeviceAllocator final : public Allocator {
   // A large block is split only when more than this would remain.
   static constexpr std::size_t kLargeSplitRemainder = std::size_t{1} << 20;
 
+  struct Options {
+    // One segment per stream and pool that grows in place, where the backend can map memory
+    // (DeviceBackend::map_granularity() > 0); ordinary segments otherwise.
+    bool expandable_segments = false;
+  };
+
   // `place` is what the allocator reports (and names in messages); the backend does the work.
   CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend, Place place);
+  CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend, Place place, Options options);
   // Gives every segment back to the backend. Memory still allocated becomes invalid.
   ~CachingDeviceAllocator() override;
   CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
@@ -108,8 +118,11 @@ class CachingDeviceAllocator final : public Allocator {
   // when the rest of a large block was too small to split off. 0 for a pointer not handed out.
   std::size_t allocated_size(const void* ptr) const;
 
-  // Gives every cached segment that is entirely free back to the device.
+  // Gives every cached segment that is entirely free back to the device; with expandable
+  // segments, the free memory at the end of each segment (after waiting for the device).
   void empty_cache();
+  // True when segments grow in place (the option was asked for and the backend can map).
+  bool expandable_segments() const;
   CachingAllocatorStats stats() const;
   void reset_peak_stats();
 
