@@ -100,11 +100,11 @@ TEST(CopyThreadPool, RethrowsABodysException) {
 TEST(ParallelMemcpy, CopiesEveryByteForAnySizeAndThreadCount) {
   auto rng = testing::make_rng();
   CopyThreadPool pool;
-  const auto random = random_bytes(12 * MiB + 1, rng);
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 1 * MiB - 1, 1 * MiB,
-                        1 * MiB + 1, 4 * MiB + 1, 12 * MiB + 1, 5 * MiB + 11}) {
+  const auto random = random_bytes(5 * MiB + 11, rng);
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 1 * MiB - 1,
+                        1 * MiB + 1, 4 * MiB + 1, 5 * MiB + 11}) {
     const std::vector<std::uint8_t> src(random.begin(), random.begin() + n);
-    for (int threads : {1, 2, 3, 7, 8, 16}) {
+    for (int threads : {1, 3, 8, 16}) {
       std::vector<std::uint8_t> dst(n + 64, 0xa5);
       parallel_memcpy(dst.data(), src.data(), n, threads, pool);
       EXPECT_TRUE(same_bytes(src.data(), dst.data(), n)) << n << " bytes, " << threads
@@ -256,11 +256,12 @@ struct Slots {
 TEST(StagingPipeline, RoundTripsOfOddSizesWithAnySetup) {
   auto rng = testing::make_rng();
   CopyThreadPool pool;
-  const auto random = random_bytes(12 * MiB + 1, rng);
+  const auto random = random_bytes(9 * MiB + 7, rng);
+  // One thread, and more threads than slots; sizes below, at and across chunk boundaries.
   for (std::size_t slot_bytes : {1 * MiB, 4 * MiB}) {
-    for (int slots : {1, 2, 5}) {
-      for (int threads : {1, 3, 8}) {
-        for (std::size_t n : {std::size_t{1}, 1 * MiB - 1, 4 * MiB + 1, 12 * MiB + 1}) {
+    for (int slots : {1, 3}) {
+      for (int threads : {1, 4}) {
+        for (std::size_t n : {std::size_t{1}, 1 * MiB - 1, 4 * MiB + 1, 9 * MiB + 7}) {
           SCOPED_TRACE(::testing::Message() << n << " bytes, " << slots << " slots of "
                                             << slot_bytes << ", " << threads << " threads");
           Slots s(slots, slot_bytes);
@@ -291,7 +292,7 @@ TEST(StagingPipeline, SourceMayBeReusedAtOnce) {
   CopyThreadPool pool;
   Slots s(4, 1 * MiB);
   FakeDma dma(4, rng());
-  auto src = random_bytes(9 * MiB + 5, rng);
+  auto src = random_bytes(5 * MiB + 5, rng);
   const auto expected = src;
   std::vector<std::uint8_t> device(src.size());
   pipeline_to_device(dma, s.pointers, 1 * MiB, device.data(), src.data(), src.size(), 3, pool);
@@ -307,7 +308,7 @@ TEST(StagingPipeline, AFailingTransferStopsEveryThreadAndIsRethrown) {
   for (int threads : {1, 4}) {
     Slots s(3, 1 * MiB);
     FakeDma dma(3, rng(), /*fail_at=*/5);
-    const auto src = random_bytes(8 * MiB, rng);
+    const auto src = random_bytes(6 * MiB, rng);
     std::vector<std::uint8_t> device(src.size());
     EXPECT_THROW(pipeline_to_device(dma, s.pointers, 1 * MiB, device.data(), src.data(),
                                     src.size(), threads, pool),

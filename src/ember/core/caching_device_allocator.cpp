@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ember/core/error.hpp"
+#include "ember/core/spin_mutex.hpp"
 
 namespace ember {
 
@@ -561,7 +562,7 @@ struct CachingDeviceAllocator::Impl {
 
   std::unique_ptr<DeviceBackend> backend;
   Place place;
-  mutable std::mutex mutex;
+  mutable SpinMutex mutex;  // held for well under a microsecond: see spin_mutex.hpp
   FreeSet small_pool;
   FreeSet large_pool;
   LiveMap live;
@@ -613,7 +614,7 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes) {
 void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
   if (bytes == 0) return nullptr;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   if (bytes > kMaxRequest) m.throw_oom(bytes, bytes);
   if (!m.pending.empty()) m.process_events();
   const std::size_t size = round_size(bytes);
@@ -648,7 +649,7 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
 void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto node = m.live.extract(ptr);
   if (node.empty()) {
     std::fprintf(stderr,
@@ -712,7 +713,7 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
 void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto it = m.live.find(ptr);
   EMBER_CHECK(it != m.live.end(), "record_stream on ", place_,
               ": the pointer was not allocated by this caching allocator (or was freed)");
@@ -726,7 +727,7 @@ void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
 void CachingDeviceAllocator::record_use(void* ptr, StreamHandle stream) {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto it = m.live.find(ptr);
   EMBER_CHECK(it != m.live.end(), "record_use on ", place_,
               ": the pointer was not allocated by this caching allocator (or was freed)");
@@ -737,21 +738,21 @@ void CachingDeviceAllocator::record_use(void* ptr, StreamHandle stream) {
 
 std::size_t CachingDeviceAllocator::allocated_size(const void* ptr) const {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto it = m.live.find(const_cast<void*>(ptr));
   return it == m.live.end() ? 0 : it->second->size;
 }
 
 void CachingDeviceAllocator::empty_cache() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   if (!m.pending.empty()) m.process_events();
   m.release_cached();
 }
 
 CachingAllocatorStats CachingDeviceAllocator::stats() const {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   CachingAllocatorStats s = m.stats;
   s.cached_bytes = static_cast<std::int64_t>(m.cached_total());
   s.largest_free_block = static_cast<std::int64_t>(m.largest_free());
@@ -761,7 +762,7 @@ CachingAllocatorStats CachingDeviceAllocator::stats() const {
 
 void CachingDeviceAllocator::reset_peak_stats() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   for (TrackedStat* s : {&m.stats.allocated_bytes, &m.stats.requested_bytes,
                          &m.stats.active_bytes, &m.stats.reserved_bytes, &m.stats.segments,
                          &m.stats.allocations}) {

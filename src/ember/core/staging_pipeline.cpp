@@ -144,6 +144,7 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes, int threads,
   // Below this a thread hand-off costs more than it saves.
   constexpr std::size_t kParallelMin = std::size_t{1} << 20;
   constexpr std::size_t kMinPiece = std::size_t{256} << 10;
+  if (bytes == 0) return;  // the pointers may be null then
   if (threads <= 1 || bytes < kParallelMin) {
     std::memcpy(dst, src, bytes);
     return;
