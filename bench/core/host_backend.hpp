@@ -35,8 +35,8 @@ class HostBackend final : public DeviceBackend {
   std::size_t map_granularity() override { return kGranule; }
   void* reserve_address(std::size_t bytes) override {
     const std::size_t padded = bytes + kGranule;
-    void* p = ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                     0);
+    void* p =
+        ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return nullptr;
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     void* base = reinterpret_cast<void*>((a + kGranule - 1) / kGranule * kGranule);
@@ -52,7 +52,9 @@ class HostBackend final : public DeviceBackend {
   bool map(void*, std::size_t) override { return true; }
   void unmap(void*, std::size_t) noexcept override {}
 
-  DeviceMemoryInfo memory_info() override { return {std::uint64_t{1} << 40, std::uint64_t{1} << 40}; }
+  DeviceMemoryInfo memory_info() override {
+    return {std::uint64_t{1} << 40, std::uint64_t{1} << 40};
+  }
   StreamHandle current_stream() override { return nullptr; }
 
   std::int64_t mallocs = 0;

@@ -22,8 +22,12 @@ namespace torch_alloc = c10::cuda::CUDACachingAllocator;
 thread_local std::string g_error;
 int g_device = 0;
 
-void remember(const std::exception& e) { g_error = e.what(); }
-void remember_unknown() { g_error = "an exception that is not a std::exception"; }
+void remember(const std::exception& e) {
+  g_error = e.what();
+}
+void remember_unknown() {
+  g_error = "an exception that is not a std::exception";
+}
 
 // Every entry point runs its body through this: no exception (c10::Error included) may cross the
 // C boundary, where it would terminate the benchmark.
@@ -73,7 +77,9 @@ void free_data_ptr(c10::DataPtr* data) {
 
 extern "C" {
 
-const char* ember_torch_error() { return g_error.c_str(); }
+const char* ember_torch_error() {
+  return g_error.c_str();
+}
 
 // Loads libtorch_cuda, initialises the allocator and tries every entry point once, so that a
 // PyTorch that does not work here fails now (the benchmark then leaves its column out) rather
@@ -87,8 +93,8 @@ int ember_torch_init(int device, char* version, int length) {
     if (p == nullptr) throw std::runtime_error("raw_alloc_with_stream returned null");
     torch_alloc::raw_delete(p);
     auto* data = new c10::DataPtr(torch_alloc::get()->allocate(4096));
-    torch_alloc::recordStream(*data, c10::cuda::getCurrentCUDAStream(
-                                         static_cast<c10::DeviceIndex>(device)));
+    torch_alloc::recordStream(
+        *data, c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)));
     free_data_ptr(data);
     torch_alloc::emptyCache();
     (void)torch_alloc::getDeviceStats(static_cast<c10::DeviceIndex>(device));
@@ -135,9 +141,8 @@ void* ember_torch_alloc_ctx(std::size_t bytes, void* stream, void** context) {
 }
 
 int ember_torch_record_stream(void* context, void* stream) {
-  return guarded([&] {
-           torch_alloc::recordStream(*static_cast<c10::DataPtr*>(context), wrap(stream));
-         })
+  return guarded(
+             [&] { torch_alloc::recordStream(*static_cast<c10::DataPtr*>(context), wrap(stream)); })
              ? 1
              : 0;
 }
@@ -149,9 +154,9 @@ int ember_torch_free_ctx(void* context) {
 // Empties the cache and resets the peak statistics.
 int ember_torch_reset(int device) {
   return guarded([&] {
-           torch_alloc::emptyCache();
-           torch_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
-         })
+    torch_alloc::emptyCache();
+    torch_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  })
              ? 1
              : 0;
 }

@@ -89,12 +89,15 @@ TEST(ExpandableSegments, GrowingRequestsReuseTheMemoryFreedBefore) {
     std::size_t bytes = 20 * MiB + 300 * KiB;
     for (int round = 0; round < 6; ++round, bytes += 600 * KiB) {
       std::vector<char*> acts;
-      for (int i = 0; i < 4; ++i) acts.push_back(h.alloc(bytes));
-      for (char* p : acts) h.free(p);
+      for (int i = 0; i < 4; ++i)
+        acts.push_back(h.alloc(bytes));
+      for (char* p : acts)
+        h.free(p);
     }
     reserved[expandable] = h.stats().reserved_bytes.peak;
   }
-  const std::int64_t peak_live = 4 * static_cast<std::int64_t>(20 * MiB + 300 * KiB + 5 * 600 * KiB);
+  const std::int64_t peak_live =
+      4 * static_cast<std::int64_t>(20 * MiB + 300 * KiB + 5 * 600 * KiB);
   EXPECT_GT(reserved[0], 3 * peak_live / 2) << "ordinary segments pile up";
   EXPECT_LE(reserved[1], peak_live + static_cast<std::int64_t>(kGranule));
 }
@@ -102,13 +105,16 @@ TEST(ExpandableSegments, GrowingRequestsReuseTheMemoryFreedBefore) {
 TEST(ExpandableSegments, SmallBlocksComeFromASegmentOfTheirOwn) {
   Harness h;
   std::vector<char*> small;
-  for (int i = 0; i < 100; ++i) small.push_back(h.alloc(64 * KiB));
+  for (int i = 0; i < 100; ++i)
+    small.push_back(h.alloc(64 * KiB));
   char* large = h.alloc(3 * MiB);
-  for (int i = 1; i < 100; ++i) EXPECT_EQ(small[i], small[i - 1] + 64 * KiB);
+  for (int i = 1; i < 100; ++i)
+    EXPECT_EQ(small[i], small[i - 1] + 64 * KiB);
   // The large block is in another reservation: not right after the small ones.
   EXPECT_NE(large, small.back() + 64 * KiB);
   EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(8 * MiB + 4 * MiB));
-  for (char* p : small) h.free(p);
+  for (char* p : small)
+    h.free(p);
   h.free(large);
 }
 
@@ -230,7 +236,8 @@ TEST(ExpandableSegments, RandomUseNeverOverlapsAndKeepsTheBooks) {
     ASSERT_EQ(s.reserved_bytes.current, s.active_bytes.current + s.cached_bytes);
     ASSERT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(h.fake->used()));
   }
-  for (const auto& [p, l] : live) h.free(p);
+  for (const auto& [p, l] : live)
+    h.free(p);
   h.fake->complete_all();
   h.allocator->empty_cache();
   EXPECT_EQ(h.fake->used(), 0u);

@@ -27,7 +27,8 @@ TEST(SpinMutex, ExcludesUnderContention) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(counter, static_cast<long>(kThreads) * kIterations);
 }
 

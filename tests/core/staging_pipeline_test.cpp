@@ -30,7 +30,8 @@ constexpr std::size_t MiB = 1024 * 1024;
 
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::mt19937_64& rng) {
   std::vector<std::uint8_t> v(n);
-  for (auto& b : v) b = static_cast<std::uint8_t>(rng());
+  for (auto& b : v)
+    b = static_cast<std::uint8_t>(rng());
   return v;
 }
 
@@ -39,9 +40,9 @@ std::vector<std::uint8_t> random_bytes(std::size_t n, std::mt19937_64& rng) {
                                       std::size_t n) {
   const auto [e, a] = std::mismatch(expected, expected + n, actual);
   if (e == expected + n) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "first difference at byte " << (e - expected) << " of "
-                                       << n << " (expected " << int{*e} << ", got " << int{*a}
-                                       << ")";
+  return ::testing::AssertionFailure()
+         << "first difference at byte " << (e - expected) << " of " << n << " (expected " << int{*e}
+         << ", got " << int{*a} << ")";
 }
 
 // --- the thread pool ---------------------------------------------------------------------------
@@ -58,7 +59,8 @@ TEST(CopyThreadPool, RunsEveryIndexOnceAndWaits) {
       ids.insert(std::this_thread::get_id());
     });
     EXPECT_EQ(ran, threads);
-    for (int i = 0; i < threads; ++i) EXPECT_EQ(calls[i].load(), 1) << i << " of " << threads;
+    for (int i = 0; i < threads; ++i)
+      EXPECT_EQ(calls[i].load(), 1) << i << " of " << threads;
     EXPECT_EQ(ids.size(), static_cast<std::size_t>(threads));
     EXPECT_EQ(ids.count(std::this_thread::get_id()), 1u) << "index 0 runs on the caller";
   }
@@ -101,14 +103,14 @@ TEST(ParallelMemcpy, CopiesEveryByteForAnySizeAndThreadCount) {
   auto rng = testing::make_rng();
   CopyThreadPool pool;
   const auto random = random_bytes(5 * MiB + 11, rng);
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 1 * MiB - 1,
-                        1 * MiB + 1, 4 * MiB + 1, 5 * MiB + 11}) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, 1 * MiB - 1, 1 * MiB + 1,
+                        4 * MiB + 1, 5 * MiB + 11}) {
     const std::vector<std::uint8_t> src(random.begin(), random.begin() + n);
     for (int threads : {1, 3, 8, 16}) {
       std::vector<std::uint8_t> dst(n + 64, 0xa5);
       parallel_memcpy(dst.data(), src.data(), n, threads, pool);
-      EXPECT_TRUE(same_bytes(src.data(), dst.data(), n)) << n << " bytes, " << threads
-                                                         << " threads";
+      EXPECT_TRUE(same_bytes(src.data(), dst.data(), n))
+          << n << " bytes, " << threads << " threads";
       for (std::size_t i = n; i < n + 64; ++i) {
         ASSERT_EQ(dst[i], 0xa5) << "wrote past the end: " << n << " bytes, " << threads
                                 << " threads";
@@ -124,8 +126,8 @@ TEST(StagingPlan, ChunksCoverTheCopyWithinTheSlot) {
     for (int threads : {1, 2, 8, 16}) {
       for (std::size_t n : {std::size_t{1}, 1 * MiB + 1, 4 * MiB, 12 * MiB + 1, 256 * MiB}) {
         const StagingPlan p = plan_staging(n, slot, threads);
-        SCOPED_TRACE(::testing::Message() << n << " bytes, slot " << slot << ", " << threads
-                                          << " threads");
+        SCOPED_TRACE(::testing::Message()
+                     << n << " bytes, slot " << slot << ", " << threads << " threads");
         EXPECT_LE(p.chunk, slot);
         EXPECT_GE(p.chunk, std::min(slot, kMinStagingChunk));
         EXPECT_GE(p.chunks * p.chunk, n);
@@ -169,7 +171,8 @@ class FakeDma final : public StagingTransport {
                  checksum(staging, bytes)});
   }
   void download(int slot, void* staging, const void* src, std::size_t bytes) override {
-    queue(slot, {false, slot, static_cast<char*>(staging), static_cast<const char*>(src), bytes, 0});
+    queue(slot,
+          {false, slot, static_cast<char*>(staging), static_cast<const char*>(src), bytes, 0});
   }
   void wait(int slot) override {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -199,7 +202,8 @@ class FakeDma final : public StagingTransport {
       std::memcpy(&w, b + i, 8);
       h = (h ^ w) * 1099511628211ull;
     }
-    for (; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    for (; i < n; ++i)
+      h = (h ^ b[i]) * 1099511628211ull;
     return h;
   }
 
@@ -247,7 +251,8 @@ class FakeDma final : public StagingTransport {
 
 struct Slots {
   Slots(int count, std::size_t bytes) : storage(count, std::vector<std::uint8_t>(bytes)) {
-    for (auto& s : storage) pointers.push_back(s.data());
+    for (auto& s : storage)
+      pointers.push_back(s.data());
   }
   std::vector<std::vector<std::uint8_t>> storage;
   std::vector<void*> pointers;
@@ -269,7 +274,8 @@ TEST(StagingPipeline, RoundTripsOfOddSizesWithAnySetup) {
           const std::uint8_t* src = random.data() + (random.size() - n);
           std::vector<std::uint8_t> device(n + 16, 0x5a), back(n + 16, 0xc3);
           pipeline_to_device(dma, s.pointers, slot_bytes, device.data(), src, n, threads, pool);
-          for (int k = 0; k < slots; ++k) dma.wait(k);  // as a stream synchronisation would
+          for (int k = 0; k < slots; ++k)
+            dma.wait(k);  // as a stream synchronisation would
           ASSERT_TRUE(same_bytes(src, device.data(), n));
           EXPECT_EQ(device[n], 0x5a) << "wrote past the end on the device";
           pipeline_to_host(dma, s.pointers, slot_bytes, back.data(), device.data(), n, threads,
@@ -297,7 +303,8 @@ TEST(StagingPipeline, SourceMayBeReusedAtOnce) {
   std::vector<std::uint8_t> device(src.size());
   pipeline_to_device(dma, s.pointers, 1 * MiB, device.data(), src.data(), src.size(), 3, pool);
   std::fill(src.begin(), src.end(), 0);
-  for (int k = 0; k < 4; ++k) dma.wait(k);
+  for (int k = 0; k < 4; ++k)
+    dma.wait(k);
   EXPECT_TRUE(same_bytes(expected.data(), device.data(), expected.size()));
   EXPECT_EQ(dma.corrupted(), 0);
 }
@@ -310,11 +317,12 @@ TEST(StagingPipeline, AFailingTransferStopsEveryThreadAndIsRethrown) {
     FakeDma dma(3, rng(), /*fail_at=*/5);
     const auto src = random_bytes(6 * MiB, rng);
     std::vector<std::uint8_t> device(src.size());
-    EXPECT_THROW(pipeline_to_device(dma, s.pointers, 1 * MiB, device.data(), src.data(),
-                                    src.size(), threads, pool),
+    EXPECT_THROW(pipeline_to_device(dma, s.pointers, 1 * MiB, device.data(), src.data(), src.size(),
+                                    threads, pool),
                  std::runtime_error);
     // The pool is free again and the transport still works.
-    for (int k = 0; k < 3; ++k) dma.wait(k);
+    for (int k = 0; k < 3; ++k)
+      dma.wait(k);
   }
 }
 

@@ -11,7 +11,8 @@ CopyThreadPool::~CopyThreadPool() {
     stop_ = true;
   }
   wake_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_)
+    t.join();
 }
 
 CopyThreadPool& CopyThreadPool::shared() {

@@ -38,7 +38,7 @@ void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
 namespace {
 
 std::mutex g_config_mutex;
-StagingConfig g_config;          // as set; zeros mean defaults
+StagingConfig g_config;  // as set; zeros mean defaults
 unsigned g_config_generation = 1;
 
 StagingConfig filled(StagingConfig c) {
@@ -56,9 +56,9 @@ StagingConfig staging_config() {
 }
 
 void set_staging_config(const StagingConfig& config) {
-  EMBER_CHECK(config.slot_bytes == 0 || config.slot_bytes >= kMinStagingChunk,
-              "staging slots of ", config.slot_bytes, " bytes are smaller than the ",
-              kMinStagingChunk, "-byte minimum chunk");
+  EMBER_CHECK(config.slot_bytes == 0 || config.slot_bytes >= kMinStagingChunk, "staging slots of ",
+              config.slot_bytes, " bytes are smaller than the ", kMinStagingChunk,
+              "-byte minimum chunk");
   std::lock_guard<std::mutex> lock(g_config_mutex);
   g_config = config;
   ++g_config_generation;
@@ -105,7 +105,8 @@ struct Staging {
         new_slots.push_back(pinned.allocate(wanted.slot_bytes));
       }
     } catch (...) {
-      for (void* p : new_slots) pinned.deallocate(p, wanted.slot_bytes);
+      for (void* p : new_slots)
+        pinned.deallocate(p, wanted.slot_bytes);
       throw;
     }
     for (std::size_t k = 0; k < slots.size(); ++k) {

@@ -15,7 +15,9 @@ namespace {
 
 constexpr std::size_t kChunkAlignment = std::size_t{64} << 10;
 
-constexpr std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+constexpr std::size_t ceil_div(std::size_t a, std::size_t b) {
+  return (a + b - 1) / b;
+}
 
 // Which chunk may use each slot next, for one copy. Slot k serves chunks k, k + slots, ...;
 // whoever finishes with a chunk hands the slot to the chunk `slots` later.
@@ -23,7 +25,8 @@ class SlotTurns {
  public:
   explicit SlotTurns(std::size_t slots)
       : slots_(slots), turns_(std::make_unique<std::atomic<std::size_t>[]>(slots)) {
-    for (std::size_t k = 0; k < slots; ++k) turns_[k].store(k);
+    for (std::size_t k = 0; k < slots; ++k)
+      turns_[k].store(k);
   }
 
   // Blocks until chunk `j` may use its slot; false when the copy has failed meanwhile.
