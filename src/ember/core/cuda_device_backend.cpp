@@ -55,10 +55,15 @@ struct VirtualMemoryApi {
   PFN_cuMemSetAccess_v10020 set_access = nullptr;
   PFN_cuDeviceGet_v2000 device_get = nullptr;
   PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
+  PFN_cuDevicePrimaryCtxRetain_v7000 context_retain = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v11000 context_release = nullptr;
+  PFN_cuCtxPushCurrent_v4000 context_push = nullptr;
+  PFN_cuCtxPopCurrent_v4000 context_pop = nullptr;
 
   bool complete() const {
     return granularity && reserve && free_address && create && release && map && unmap &&
-           set_access && device_get && device_attribute;
+           set_access && device_get && device_attribute && context_retain && context_release &&
+           context_push && context_pop;
   }
 
   static const VirtualMemoryApi& get() {
@@ -85,6 +90,10 @@ struct VirtualMemoryApi {
       find("cuMemSetAccess", a.set_access);
       find("cuDeviceGet", a.device_get);
       find("cuDeviceGetAttribute", a.device_attribute);
+      find("cuDevicePrimaryCtxRetain", a.context_retain);
+      find("cuDevicePrimaryCtxRelease", a.context_release);
+      find("cuCtxPushCurrent", a.context_push);
+      find("cuCtxPopCurrent", a.context_pop);
       return a;
     }();
     return api;
@@ -98,6 +107,24 @@ void check_driver(CUresult status, const char* call, std::size_t bytes) {
                  bytes, " bytes");
 }
 
+// Makes a context current on this thread for a scope. Driver calls need one, and a thread that
+// has made no runtime call yet (a worker allocating for the first time) has none.
+class CurrentContext {
+ public:
+  explicit CurrentContext(CUcontext context) {
+    pushed_ = VirtualMemoryApi::get().context_push(context) == CUDA_SUCCESS;
+  }
+  ~CurrentContext() {
+    CUcontext popped = nullptr;
+    if (pushed_) (void)VirtualMemoryApi::get().context_pop(&popped);
+  }
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 class CudaDeviceBackend final : public DeviceBackend {
  public:
   explicit CudaDeviceBackend(int device) : device_(device) {
@@ -105,6 +132,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   }
   ~CudaDeviceBackend() override {
     for (EventHandle e : free_events_) (void)cudaEventDestroy(e);
+    if (context_ != nullptr) (void)VirtualMemoryApi::get().context_release(cu_device_);
   }
 
   std::string describe() const override { return Place::cuda(device_).to_string(); }
@@ -166,20 +194,21 @@ class CudaDeviceBackend final : public DeviceBackend {
 
   void* reserve_address(std::size_t bytes) override {
     const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    CurrentContext current(context_);
     CUdeviceptr p = 0;
-    if (vm.reserve(&p, bytes, 0, 0, 0) != CUDA_SUCCESS) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
+    // Aligned to the granularity, so that granules map at their place.
+    if (vm.reserve(&p, bytes, granularity_, 0, 0) != CUDA_SUCCESS) return nullptr;
     return reinterpret_cast<void*>(p);
   }
 
   void release_address(void* base, std::size_t bytes) noexcept override {
+    CurrentContext current(context_);
     (void)VirtualMemoryApi::get().free_address(reinterpret_cast<CUdeviceptr>(base), bytes);
   }
 
   bool map(void* addr, std::size_t bytes) override {
     const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    CurrentContext current(context_);
     const auto start = reinterpret_cast<CUdeviceptr>(addr);
     std::size_t done = 0;
     auto undo = [&] { unmap_granules(start, done); };
@@ -220,6 +249,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   }
 
   void unmap(void* addr, std::size_t bytes) noexcept override {
+    CurrentContext current(context_);
     unmap_granules(reinterpret_cast<CUdeviceptr>(addr), bytes);
   }
 
@@ -244,6 +274,12 @@ class CudaDeviceBackend final : public DeviceBackend {
         supported == 0) {
       return 0;
     }
+    // The runtime's own (primary) context of the device: memory mapped in it is the memory every
+    // runtime call on the device sees.
+    CUcontext context = nullptr;
+    if (vm.context_retain(&context, dev) != CUDA_SUCCESS) return 0;
+    context_ = context;
+    cu_device_ = dev;
     prop_ = CUmemAllocationProp{};
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -268,6 +304,8 @@ class CudaDeviceBackend final : public DeviceBackend {
   bool granularity_known_ = false;
   std::size_t granularity_ = 0;
   CUmemAllocationProp prop_{};
+  CUcontext context_ = nullptr;  // retained primary context (virtual memory only)
+  CUdevice cu_device_ = 0;
 };
 
 class CudaPinnedBackend final : public DeviceBackend {
