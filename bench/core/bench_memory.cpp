@@ -22,6 +22,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <random>
 #include <string>
 #include <thread>
@@ -89,8 +91,13 @@ class Candidate {
 class EmberCandidate final : public Candidate {
  public:
   using Factory = std::function<std::unique_ptr<DeviceBackend>()>;
-  explicit EmberCandidate(Factory make) : make_(std::move(make)) { reset(); }
-  std::string name() const override { return "ember"; }
+  explicit EmberCandidate(Factory make, bool expandable = false)
+      : make_(std::move(make)), expandable_(expandable) {
+    reset();
+  }
+  std::string name() const override { return expandable_ ? "ember expandable" : "ember"; }
+  // False when expandable segments were asked for but the backend cannot map memory.
+  bool as_asked() const { return a_->expandable_segments() == expandable_; }
   void* alloc(std::size_t bytes, StreamHandle stream) override {
     return a_->allocate(bytes, stream);
   }
@@ -103,7 +110,8 @@ class EmberCandidate final : public Candidate {
       retries_ += s.alloc_retries;
     }
     a_.reset();
-    a_ = std::make_unique<CachingDeviceAllocator>(make_(), Place::cuda(0));
+    a_ = std::make_unique<CachingDeviceAllocator>(make_(), Place::cuda(0),
+                                                  CachingDeviceAllocator::Options{expandable_});
   }
   std::int64_t peak_reserved() override { return a_->stats().reserved_bytes.peak; }
   std::int64_t device_allocs() override { return a_->stats().device_mallocs; }
@@ -115,6 +123,7 @@ class EmberCandidate final : public Candidate {
 
  private:
   Factory make_;
+  bool expandable_;
   std::unique_ptr<CachingDeviceAllocator> a_;
   std::int64_t synchronizations_ = 0, retries_ = 0;
 };
@@ -213,6 +222,11 @@ class RawCudaCandidate final : public Candidate {
   std::int64_t allocs_ = 0;
 };
 
+// A failure inside PyTorch's allocator (reported by the adapter, which lets no exception out).
+struct TorchFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // PyTorch's CUDA caching allocator, through a small adapter library built against libtorch
 // and loaded at run time: a libtorch that fails to load costs this column, not the benchmark.
 class TorchCandidate final : public Candidate {
@@ -266,12 +280,13 @@ class TorchCandidate final : public Candidate {
   void free(void* p, std::size_t, StreamHandle) override {
     if (!contexts_.empty()) {
       if (auto it = contexts_.find(p); it != contexts_.end()) {
-        free_ctx_(it->second);
+        void* ctx = it->second;
         contexts_.erase(it);
+        if (free_ctx_(ctx) == 0) fail();
         return;
       }
     }
-    free_(p);
+    if (free_(p) == 0) fail();
   }
   // PyTorch's recordStream needs the allocation's DataPtr: traces with record_stream allocate
   // through allocate() (a DataPtr) instead of raw_alloc.
@@ -287,24 +302,22 @@ class TorchCandidate final : public Candidate {
   }
   void reset() override {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-    reset_(0);
+    if (reset_(0) == 0) fail();
   }
   std::int64_t peak_reserved() override { return peak_reserved_(0); }
   std::int64_t device_allocs() override { return segments_(0); }
 
  private:
   TorchCandidate() = default;
-  [[noreturn]] void fail() {
-    std::fprintf(stderr, "bench_memory: PyTorch's allocator failed: %s\n", error_());
-    std::exit(1);
-  }
+  // Ends PyTorch's part of the run (the caller leaves its column out), not the benchmark.
+  [[noreturn]] void fail() { throw TorchFailure(error_()); }
   int (*init_)(int, char*, int) = nullptr;
   void* (*alloc_)(std::size_t, void*) = nullptr;
-  void (*free_)(void*) = nullptr;
+  int (*free_)(void*) = nullptr;
   void* (*alloc_ctx_)(std::size_t, void*, void**) = nullptr;
   int (*record_)(void*, void*) = nullptr;
-  void (*free_ctx_)(void*) = nullptr;
-  void (*reset_)(int) = nullptr;
+  int (*free_ctx_)(void*) = nullptr;
+  int (*reset_)(int) = nullptr;
   long long (*peak_reserved_)(int) = nullptr;
   long long (*segments_)(int) = nullptr;
   const char* (*error_)() = nullptr;
@@ -486,6 +499,18 @@ Trace cross_stream_trace(std::size_t ops) {
   return b.take();
 }
 
+// The traces (b)-(e), the same in the quick run as on the device: the caching policy depends only
+// on the sizes and streams, so the quick run's fragmentation figures are the device's.
+std::vector<Trace> benchmark_traces() {
+  std::vector<Trace> traces;
+  traces.push_back(churn_trace(1000000, true));
+  traces.push_back(churn_trace(1000000, false));
+  traces.push_back(training_trace(200, 0));
+  traces.push_back(training_trace(300, 8));
+  traces.push_back(cross_stream_trace(200000));
+  return traces;
+}
+
 struct ReplayResult {
   double ns_per_op = 0;
   std::int64_t peak_reserved = -1;
@@ -565,9 +590,23 @@ PairResult pairs(Candidate& c, std::size_t bytes, int threads, int count,
   if (threads == 1) {
     body(0);
   } else {
+    // An exception must not escape a thread (that would terminate): the first is rethrown here.
+    std::mutex error_mutex;
+    std::exception_ptr error;
     std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(body, t);
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        try {
+          body(t);
+        } catch (...) {
+          ready += threads;  // nobody waits for a thread that has given up
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (error == nullptr) error = std::current_exception();
+        }
+      });
+    }
     for (auto& th : pool) th.join();
+    if (error != nullptr) std::rethrow_exception(error);
   }
   c.settle();
   std::vector<double> all;
@@ -648,11 +687,11 @@ int run_quick() {
                   r.median_ns, r.p99_ns);
     }
   }
+  EmberCandidate expandable([] { return std::make_unique<HostBackend>(); }, true);
   std::vector<TraceRow> rows;
-  for (const Trace& t : {churn_trace(200000, true), churn_trace(200000, false),
-                         training_trace(20, 0), training_trace(50, 8),
-                         cross_stream_trace(100000)}) {
-    rows.push_back({t.name, "ember", replay(ember, t, streams), t.peak_live});
+  for (const Trace& t : benchmark_traces()) {
+    rows.push_back({t.name, ember.name(), replay(ember, t, streams), t.peak_live});
+    rows.push_back({t.name, expandable.name(), replay(expandable, t, streams), t.peak_live});
   }
   print_trace_table(rows);
   std::printf("\nquick run done (no SUMMARY lines: those come from the full run on a GPU)\n");
@@ -749,13 +788,46 @@ void run_pinned_and_copies() {
   const double d2h_staged = measure([&] {
     copy_bytes(pageable.data(), Place::host(), dev, Place::cuda(0), bytes, stream.handle());
   });
+  const detail::StagingConfig defaults = detail::staging_config();
   std::printf("  copies of %s, GB/s (median of 8):\n", size_name(bytes).c_str());
   std::printf("    host->device from pinned             %6.1f\n", h2d_pinned);
   std::printf("    host->device from pageable, plain    %6.1f\n", h2d_naive);
-  std::printf("    host->device from pageable, staged   %6.1f  (%d copy threads)\n", h2d_staged,
-              detail::copy_threads());
+  std::printf("    host->device from pageable, staged   %6.1f  (%d copy threads, %d slots of %s)\n",
+              h2d_staged, defaults.threads, defaults.slots, size_name(defaults.slot_bytes).c_str());
   std::printf("    device->host to pinned               %6.1f\n", d2h_pinned);
   std::printf("    device->host to pageable, staged     %6.1f\n", d2h_staged);
+
+  // Other staging setups, to choose the defaults from measurements: copy threads x slot size
+  // (threads + 4 slots each).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("  staged copies by setup, GB/s (median of 8), host->device / device->host:\n");
+  std::printf("    %-8s", "threads");
+  const std::vector<std::size_t> slot_sizes = {2 * MiB, 4 * MiB, 8 * MiB};
+  for (std::size_t slot : slot_sizes) std::printf(" %19s", ("slots " + size_name(slot)).c_str());
+  std::printf("\n");
+  double best = 0;
+  std::string best_setup;
+  for (int threads : {4, 8, 12, 16}) {
+    if (threads > cores) break;
+    std::printf("    %-8d", threads);
+    for (std::size_t slot : slot_sizes) {
+      detail::set_staging_config({slot, 0, threads});
+      const double up = measure([&] {
+        copy_bytes(dev, Place::cuda(0), pageable.data(), Place::host(), bytes, stream.handle());
+        stream.synchronize();
+      });
+      const double down = measure([&] {
+        copy_bytes(pageable.data(), Place::host(), dev, Place::cuda(0), bytes, stream.handle());
+      });
+      std::printf("        %5.1f / %5.1f", up, down);
+      if (up > best) {
+        best = up;
+        best_setup = std::to_string(threads) + " threads, " + size_name(slot) + " slots";
+      }
+    }
+    std::printf("\n");
+  }
+  detail::set_staging_config({});
   check(cudaFree(dev), "cudaFree");
   check(cudaFreeHost(pinned), "cudaFreeHost");
   summary("pinned host-to-device bandwidth", fixed(h2d_pinned, 1) + " GB/s", ">= 50 GB/s",
@@ -764,6 +836,11 @@ void run_pinned_and_copies() {
   summary("pageable host-to-device through staging / pinned",
           fixed(100 * share, 0) + "% (" + fixed(h2d_staged, 1) + " GB/s)", ">= 80%",
           share >= 0.8);
+  if (!best_setup.empty()) {
+    summary("pageable host-to-device through staging / pinned, best setup (" + best_setup + ")",
+            fixed(100 * best / h2d_pinned, 0) + "% (" + fixed(best, 1) + " GB/s)", ">= 80%",
+            best >= 0.8 * h2d_pinned);
+  }
 }
 
 int run_full(bool with_torch) {
@@ -782,6 +859,11 @@ int run_full(bool with_torch) {
   }
 
   EmberCandidate ember([] { return make_cuda_device_backend(0); });
+  EmberCandidate expandable([] { return make_cuda_device_backend(0); }, true);
+  if (!expandable.as_asked()) {
+    std::printf("device 0 has no virtual memory management: 'ember expandable' uses ordinary "
+                "segments\n");
+  }
   MallocAsyncCandidate async;
   RawCudaCandidate raw;
   std::unique_ptr<TorchCandidate> torch;
@@ -795,9 +877,17 @@ int run_full(bool with_torch) {
       std::printf("PyTorch's allocator is not compared: %s\n", why.c_str());
     }
   }
-  std::vector<Candidate*> cached = {&ember};
+  std::vector<Candidate*> cached = {&ember, &expandable};
   if (torch) cached.push_back(torch.get());
   cached.push_back(&async);
+  // A failure inside PyTorch's allocator drops its column from there on; the run goes on.
+  std::string torch_failure;
+  auto skip = [&](Candidate* c) { return c == torch.get() && !torch_failure.empty(); };
+  auto torch_failed = [&](const TorchFailure& e) {
+    torch_failure = e.what();
+    std::printf("PyTorch's allocator failed (%s): its column is left out from here on\n",
+                e.what());
+  };
 
   // (a)
   print_pairs_header();
@@ -808,7 +898,15 @@ int run_full(bool with_torch) {
     for (int threads : {1, 8}) {
       double ember_median = 0;
       for (Candidate* c : cached) {
-        const auto r = pairs(*c, n, threads, threads == 1 ? 20000 : 5000, streams, overhead);
+        if (skip(c)) continue;
+        PairResult r;
+        try {
+          r = pairs(*c, n, threads, threads == 1 ? 20000 : 5000, streams, overhead);
+        } catch (const TorchFailure& e) {
+          if (c != torch.get()) throw;
+          torch_failed(e);
+          continue;
+        }
         std::printf("%-18s %-10s %8d %18.1f %18.1f\n", c->name().c_str(), size_name(n).c_str(),
                     threads, r.median_ns, r.p99_ns);
         if (c == &ember) {
@@ -830,19 +928,29 @@ int run_full(bool with_torch) {
 
   // (b)-(e)
   std::vector<TraceRow> rows;
-  double frag_c = 0, frag_d = 0;
-  for (const Trace& t : {churn_trace(1000000, true), churn_trace(1000000, false),
-                         training_trace(200, 0), training_trace(300, 8),
-                         cross_stream_trace(200000)}) {
+  double frag_c = 0, frag_d = 0, frag_c_expandable = 0, frag_d_expandable = 0;
+  for (const Trace& t : benchmark_traces()) {
     double ember_ns = 0;
     for (Candidate* c : cached) {
-      const auto r = replay(*c, t, streams);
+      if (skip(c)) continue;
+      ReplayResult r;
+      try {
+        r = replay(*c, t, streams);
+      } catch (const TorchFailure& e) {
+        if (c != torch.get()) throw;
+        torch_failed(e);
+        continue;
+      }
       rows.push_back({t.name, c->name(), r, t.peak_live});
+      const double frag = static_cast<double>(r.peak_reserved) / static_cast<double>(t.peak_live);
       if (c == &ember) {
         ember_ns = r.ns_per_op;
-        const double frag = static_cast<double>(r.peak_reserved) / static_cast<double>(t.peak_live);
         if (t.name.rfind("(c)", 0) == 0) frag_c = frag;
         if (t.name.rfind("(d)", 0) == 0) frag_d = frag;
+      }
+      if (c == &expandable) {
+        if (t.name.rfind("(c)", 0) == 0) frag_c_expandable = frag;
+        if (t.name.rfind("(d)", 0) == 0) frag_d_expandable = frag;
       }
       if (c == torch.get()) vs_torch.emplace_back(t.name, ember_ns / r.ns_per_op);
     }
@@ -857,7 +965,10 @@ int run_full(bool with_torch) {
   summary("cudaMallocAsync / ember pair time, 512 B, 1 thread",
           fixed(async_512 / std::max(ember_512, 1.0), 1) + "x", ">= 3x",
           async_512 >= 3 * ember_512);
-  if (torch) {
+  if (torch && !torch_failure.empty()) {
+    summary("ember / pytorch time, worst trace", "n/a (PyTorch failed: " + torch_failure + ")",
+            "<= 1.00", false);
+  } else if (torch) {
     auto worst = std::max_element(vs_torch.begin(), vs_torch.end(),
                                   [](const auto& a, const auto& b) { return a.second < b.second; });
     summary("ember / pytorch time, worst trace (" + worst->first + ")", fixed(worst->second, 2),
@@ -868,9 +979,14 @@ int run_full(bool with_torch) {
   summary("peak reserved / peak live, (c) training", fixed(frag_c, 3), "<= 1.10", frag_c <= 1.10);
   summary("peak reserved / peak live, (d) variable batch", fixed(frag_d, 3), "<= 1.10",
           frag_d <= 1.10);
-  summary("ember blocking waits + cache flushes outside OOM",
-          std::to_string(ember.synchronizations() + ember.retries()), "0",
-          ember.synchronizations() + ember.retries() == 0);
+  summary("peak reserved / peak live, (c) training, expandable segments",
+          fixed(frag_c_expandable, 3), "<= 1.10", frag_c_expandable <= 1.10);
+  summary("peak reserved / peak live, (d) variable batch, expandable segments",
+          fixed(frag_d_expandable, 3), "<= 1.10", frag_d_expandable <= 1.10);
+  const std::int64_t waits = ember.synchronizations() + ember.retries() +
+                             expandable.synchronizations() + expandable.retries();
+  summary("ember blocking waits + cache flushes outside OOM", std::to_string(waits), "0",
+          waits == 0);
   std::printf("\nfull run took %.1f s\n\n", seconds_since(start));
   for (const auto& s : summaries) {
     std::printf("SUMMARY | memory | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
@@ -885,6 +1001,8 @@ int run_full(bool with_torch) {
 }  // namespace ember::bench
 
 int main(int argc, char** argv) {
+  // Line by line even into a pipe: if something crashes, what was measured so far is in the log.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   bool quick = false, with_torch = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

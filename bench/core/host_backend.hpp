@@ -1,10 +1,14 @@
 // A DeviceBackend over host memory whose events complete at once: lets the quick benchmark run
 // the caching policy on machines without a GPU. Segments are never touched, so even large
-// ones cost only address space.
+// ones cost only address space; so do the reservations of expandable segments (mapping only
+// changes the protection of pages that are never written).
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 
 #include "ember/core/device_backend.hpp"
 
@@ -12,6 +16,8 @@ namespace ember::bench {
 
 class HostBackend final : public DeviceBackend {
  public:
+  static constexpr std::size_t kGranule = std::size_t{2} << 20;  // as on an H100
+
   std::string describe() const override { return "host stand-in"; }
   void* malloc(std::size_t bytes) override {
     ++mallocs;
@@ -25,10 +31,36 @@ class HostBackend final : public DeviceBackend {
   void record_event(EventHandle, StreamHandle) override {}
   bool query_event(EventHandle) override { return true; }
   void synchronize_event(EventHandle) override {}
-  DeviceMemoryInfo memory_info() override { return {std::uint64_t{1} << 40, std::uint64_t{1} << 40}; }
+
+  std::size_t map_granularity() override { return kGranule; }
+  void* reserve_address(std::size_t bytes) override {
+    const std::size_t padded = bytes + kGranule;
+    void* p =
+        ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    void* base = reinterpret_cast<void*>((a + kGranule - 1) / kGranule * kGranule);
+    reservations_[base] = {p, padded};
+    return base;
+  }
+  void release_address(void* base, std::size_t) noexcept override {
+    auto it = reservations_.find(base);
+    if (it == reservations_.end()) return;
+    ::munmap(it->second.first, it->second.second);
+    reservations_.erase(it);
+  }
+  bool map(void*, std::size_t) override { return true; }
+  void unmap(void*, std::size_t) noexcept override {}
+
+  DeviceMemoryInfo memory_info() override {
+    return {std::uint64_t{1} << 40, std::uint64_t{1} << 40};
+  }
   StreamHandle current_stream() override { return nullptr; }
 
   std::int64_t mallocs = 0;
+
+ private:
+  std::map<void*, std::pair<void*, std::size_t>> reservations_;
 };
 
 }  // namespace ember::bench

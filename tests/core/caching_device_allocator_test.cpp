@@ -307,6 +307,51 @@ TEST(CachingDeviceAllocator, RecordStreamOnAForeignPointerIsAnError) {
   h.allocator->record_stream(nullptr, fake_stream(1));  // null: nothing to record
 }
 
+// record_use takes the event when the use is queued, so the stream may be destroyed before the
+// block is freed (the fake fails the test on any event call naming a destroyed stream).
+TEST(CachingDeviceAllocator, RecordUseTakesTheEventAtOnce) {
+  Harness h;
+  void* p = h.alloc(64 * KiB, 1);
+  h.allocator->record_use(p, fake_stream(1));  // its own stream: nothing to wait for
+  EXPECT_EQ(h.fake->records(), 0);
+  h.allocator->record_use(p, fake_stream(2));
+  h.allocator->record_use(p, fake_stream(2));  // again: the same event, recorded anew
+  EXPECT_EQ(h.fake->records(), 2);
+  EXPECT_EQ(h.fake->events_acquired(), 1u);
+  h.fake->destroy_stream(fake_stream(2));  // with its work still running
+  h.free(p);
+  EXPECT_EQ(h.fake->records(), 2) << "nothing may be recorded at free time";
+  EXPECT_EQ(h.stats().pending_blocks, 1);
+  void* q = h.alloc(64 * KiB, 1);
+  EXPECT_NE(q, p);
+  h.free(q);
+  h.fake->complete_stream(fake_stream(2));
+  void* r = h.alloc(64 * KiB, 1);
+  EXPECT_EQ(r, p);
+  h.free(r);
+  EXPECT_EQ(h.stats().pending_blocks, 0);
+  EXPECT_EQ(h.stats().event_synchronizations, 0);
+  EXPECT_EQ(h.fake->events_acquired(), 0u);
+}
+
+TEST(CachingDeviceAllocator, RecordUseCoversOnlyWorkQueuedBefore) {
+  Harness h;
+  void* p = h.alloc(4 * MiB, 1);
+  h.allocator->record_use(p, fake_stream(2));
+  h.fake->complete_stream(fake_stream(2));  // that work is done before the free
+  h.free(p);
+  void* q = h.alloc(4 * MiB, 1);
+  EXPECT_EQ(q, p) << "its one use on stream 2 had finished";
+  h.free(q);
+}
+
+TEST(CachingDeviceAllocator, RecordUseOnAForeignPointerIsAnError) {
+  Harness h;
+  int x = 0;
+  EXPECT_THROW(h.allocator->record_use(&x, fake_stream(1)), Error);
+  h.allocator->record_use(nullptr, fake_stream(1));
+}
+
 TEST(CachingDeviceAllocatorDeathTest, FreeingAForeignPointerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
@@ -442,7 +487,8 @@ TEST(CachingDeviceAllocator, DestructionGivesEverythingBack) {
     void* p = allocator.allocate(3 * MiB, fake_stream(1));
     allocator.record_stream(p, fake_stream(2));
     allocator.deallocate(p, 3 * MiB);
-    (void)allocator.allocate(100, fake_stream(1));  // still live at destruction
+    void* live = allocator.allocate(100, fake_stream(1));  // still live at destruction
+    allocator.record_use(live, fake_stream(3));             // with a use event
     EXPECT_EQ(fake->segments(), 2u);
   }
   // The fake's destructor (run with the allocator's) checks that every segment and event came
@@ -568,7 +614,11 @@ TEST(CachingDeviceAllocator, StatisticsMatchAModelAfterRandomSequences) {
         }
         if (rng() % 4 == 0) {
           const int other = 2 + static_cast<int>(rng() % 2);
-          h.allocator->record_stream(p, fake_stream(other));
+          if (rng() % 2 == 0) {
+            h.allocator->record_stream(p, fake_stream(other));
+          } else {
+            h.allocator->record_use(p, fake_stream(other));
+          }
           waiting[other].push_back(l.size);
           pending_bytes += static_cast<std::int64_t>(l.size);
         }
@@ -662,6 +712,7 @@ TEST(CachingDeviceAllocator, ThreadStress) {
           std::memset(p, t + 1, fill);
           std::memset(p + n - fill, t + 1, fill);
           if (rng() % 8 == 0) h.allocator->record_stream(p, fake_stream(20 + t));
+          if (rng() % 8 == 0) h.allocator->record_use(p, fake_stream(30 + t));
           mine.push_back({p, n, size});
         } else {
           const std::size_t i = rng() % mine.size();

@@ -70,7 +70,7 @@ TEST(CachingPinnedAllocator, BlockUsedByACopyWaitsForItsEvent) {
   PinnedHarness h;
   void* p = h.allocator->allocate(100000);
   // A copy queued on stream 1 reads the middle of the block.
-  EXPECT_TRUE(h.allocator->record_use(static_cast<char*>(p) + 5000, fake_stream(1)));
+  EXPECT_TRUE(h.allocator->try_record_use(static_cast<char*>(p) + 5000, fake_stream(1)));
   h.allocator->deallocate(p, 100000);
   EXPECT_EQ(h.allocator->stats().pending_blocks, 1);
   void* q = h.allocator->allocate(100000);
@@ -106,15 +106,78 @@ TEST(CachingPinnedAllocator, AllocateOnAStreamRecordsIt) {
 TEST(CachingPinnedAllocator, RecordUseOfForeignMemoryIsIgnored) {
   PinnedHarness h;
   int x = 0;
-  EXPECT_FALSE(h.allocator->record_use(&x, fake_stream(1)));
-  EXPECT_FALSE(h.allocator->record_use(nullptr, fake_stream(1)));
+  EXPECT_FALSE(h.allocator->try_record_use(&x, fake_stream(1)));
+  EXPECT_FALSE(h.allocator->try_record_use(nullptr, fake_stream(1)));
   EXPECT_THROW(h.allocator->record_stream(&x, fake_stream(1)), Error);
+  EXPECT_THROW(h.allocator->record_use(&x, fake_stream(1)), Error);
   void* p = h.allocator->allocate(4096);
   // One past the block is not the block.
-  EXPECT_TRUE(h.allocator->record_use(static_cast<char*>(p) + 4095, fake_stream(1)));
-  EXPECT_FALSE(h.allocator->record_use(static_cast<char*>(p) + 4096, fake_stream(1)));
+  EXPECT_TRUE(h.allocator->try_record_use(static_cast<char*>(p) + 4095, fake_stream(1)));
+  EXPECT_FALSE(h.allocator->try_record_use(static_cast<char*>(p) + 4096, fake_stream(1)));
   h.allocator->deallocate(p, 4096);
-  EXPECT_FALSE(h.allocator->record_use(p, fake_stream(1)));  // freed: no longer live
+  EXPECT_FALSE(h.allocator->try_record_use(p, fake_stream(1)));  // freed: no longer live
+  h.fake->complete_all();
+  h.allocator->empty_cache();
+}
+
+// SyncedMemory's crash on the device: a pinned block used by a copy on a stream that was then
+// destroyed, freed afterwards. The event must be taken when the copy is queued, not at free
+// time, when the stream no longer exists (the fake fails the test on any such use).
+TEST(CachingPinnedAllocator, UseEventsAreTakenWhenTheCopyIsQueued) {
+  PinnedHarness h;
+  void* p = h.allocator->allocate(3 * 1024 * 1024);
+  EXPECT_TRUE(h.allocator->try_record_use(p, fake_stream(1)));
+  EXPECT_EQ(h.fake->records(), 1);
+  h.fake->destroy_stream(fake_stream(1));  // its copy is still running
+  h.allocator->deallocate(p, 0);
+  EXPECT_EQ(h.fake->records(), 1);
+  EXPECT_EQ(h.allocator->stats().pending_blocks, 1);
+  void* q = h.allocator->allocate(3 * 1024 * 1024);
+  EXPECT_NE(q, p) << "the copy on the destroyed stream may still read the block";
+  h.fake->complete_stream(fake_stream(1));
+  h.allocator->deallocate(q, 0);
+  void* r = h.allocator->allocate(3 * 1024 * 1024);
+  void* t = h.allocator->allocate(3 * 1024 * 1024);
+  EXPECT_EQ(std::set<void*>({r, t}), std::set<void*>({p, q}));
+  h.allocator->deallocate(r, 0);
+  h.allocator->deallocate(t, 0);
+  EXPECT_EQ(h.fake->synchronizations(), 0);
+  EXPECT_EQ(h.fake->events_acquired(), 0u);
+}
+
+TEST(CachingPinnedAllocator, RepeatedUsesOnAStreamShareOneEvent) {
+  PinnedHarness h;
+  void* p = h.allocator->allocate(10000);
+  for (int i = 0; i < 5; ++i) h.allocator->record_use(p, fake_stream(1));
+  h.allocator->record_use(static_cast<char*>(p) + 9999, fake_stream(2));
+  EXPECT_EQ(h.fake->events_acquired(), 2u);
+  EXPECT_EQ(h.fake->records(), 6);
+  // Stream 1 finishes its first copies, then a new copy on it uses the block again: the event
+  // now stands for the new copy, which is not done.
+  h.fake->complete_stream(fake_stream(1));
+  h.allocator->record_use(p, fake_stream(1));
+  h.fake->complete_stream(fake_stream(2));
+  h.allocator->deallocate(p, 0);
+  void* q = h.allocator->allocate(10000);
+  EXPECT_NE(q, p) << "the last copy on stream 1 is still pending";
+  h.fake->complete_stream(fake_stream(1));
+  h.allocator->deallocate(q, 0);
+  void* r = h.allocator->allocate(10000);
+  void* t = h.allocator->allocate(10000);
+  EXPECT_EQ(std::set<void*>({r, t}), std::set<void*>({p, q}));
+  h.allocator->deallocate(r, 0);
+  h.allocator->deallocate(t, 0);
+  EXPECT_EQ(h.fake->events_acquired(), 0u);
+}
+
+TEST(CachingPinnedAllocator, DestructionReleasesTheEventsOfLiveBlocks) {
+  auto owned = std::make_unique<FakeDeviceBackend>("pinned");
+  {
+    CachingPinnedAllocator allocator(std::move(owned));
+    void* p = allocator.allocate(5000);
+    allocator.record_use(p, fake_stream(1));
+  }
+  // The fake's destructor checks that every event and block came back.
 }
 
 TEST(CachingPinnedAllocator, OutOfMemoryWaitsFreesAndRetriesThenFails) {
@@ -159,7 +222,10 @@ TEST(CachingPinnedAllocator, RandomUseKeepsStatsConsistent) {
       const std::size_t n = 1 + rng() % (1 << (1 + rng() % 20));
       void* p = h.allocator->allocate(n);
       std::memset(p, 0x3c, n < 64 ? n : 64);
-      if (rng() % 3 == 0) h.allocator->record_use(p, fake_stream(static_cast<int>(rng() % 3)));
+      if (rng() % 3 == 0) {
+        h.allocator->try_record_use(static_cast<char*>(p) + rng() % n,
+                                    fake_stream(static_cast<int>(rng() % 3)));
+      }
       live.push_back({p, n});
       requested += static_cast<std::int64_t>(n);
       allocated += static_cast<std::int64_t>(CachingPinnedAllocator::size_class(n));

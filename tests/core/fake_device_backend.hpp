@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+
+#include <sys/mman.h>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,10 @@ class FakeDeviceBackend final : public DeviceBackend {
     // The allocator owns the backend and destroys it last: by then it must have given back
     // every segment and every event.
     if (!live_.empty()) ADD_FAILURE() << live_.size() << " fake segments were never freed";
+    if (!reservations_.empty()) {
+      ADD_FAILURE() << reservations_.size() << " fake reservations were never released";
+    }
+    if (mapped_ != 0) ADD_FAILURE() << mapped_ << " fake bytes were never unmapped";
     for (std::size_t i = 0; i < events_.size(); ++i) {
       if (events_[i].acquired) ADD_FAILURE() << "fake event " << i << " was never released";
     }
@@ -38,6 +45,12 @@ class FakeDeviceBackend final : public DeviceBackend {
   }
 
   // --- what the test controls ----------------------------------------------------------------
+  // Lets the allocator reserve address space and map memory in steps of `granularity` (0: no
+  // virtual memory, as before). Mapped memory counts against the capacity like segments.
+  void enable_virtual_memory(std::size_t granularity) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    granularity_ = granularity;
+  }
   void set_capacity(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     capacity_ = bytes;
@@ -56,6 +69,12 @@ class FakeDeviceBackend final : public DeviceBackend {
     for (Event& e : events_) {
       if (e.recorded && e.stream == stream) e.completed = true;
     }
+  }
+  // The stream is destroyed: an event call naming it from now on is a use after destruction
+  // (undefined behaviour with CUDA), reported as a test failure.
+  void destroy_stream(StreamHandle stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    destroyed_.insert(stream);
   }
   void complete_all() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -86,6 +105,18 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::int64_t synchronizations() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return synchronizations_;
+  }
+  std::int64_t maps() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return maps_;
+  }
+  std::int64_t unmaps() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return unmaps_;
+  }
+  std::int64_t device_synchronizations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return device_syncs_;
   }
   std::int64_t records() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -129,8 +160,9 @@ class FakeDeviceBackend final : public DeviceBackend {
     ++frees_;
   }
 
-  EventHandle acquire_event(StreamHandle) override {
+  EventHandle acquire_event(StreamHandle stream) override {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (destroyed_.count(stream) != 0) ADD_FAILURE() << "event acquired for a destroyed stream";
     for (std::size_t i = 0; i < events_.size(); ++i) {
       if (!events_[i].acquired) {
         events_[i] = Event{};
@@ -152,6 +184,7 @@ class FakeDeviceBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     Event& e = at(event);
     if (!e.acquired) ADD_FAILURE() << "recording a fake event that was not acquired";
+    if (destroyed_.count(stream) != 0) ADD_FAILURE() << "event recorded on a destroyed stream";
     e.recorded = true;
     e.completed = false;
     e.stream = stream;
@@ -166,6 +199,69 @@ class FakeDeviceBackend final : public DeviceBackend {
     std::lock_guard<std::mutex> lock(mutex_);
     at(event).completed = true;  // waiting lets the device finish the work
     ++synchronizations_;
+  }
+
+  std::size_t map_granularity() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return granularity_;
+  }
+  // Address space only: PROT_NONE and no swap reserved, so even a large reservation is cheap.
+  // Aligned to the granularity, as the driver's reservations are.
+  void* reserve_address(std::size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t padded = bytes + granularity_;
+    void* p = ::mmap(nullptr, padded, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                     0);
+    if (p == MAP_FAILED) return nullptr;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    void* base = reinterpret_cast<void*>((a + granularity_ - 1) / granularity_ * granularity_);
+    reservations_[base] = {p, padded, bytes};
+    return base;
+  }
+  void release_address(void* base, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = reservations_.find(base);
+    if (it == reservations_.end() || it->second.bytes != bytes) {
+      ADD_FAILURE() << "fake backend: release of " << base << " (" << bytes
+                    << " bytes), which is not a reservation";
+      return;
+    }
+    ::munmap(it->second.mapping, it->second.mapping_bytes);
+    reservations_.erase(it);
+  }
+  bool map(void* addr, std::size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!in_reservation(addr, bytes)) {
+      ADD_FAILURE() << "fake backend: map outside a reservation or not in whole granules";
+      return false;
+    }
+    if (fail_next_ > 0 || bytes > capacity_ - used_) {
+      if (fail_next_ > 0) --fail_next_;
+      ++failed_mallocs_;
+      return false;
+    }
+    ::mprotect(addr, bytes, PROT_READ | PROT_WRITE);
+    used_ += bytes;
+    mapped_ += bytes;
+    ++maps_;
+    return true;
+  }
+  void unmap(void* addr, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!in_reservation(addr, bytes) || bytes > mapped_) {
+      ADD_FAILURE() << "fake backend: unmap of memory that was not mapped";
+      return;
+    }
+    ::madvise(addr, bytes, MADV_DONTNEED);
+    ::mprotect(addr, bytes, PROT_NONE);
+    used_ -= bytes;
+    mapped_ -= bytes;
+    ++unmaps_;
+  }
+  void synchronize_device() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Event& e : events_) e.completed = true;  // all queued work finishes
+    ++device_syncs_;
   }
 
   DeviceMemoryInfo memory_info() override {
@@ -185,6 +281,15 @@ class FakeDeviceBackend final : public DeviceBackend {
     bool completed = false;
     StreamHandle stream = nullptr;
   };
+  bool in_reservation(void* addr, std::size_t bytes) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    if (granularity_ == 0 || a % granularity_ != 0 || bytes % granularity_ != 0) return false;
+    for (const auto& [base, r] : reservations_) {
+      const auto b = reinterpret_cast<std::uintptr_t>(base);
+      if (a >= b && a + bytes <= b + r.bytes) return true;
+    }
+    return false;
+  }
   static EventHandle handle(std::size_t i) {
     return reinterpret_cast<EventHandle>(static_cast<std::uintptr_t>((i + 1) * 16));
   }
@@ -200,8 +305,18 @@ class FakeDeviceBackend final : public DeviceBackend {
   int fail_next_ = 0;
   StreamHandle current_ = fake_stream(0);
   std::map<void*, std::size_t> live_;
+  struct Reservation {
+    void* mapping;
+    std::size_t mapping_bytes;
+    std::size_t bytes;
+  };
+  std::map<void*, Reservation> reservations_;
+  std::size_t granularity_ = 0;
+  std::size_t mapped_ = 0;
+  std::set<StreamHandle> destroyed_;
   std::vector<Event> events_;
   std::int64_t mallocs_ = 0, failed_mallocs_ = 0, frees_ = 0, synchronizations_ = 0, records_ = 0;
+  std::int64_t maps_ = 0, unmaps_ = 0, device_syncs_ = 0;
 };
 
 }  // namespace ember::testing

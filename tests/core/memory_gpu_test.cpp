@@ -2,6 +2,7 @@
 // memory round trips, the arena on the device, staged pageable copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -25,6 +26,29 @@ std::vector<std::uint8_t> random_bytes(std::size_t n, std::mt19937_64& rng) {
   std::vector<std::uint8_t> v(n);
   for (auto& b : v) b = static_cast<std::uint8_t>(rng());
   return v;
+}
+
+// Equality of two byte buffers that names the first difference (a failure on a 12 MiB buffer
+// must say where, not print the first 32 bytes of each).
+::testing::AssertionResult same_bytes(const std::vector<std::uint8_t>& expected,
+                                      const std::vector<std::uint8_t>& actual) {
+  if (expected.size() != actual.size()) {
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << expected.size() << " vs " << actual.size();
+  }
+  const auto [e, a] = std::mismatch(expected.begin(), expected.end(), actual.begin());
+  if (e == expected.end()) return ::testing::AssertionSuccess();
+  const auto first = static_cast<std::size_t>(e - expected.begin());
+  std::size_t count = 0, last = first;
+  for (std::size_t i = first; i < expected.size(); ++i) {
+    if (expected[i] != actual[i]) {
+      ++count;
+      last = i;
+    }
+  }
+  return ::testing::AssertionFailure()
+         << count << " of " << expected.size() << " bytes differ, the first at index " << first
+         << " (expected " << int{*e} << ", got " << int{*a} << "), the last at index " << last;
 }
 
 std::unique_ptr<CachingDeviceAllocator> fresh_device_allocator() {
@@ -54,7 +78,7 @@ TEST(CachingDeviceAllocatorGpu, RoundTripsOddSizesAndReuses) {
     copy_bytes(p, Place::cuda(0), src.data(), Place::host(), n, s.handle());
     copy_bytes(back.data(), Place::host(), p, Place::cuda(0), n, s.handle());
     s.synchronize();
-    EXPECT_EQ(src, back) << n;
+    EXPECT_TRUE(same_bytes(src, back)) << n << " bytes";
     alloc->deallocate(p, n);
     void* q = alloc->allocate(n, s.handle());
     EXPECT_EQ(q, p) << "a freed block is reused on the same stream";
@@ -67,6 +91,48 @@ TEST(CachingDeviceAllocatorGpu, RoundTripsOddSizesAndReuses) {
   EXPECT_EQ(st.device_mallocs, 2);
   alloc->empty_cache();
   EXPECT_EQ(alloc->stats().reserved_bytes.current, 0);
+}
+
+// Expandable segments on the real driver: memory mapped granule by granule into a reservation
+// must behave like cudaMalloc memory, across granule boundaries and after growth and trimming.
+TEST(CachingDeviceAllocatorGpu, ExpandableSegmentsGrowInPlaceAndHoldData) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  CachingDeviceAllocator::Options options;
+  options.expandable_segments = true;
+  CachingDeviceAllocator alloc(make_cuda_device_backend(0), Place::cuda(0), options);
+  if (!alloc.expandable_segments()) GTEST_SKIP() << "no virtual memory management on device 0";
+  Stream s = Stream::create(0);
+  void* p = alloc.allocate(3 * MiB, s.handle());
+  alloc.deallocate(p, 3 * MiB);
+  void* q = alloc.allocate(37 * MiB + 11, s.handle());
+  EXPECT_EQ(q, p) << "the free end of the segment grows in place";
+  for (std::size_t n : {std::size_t{1}, std::size_t{65537}, 37 * MiB + 11}) {
+    const auto src = random_bytes(n, rng);
+    std::vector<std::uint8_t> back(n, 0);
+    copy_bytes(q, Place::cuda(0), src.data(), Place::host(), n, s.handle());
+    copy_bytes(back.data(), Place::host(), q, Place::cuda(0), n, s.handle());
+    EXPECT_TRUE(same_bytes(src, back)) << n << " bytes";
+  }
+  // Blocks on both sides of a granule boundary, written by the device (memset), read back.
+  void* a = alloc.allocate(1 * MiB + 512, s.handle());
+  void* b = alloc.allocate(3 * MiB, s.handle());
+  zero_bytes(a, Place::cuda(0), 1 * MiB + 512, s.handle());
+  zero_bytes(b, Place::cuda(0), 3 * MiB, s.handle());
+  std::vector<std::uint8_t> back(3 * MiB, 1);
+  copy_bytes(back.data(), Place::host(), b, Place::cuda(0), 3 * MiB, s.handle());
+  EXPECT_TRUE(same_bytes(std::vector<std::uint8_t>(3 * MiB, 0), back));
+  alloc.deallocate(a, 0);
+  alloc.deallocate(b, 0);
+  alloc.deallocate(q, 0);
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().reserved_bytes.current, 0);
+  // Mapped again from nothing.
+  void* r = alloc.allocate(5 * MiB, s.handle());
+  zero_bytes(r, Place::cuda(0), 5 * MiB, s.handle());
+  s.synchronize();
+  alloc.deallocate(r, 0);
+  EXPECT_EQ(alloc.stats().event_synchronizations, 0);
 }
 
 // True while work queued on `stream` so far has not finished.
@@ -141,7 +207,7 @@ TEST(CachingPinnedAllocatorGpu, AsyncCopiesGuardReuse) {
   std::memcpy(host, src.data(), n);
   keep_busy(scratch->data(), scratch->size(), s.handle());
   copy_bytes(dev->data(), Place::cuda(0), host, Place::pinned(), n, s.handle());
-  EXPECT_TRUE(pinned.record_use(static_cast<char*>(host) + 100, s.handle()));
+  EXPECT_TRUE(pinned.try_record_use(static_cast<char*>(host) + 100, s.handle()));
   pinned.deallocate(host, n);
   void* other = pinned.allocate(n);  // must not be `host` while the copy may be pending
   if (busy(s.handle())) {
@@ -151,7 +217,7 @@ TEST(CachingPinnedAllocatorGpu, AsyncCopiesGuardReuse) {
   s.synchronize();
   std::vector<std::uint8_t> back(n);
   copy_bytes(back.data(), Place::host(), dev->data(), Place::cuda(0), n);
-  EXPECT_EQ(back, src);
+  EXPECT_TRUE(same_bytes(src, back));
   pinned.deallocate(other, n);
   EXPECT_EQ(pinned.stats().event_synchronizations, 0);
 }
@@ -174,27 +240,40 @@ TEST(CachingPinnedAllocatorGpu, CopyBytesRecordsPinnedUse) {
   EXPECT_EQ(back, std::vector<std::uint8_t>(1 * MiB, 0x42));
 }
 
+// Round trips through the staging slots with the default setup and with setups that stress the
+// pipeline: one thread, more threads than slots, slots of the minimum size.
 TEST(StagedCopyGpu, PageableRoundTripsOfEverySize) {
   EMBER_REQUIRE_GPU();
   auto rng = testing::make_rng();
   Stream s = Stream::create(0);
-  for (std::size_t n : {detail::kStagingThreshold - 1, detail::kStagingThreshold,
-                        detail::kStagingChunk, detail::kStagingChunk + 3, 3 * detail::kStagingChunk,
-                        37 * MiB + 11}) {
-    auto src = random_bytes(n, rng);
-    auto dev = Allocation::create(Place::cuda(0), n);
-    std::vector<std::uint8_t> back(n, 0);
-    copy_bytes(dev->data(), Place::cuda(0), src.data(), Place::host(), n);
-    copy_bytes(back.data(), Place::host(), dev->data(), Place::cuda(0), n);
-    EXPECT_EQ(src, back) << n << " bytes, no stream";
-    // On a stream: the source may be overwritten as soon as the call returns.
-    std::fill(back.begin(), back.end(), 0);
-    copy_bytes(dev->data(), Place::cuda(0), src.data(), Place::host(), n, s.handle());
-    auto expected = src;
-    std::fill(src.begin(), src.end(), 0xee);
-    copy_bytes(back.data(), Place::host(), dev->data(), Place::cuda(0), n, s.handle());
-    EXPECT_EQ(expected, back) << n << " bytes on a stream";
+  const detail::StagingConfig saved = detail::staging_config();
+  for (const detail::StagingConfig config :
+       {detail::StagingConfig{}, detail::StagingConfig{1 * MiB, 2, 1},
+        detail::StagingConfig{1 * MiB, 2, 5}, detail::StagingConfig{2 * MiB, 3, 8}}) {
+    detail::set_staging_config(config);
+    const std::size_t slot = detail::staging_config().slot_bytes;
+    SCOPED_TRACE(::testing::Message() << "slots of " << slot << " bytes, "
+                                    << detail::staging_config().slots << " slots, "
+                                    << detail::staging_config().threads << " threads");
+    for (std::size_t n : {detail::kStagingThreshold - 1, detail::kStagingThreshold,
+                          detail::kStagingThreshold + 1, slot, slot + 3, 3 * slot,
+                          12 * MiB + 1, 37 * MiB + 11}) {
+      auto src = random_bytes(n, rng);
+      auto dev = Allocation::create(Place::cuda(0), n);
+      std::vector<std::uint8_t> back(n, 0);
+      copy_bytes(dev->data(), Place::cuda(0), src.data(), Place::host(), n);
+      copy_bytes(back.data(), Place::host(), dev->data(), Place::cuda(0), n);
+      EXPECT_TRUE(same_bytes(src, back)) << n << " bytes, no stream";
+      // On a stream: the source may be overwritten as soon as the call returns.
+      std::fill(back.begin(), back.end(), 0);
+      copy_bytes(dev->data(), Place::cuda(0), src.data(), Place::host(), n, s.handle());
+      auto expected = src;
+      std::fill(src.begin(), src.end(), 0xee);
+      copy_bytes(back.data(), Place::host(), dev->data(), Place::cuda(0), n, s.handle());
+      EXPECT_TRUE(same_bytes(expected, back)) << n << " bytes on a stream";
+    }
   }
+  detail::set_staging_config(saved);
 }
 
 TEST(SyncedMemoryGpu, RoundTripsThroughTheDevice) {
@@ -225,13 +304,55 @@ TEST(SyncedMemoryGpu, RoundTripsThroughTheDevice) {
   EXPECT_EQ(m.head(), Head::Synced);
   s.synchronize();
   copy_bytes(back.data(), Place::host(), m.gpu_data(), Place::cuda(0), n);
-  EXPECT_EQ(back, std::vector<std::uint8_t>(n, 9));
+  EXPECT_TRUE(same_bytes(std::vector<std::uint8_t>(n, 9), back));
   // Adopted device memory.
   auto dev = Allocation::create(raw_allocator(Place::cuda(0)), n);
   zero_bytes(dev->data(), Place::cuda(0), n);
   m.set_gpu_data(dev->data());
   EXPECT_FALSE(m.owns_gpu_data());
   EXPECT_EQ(static_cast<const std::uint8_t*>(m.cpu_data())[0], 0);
+}
+
+// The segfault of the first device run: the pinned host copy recorded a use on a stream that
+// was destroyed before the buffer, and freeing the buffer then recorded an event on the dead
+// stream. Events are now taken when the copy is queued.
+TEST(SyncedMemoryGpu, PushOnAStreamDestroyedBeforeTheBuffer) {
+  EMBER_REQUIRE_GPU();
+  const std::size_t n = 1 * MiB + 3;
+  for (int round = 0; round < 3; ++round) {
+    auto m = std::make_unique<SyncedMemory>(n, 0);
+    std::memset(m->mutable_cpu_data(), 7 + round, n);
+    {
+      Stream s = Stream::create(0);
+      m->async_push_to_device(s.handle());
+      // Destroyed with the copy possibly still queued: CUDA finishes the work first.
+    }
+    std::vector<std::uint8_t> back(n, 0);
+    copy_bytes(back.data(), Place::host(), m->gpu_data(), Place::cuda(0), n);
+    EXPECT_TRUE(same_bytes(std::vector<std::uint8_t>(n, 7 + round), back));
+    m.reset();  // frees the pinned and the device copy after their streams are gone
+  }
+}
+
+TEST(CachingDeviceAllocatorGpu, RecordUseOutlivesTheStream) {
+  EMBER_REQUIRE_GPU();
+  auto alloc = fresh_device_allocator();
+  Stream a = Stream::create(0);
+  auto scratch = Allocation::create(raw_allocator(Place::cuda(0)), 512 * MiB);
+  void* p = alloc->allocate(1 * MiB, a.handle());
+  {
+    Stream b = Stream::create(0);
+    keep_busy(scratch->data(), scratch->size(), b.handle());
+    copy_bytes(p, Place::cuda(0), scratch->data(), Place::cuda(0), 1 * MiB, b.handle());
+    alloc->record_use(p, b.handle());
+  }
+  alloc->deallocate(p, 1 * MiB);
+  synchronize_device(0);
+  void* r = alloc->allocate(1 * MiB, a.handle());
+  EXPECT_EQ(r, p) << "once the work is done the block is reused";
+  alloc->deallocate(r, 1 * MiB);
+  EXPECT_EQ(alloc->stats().event_synchronizations, 0);
+  EXPECT_EQ(alloc->stats().pending_blocks, 0);
 }
 
 TEST(ArenaGpu, DeviceArenaPaddingIsZero) {

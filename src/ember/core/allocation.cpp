@@ -46,4 +46,8 @@ void Allocation::record_stream(StreamHandle stream) {
   if (allocator_ != nullptr && data_ != nullptr) allocator_->record_stream(data_, stream);
 }
 
+void Allocation::record_use(StreamHandle stream) {
+  if (allocator_ != nullptr && data_ != nullptr) allocator_->record_use(data_, stream);
+}
+
 }  // namespace ember

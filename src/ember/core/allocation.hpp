@@ -34,9 +34,13 @@ class Allocation {
   // The allocator that will free the memory; nullptr when borrowed.
   Allocator* allocator() const { return allocator_; }
 
-  // Tells the allocator that this memory is also used by work queued on `stream`, so it is not
-  // handed out again before that work is done (PyTorch's record_stream).
+  // Tells the allocator that this memory is also used on `stream` until it is freed, so it is not
+  // handed out again before the work queued there by then is done (PyTorch's record_stream;
+  // `stream` must outlive the allocation).
   void record_stream(StreamHandle stream);
+  // Tells the allocator that the work queued on `stream` so far uses this memory (an event is
+  // recorded now; `stream` may go away afterwards). See Allocator::record_use.
+  void record_use(StreamHandle stream);
 
  private:
   Allocation(void* data, std::size_t size, Place place, Allocator* allocator,

@@ -31,9 +31,15 @@ class Allocator {
   // Stream-ordered allocators (the caching ones) hand out memory for use on `stream` and reuse it
   // safely in stream order; raw allocators ignore the stream.
   virtual void* allocate(std::size_t bytes, StreamHandle stream) { return allocate(bytes); }
-  // Marks `ptr` as in use on `stream` as well, so that it is not reused before the work queued
-  // there so far has finished. A no-op for raw allocators.
+  // Marks `ptr` as in use on `stream` as well, until it is freed (PyTorch's record_stream): the
+  // caching device allocator records an event on `stream` when the block is freed and reuses it
+  // once that event has completed, so `stream` must still exist at that point. A no-op for raw
+  // allocators.
   virtual void record_stream(void* ptr, StreamHandle stream) {}
+  // The work queued on `stream` so far uses `ptr`: an event is recorded there now and the memory
+  // is not reused before it has completed. Unlike record_stream, this covers no later work, and
+  // `stream` may be destroyed right after the call. A no-op for raw allocators.
+  virtual void record_use(void* ptr, StreamHandle stream) {}
 };
 
 // Aligned malloc/free.

@@ -8,8 +8,9 @@
 namespace ember {
 
 // False when EMBER_ALLOCATOR=raw: then default_allocator() hands out the raw allocators (for
-// tools such as compute-sanitizer that track cudaMalloc). Any value other than "raw" or
-// "caching" is a ConfigError.
+// tools such as compute-sanitizer that track cudaMalloc). EMBER_ALLOCATOR=expandable keeps
+// caching and gives the device allocators expandable segments. Any other value than "raw",
+// "caching" or "expandable" is a ConfigError.
 bool caching_allocators_enabled();
 
 // Throw CudaUnavailableError when the device (for pinned memory: any device) is missing.

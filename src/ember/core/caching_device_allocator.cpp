@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ember/core/error.hpp"
+#include "ember/core/spin_mutex.hpp"
 
 namespace ember {
 
@@ -34,6 +36,23 @@ void add(TrackedStat& s, std::int64_t delta) {
 
 struct CachingDeviceAllocator::Impl {
   struct Block;
+
+  // A segment that grows in place: a reservation of address space whose first `mapped` bytes
+  // are backed by memory, cut into blocks like any segment. One per stream and pool.
+  struct Expandable {
+    StreamHandle stream = nullptr;
+    bool small = false;
+    char* base = nullptr;
+    std::size_t reserved = 0;
+    std::size_t mapped = 0;
+    Block* tail = nullptr;  // the block ending at base + mapped; null while nothing is mapped
+  };
+
+  // An event recorded on `stream` right after work there that uses the block was queued.
+  struct Use {
+    StreamHandle stream;
+    EventHandle event;
+  };
 
   // Free blocks in (stream, size, address) order: lower_bound on (stream, size, 0) is the best
   // fit on that stream in O(log n).
@@ -58,10 +77,16 @@ struct CachingDeviceAllocator::Impl {
     bool small = false;
     bool allocated = false;
     bool cached = false;  // in its pool's free set
+    Expandable* expandable = nullptr;  // the growing segment the block is part of, if any
     int pending_events = 0;
     FreeSet::iterator position;
-    // Other streams that used the block (record_stream); cleared, not shrunk, on reuse.
+    // Other streams that use the block until it is freed (record_stream); cleared, not shrunk,
+    // on reuse.
     std::vector<StreamHandle> streams;
+    // Uses on other streams recorded so far (record_use), one event per stream.
+    std::vector<Use> uses;
+    // An event could not be recorded for a use: the block is never handed out again.
+    bool unusable = false;
     // The tree and hash nodes a block moves in and out of the containers with, kept with the
     // block so that a cached allocate/free pair allocates no heap memory.
     FreeSet::node_type set_node;
@@ -75,13 +100,32 @@ struct CachingDeviceAllocator::Impl {
     Block* block;
   };
 
-  Impl(std::unique_ptr<DeviceBackend> b, Place p) : backend(std::move(b)), place(p) {
+  Impl(std::unique_ptr<DeviceBackend> b, Place p, bool expandable)
+      : backend(std::move(b)), place(p) {
     live.reserve(1024);
+    if (expandable) granularity = backend->map_granularity();
   }
 
   ~Impl() {
     for (const Pending& p : pending) backend->release_event(p.event);
+    for (auto& [ptr, b] : live) {
+      for (const Use& u : b->uses) backend->release_event(u.event);
+    }
     for (void* s : segments) backend->free(s);
+    bool mapped = false;
+    for (const auto& e : expandables) mapped = mapped || e->mapped > 0;
+    if (mapped) {
+      try {
+        backend->synchronize_device();
+      } catch (...) {
+        // Unmapping memory the device may still use is worse than keeping it: leave it mapped.
+        return;
+      }
+    }
+    for (const auto& e : expandables) {
+      if (e->mapped > 0) backend->unmap(e->base, e->mapped);
+      backend->release_address(e->base, e->reserved);
+    }
   }
 
   // --- block structs -------------------------------------------------------------------------
@@ -108,10 +152,42 @@ struct CachingDeviceAllocator::Impl {
     b->stream = nullptr;
     b->prev = b->next = nullptr;
     b->allocated = b->cached = false;
+    b->expandable = nullptr;
     b->pending_events = 0;
     b->streams.clear();
+    b->uses.clear();
+    b->unusable = false;
     b->next_spare = spare_blocks;
     spare_blocks = b;
+  }
+
+  // Records an event on `stream` now (record_use); the latest recording on a stream covers the
+  // earlier ones, so one event per stream suffices.
+  void add_use(Block* b, StreamHandle stream) noexcept {
+    if (b->unusable) return;
+    try {
+      for (Use& u : b->uses) {
+        if (u.stream == stream) {
+          backend->record_event(u.event, stream);
+          return;
+        }
+      }
+      b->uses.reserve(b->uses.size() + 1);
+      EventHandle e = backend->acquire_event(stream);
+      try {
+        backend->record_event(e, stream);
+      } catch (...) {
+        backend->release_event(e);
+        throw;
+      }
+      b->uses.push_back({stream, e});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "ember: warning: the caching allocator of %s could not record an event for "
+                   "a use of a block (%s); its %zu bytes stay reserved\n",
+                   place.to_string().c_str(), e.what(), b->size);
+      b->unusable = true;
+    }
   }
 
   // --- pools ---------------------------------------------------------------------------------
@@ -158,13 +234,17 @@ struct CachingDeviceAllocator::Impl {
   // (host memory for bookkeeping only) before changing anything.
   void maybe_split(Block* b, std::size_t size) {
     const std::size_t remainder = b->size - size;
-    const bool worth = b->small ? remainder >= kRoundBytes : remainder > kLargeSplitRemainder;
+    // The end of a growing segment is always split off: it merges with the next growth.
+    const bool at_end = b->expandable != nullptr && b->expandable->tail == b;
+    const bool worth = (b->small || at_end) ? remainder >= kRoundBytes
+                                            : remainder > kLargeSplitRemainder;
     if (!worth) return;
     Block* rest = new_block();
     rest->ptr = b->ptr + size;
     rest->size = remainder;
     rest->stream = b->stream;
     rest->small = b->small;
+    rest->expandable = b->expandable;
     try {
       cache(rest);
     } catch (...) {
@@ -176,6 +256,7 @@ struct CachingDeviceAllocator::Impl {
     if (b->next != nullptr) b->next->prev = rest;
     b->next = rest;
     b->size = size;
+    if (at_end) b->expandable->tail = rest;
   }
 
   // Returns a block no one uses any more to its pool, merged with free neighbours.
@@ -195,6 +276,7 @@ struct CachingDeviceAllocator::Impl {
     }
     if (Block* n = b->next; n != nullptr && n->cached) {
       uncache(n);
+      if (n->expandable != nullptr && n->expandable->tail == n) n->expandable->tail = b;
       b->size += n->size;
       b->next = n->next;
       if (b->next != nullptr) b->next->prev = b;
@@ -258,12 +340,13 @@ struct CachingDeviceAllocator::Impl {
     }
   }
 
-  // Frees every segment that is entirely cached.
+  // Frees every segment that is entirely cached, and unmaps the free ends of growing segments.
   void release_cached() {
+    trim_expandables();
     for (FreeSet* pool : {&small_pool, &large_pool}) {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* b = *it;
-        if (b->prev != nullptr || b->next != nullptr) {
+        if (b->prev != nullptr || b->next != nullptr || b->expandable != nullptr) {
           ++it;
           continue;
         }
@@ -316,9 +399,125 @@ struct CachingDeviceAllocator::Impl {
                    format_bytes(largest_free()), ".");
   }
 
+  // --- expandable segments ------------------------------------------------------------------
+
+  bool expandable_enabled() const { return granularity > 0; }
+
+  // The growing segment of (stream, pool), reserved on first use; null when no address space
+  // could be reserved (the caller then falls back to ordinary segments).
+  Expandable* expandable_for(StreamHandle stream, bool small) {
+    for (const auto& e : expandables) {
+      if (e->stream == stream && e->small == small) return e.get();
+    }
+    // Room for all of the device's memory: the segment can never run out of addresses first.
+    const std::size_t total = round_up(
+        std::max<std::size_t>(backend->memory_info().total_bytes, granularity), granularity);
+    auto e = std::make_unique<Expandable>();
+    e->stream = stream;
+    e->small = small;
+    e->reserved = total;
+    expandables.reserve(expandables.size() + 1);
+    e->base = static_cast<char*>(backend->reserve_address(total));
+    if (e->base == nullptr) return nullptr;
+    expandables.push_back(std::move(e));
+    return expandables.back().get();
+  }
+
+  // Maps `grow` more bytes at the end of `e`; false when the device is out of memory.
+  bool map_more(Expandable& e, std::size_t grow) {
+    if (grow > e.reserved - e.mapped) return false;
+    if (!backend->map(e.base + e.mapped, grow)) return false;
+    if (e.mapped == 0) add(stats.segments, 1);
+    e.mapped += grow;
+    ++stats.device_mallocs;
+    add(stats.reserved_bytes, static_cast<std::int64_t>(grow));
+    return true;
+  }
+
+  // A block of at least `size` bytes at the end of `e`, grown into the free end block when there
+  // is one; out of the pools. Null when the device is out of memory.
+  Block* grow(Expandable& e, std::size_t size) {
+    Block* t = e.tail;
+    if (t != nullptr && t->cached) {
+      // size > t->size, or the best fit would have found the end block.
+      const std::size_t more = round_up(size - t->size, granularity);
+      if (!map_more(e, more)) return nullptr;
+      uncache(t);
+      t->size += more;
+      return t;
+    }
+    const std::size_t more = round_up(size, granularity);
+    Block* b = new_block();
+    if (!map_more(e, more)) {
+      recycle(b);
+      return nullptr;
+    }
+    b->ptr = e.base + e.mapped - more;
+    b->size = more;
+    b->stream = e.stream;
+    b->small = e.small;
+    b->expandable = &e;
+    b->prev = t;
+    if (t != nullptr) t->next = b;
+    e.tail = b;
+    return b;
+  }
+
+  // Unmaps the whole granules of each growing segment's free end block (out-of-memory path and
+  // empty_cache only: it waits for the device first).
+  void trim_expandables() {
+    bool synchronized = false;
+    for (const auto& owned : expandables) {
+      Expandable& e = *owned;
+      Block* t = e.tail;
+      if (t == nullptr || !t->cached) continue;
+      const std::size_t keep = round_up(static_cast<std::size_t>(t->ptr - e.base), granularity);
+      if (keep >= e.mapped) continue;
+      if (!synchronized) {
+        backend->synchronize_device();
+        synchronized = true;
+      }
+      const std::size_t cut = e.mapped - keep;
+      backend->unmap(e.base + keep, cut);
+      e.mapped = keep;
+      ++stats.device_frees;
+      add(stats.reserved_bytes, -static_cast<std::int64_t>(cut));
+      if (e.mapped == 0) add(stats.segments, -1);
+      uncache(t);
+      t->size -= cut;
+      if (t->size > 0) {
+        cache(t);
+      } else {
+        e.tail = t->prev;
+        if (t->prev != nullptr) t->prev->next = nullptr;
+        recycle(t);
+      }
+    }
+  }
+
+  // A block from the growing segment of (stream, pool), with the out-of-memory handling; null
+  // when no segment could be reserved (use ordinary segments then).
+  Block* obtain_expandable(bool small, StreamHandle stream, std::size_t size, std::size_t bytes) {
+    Expandable* e = expandable_for(stream, small);
+    if (e == nullptr) return nullptr;
+    if (Block* b = grow(*e, size); b != nullptr) return b;
+    ++stats.alloc_retries;
+    wait_for_events();
+    if (Block* b = find_free(small, stream, size); b != nullptr) {
+      uncache(b);
+      return b;
+    }
+    release_cached();
+    if (Block* b = grow(*e, size); b != nullptr) return b;
+    throw_oom(bytes, round_up(size, granularity));
+  }
+
   // A block for a request of `size` (rounded) bytes that no cached block fits: a new segment,
   // with the out-of-memory handling. The block returned is out of the pools.
   Block* obtain(bool small, StreamHandle stream, std::size_t size, std::size_t bytes) {
+    if (expandable_enabled()) {
+      if (Block* b = obtain_expandable(small, stream, size, bytes); b != nullptr) return b;
+    }
     std::size_t segment = segment_size(size);
     void* p = backend->malloc(segment);
     if (p == nullptr) {
@@ -363,11 +562,13 @@ struct CachingDeviceAllocator::Impl {
 
   std::unique_ptr<DeviceBackend> backend;
   Place place;
-  mutable std::mutex mutex;
+  mutable SpinMutex mutex;  // held for well under a microsecond: see spin_mutex.hpp
   FreeSet small_pool;
   FreeSet large_pool;
   LiveMap live;
   std::unordered_set<void*> segments;  // every segment's base, to free them all at the end
+  std::size_t granularity = 0;         // > 0: expandable segments, grown in these steps
+  std::vector<std::unique_ptr<Expandable>> expandables;
   std::vector<Pending> pending;
   std::int64_t waiting = 0;  // blocks freed but waiting for other streams
   Block key;                    // search key for find_free (used under the lock)
@@ -380,10 +581,16 @@ struct CachingDeviceAllocator::Impl {
 
 CachingDeviceAllocator::CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend,
                                                Place place)
+    : CachingDeviceAllocator(std::move(backend), place, Options{}) {}
+
+CachingDeviceAllocator::CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend,
+                                               Place place, Options options)
     : place_(place) {
   EMBER_CHECK(backend != nullptr, "CachingDeviceAllocator for ", place, " needs a backend");
-  impl_ = std::make_unique<Impl>(std::move(backend), place);
+  impl_ = std::make_unique<Impl>(std::move(backend), place, options.expandable_segments);
 }
+
+bool CachingDeviceAllocator::expandable_segments() const { return impl_->expandable_enabled(); }
 
 CachingDeviceAllocator::~CachingDeviceAllocator() = default;
 
@@ -407,7 +614,7 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes) {
 void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
   if (bytes == 0) return nullptr;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   if (bytes > kMaxRequest) m.throw_oom(bytes, bytes);
   if (!m.pending.empty()) m.process_events();
   const std::size_t size = round_size(bytes);
@@ -442,7 +649,7 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
 void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto node = m.live.extract(ptr);
   if (node.empty()) {
     std::fprintf(stderr,
@@ -459,9 +666,16 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   add(m.stats.allocations, -1);
   ++m.stats.num_frees;
   b->requested = 0;
-  if (!b->streams.empty()) {
+  if (!b->unusable && (!b->streams.empty() || !b->uses.empty())) {
     try {
-      m.pending.reserve(m.pending.size() + b->streams.size());
+      m.pending.reserve(m.pending.size() + b->streams.size() + b->uses.size());
+      // Uses recorded while the block was live: their events are already on their streams.
+      for (const Impl::Use& u : b->uses) {
+        m.pending.push_back({u.event, u.stream, b});
+        ++b->pending_events;
+      }
+      b->uses.clear();
+      // record_stream: the work queued on those streams up to now.
       for (StreamHandle s : b->streams) {
         EventHandle e = m.backend->acquire_event(s);
         try {
@@ -480,13 +694,18 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
                    "ember: warning: could not record an event for a block freed on %s (%s); "
                    "its %zu bytes stay reserved\n",
                    place_.to_string().c_str(), e.what(), b->size);
-      ++b->pending_events;
+      b->unusable = true;
     }
     b->streams.clear();
-    if (b->pending_events > 0) {
-      ++m.waiting;
-      return;
-    }
+  }
+  if (b->unusable) {
+    for (const Impl::Use& u : b->uses) m.backend->release_event(u.event);
+    b->uses.clear();
+    ++b->pending_events;  // never reaches zero: the block does not come back
+  }
+  if (b->pending_events > 0) {
+    ++m.waiting;
+    return;
   }
   m.release_block(b);
 }
@@ -494,7 +713,7 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
 void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto it = m.live.find(ptr);
   EMBER_CHECK(it != m.live.end(), "record_stream on ", place_,
               ": the pointer was not allocated by this caching allocator (or was freed)");
@@ -505,23 +724,35 @@ void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
   }
 }
 
+void CachingDeviceAllocator::record_use(void* ptr, StreamHandle stream) {
+  if (ptr == nullptr) return;
+  Impl& m = *impl_;
+  std::lock_guard<SpinMutex> lock(m.mutex);
+  auto it = m.live.find(ptr);
+  EMBER_CHECK(it != m.live.end(), "record_use on ", place_,
+              ": the pointer was not allocated by this caching allocator (or was freed)");
+  Impl::Block* b = it->second;
+  if (stream == b->stream) return;  // stream order already protects the block there
+  m.add_use(b, stream);
+}
+
 std::size_t CachingDeviceAllocator::allocated_size(const void* ptr) const {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   auto it = m.live.find(const_cast<void*>(ptr));
   return it == m.live.end() ? 0 : it->second->size;
 }
 
 void CachingDeviceAllocator::empty_cache() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   if (!m.pending.empty()) m.process_events();
   m.release_cached();
 }
 
 CachingAllocatorStats CachingDeviceAllocator::stats() const {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   CachingAllocatorStats s = m.stats;
   s.cached_bytes = static_cast<std::int64_t>(m.cached_total());
   s.largest_free_block = static_cast<std::int64_t>(m.largest_free());
@@ -531,7 +762,7 @@ CachingAllocatorStats CachingDeviceAllocator::stats() const {
 
 void CachingDeviceAllocator::reset_peak_stats() {
   Impl& m = *impl_;
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::lock_guard<SpinMutex> lock(m.mutex);
   for (TrackedStat* s : {&m.stats.allocated_bytes, &m.stats.requested_bytes,
                          &m.stats.active_bytes, &m.stats.reserved_bytes, &m.stats.segments,
                          &m.stats.allocations}) {

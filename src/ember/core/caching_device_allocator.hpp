@@ -7,10 +7,14 @@
 //   - best fit among the cached blocks of the same pool and stream; a block is split when the
 //     remainder is worth keeping (>= 512 B small, > 1 MiB large); freed blocks merge with free
 //     neighbours of the same segment;
-//   - a block also used on other streams (record_stream) returns to the pool only once events
-//     recorded on those streams at free time have completed; they are polled, never waited for;
+//   - a block also used on other streams returns to the pool only once events recorded on those
+//     streams have completed (at free time for record_stream, at once for record_use); they are
+//     polled, never waited for;
 //   - when the device is out of memory: free every cached unused segment, retry, and only then
 //     throw OutOfMemoryError with the numbers.
+// With expandable segments (an option, off by default) each stream has one segment per pool
+// that grows in place (the driver's virtual memory API maps more memory at its end) instead of
+// new segments being added; see docs/memory.md.
 // The policy talks to the device only through a DeviceBackend, so it runs without a GPU too.
 #pragma once
 
@@ -76,8 +80,15 @@ class CachingDeviceAllocator final : public Allocator {
   // A large block is split only when more than this would remain.
   static constexpr std::size_t kLargeSplitRemainder = std::size_t{1} << 20;
 
+  struct Options {
+    // One segment per stream and pool that grows in place, where the backend can map memory
+    // (DeviceBackend::map_granularity() > 0); ordinary segments otherwise.
+    bool expandable_segments = false;
+  };
+
   // `place` is what the allocator reports (and names in messages); the backend does the work.
   CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend, Place place);
+  CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend, Place place, Options options);
   // Gives every segment back to the backend. Memory still allocated becomes invalid.
   ~CachingDeviceAllocator() override;
   CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
@@ -94,15 +105,24 @@ class CachingDeviceAllocator final : public Allocator {
   // Aborts the process on a pointer this allocator did not hand out: continuing would corrupt
   // the pools.
   void deallocate(void* ptr, std::size_t bytes) noexcept override;
-  // `ptr` (a pointer allocate() returned) is also used by work queued on `stream`.
+  // `ptr` (a pointer allocate() returned) is also used on `stream` until it is freed: at free
+  // time an event is recorded on `stream` and the block is reused once it has completed.
+  // `stream` must still exist when the block is freed.
   void record_stream(void* ptr, StreamHandle stream) override;
+  // The work queued on `stream` so far uses `ptr`: an event is recorded on `stream` now and the
+  // block, once freed, is reused only after it has completed. `stream` may be destroyed at any
+  // time after the call.
+  void record_use(void* ptr, StreamHandle stream) override;
 
   // The bytes the block at `ptr` (from allocate()) occupies: the request rounded up, or more
   // when the rest of a large block was too small to split off. 0 for a pointer not handed out.
   std::size_t allocated_size(const void* ptr) const;
 
-  // Gives every cached segment that is entirely free back to the device.
+  // Gives every cached segment that is entirely free back to the device; with expandable
+  // segments, the free memory at the end of each segment (after waiting for the device).
   void empty_cache();
+  // True when segments grow in place (the option was asked for and the backend can map).
+  bool expandable_segments() const;
   CachingAllocatorStats stats() const;
   void reset_peak_stats();
 

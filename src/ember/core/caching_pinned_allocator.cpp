@@ -32,12 +32,23 @@ struct CachingPinnedAllocator::Impl {
   // Ordered, so that a pointer into the middle of a block (a view with an offset) finds it.
   using LiveMap = std::map<const char*, Block*, std::less<>>;
 
+  // An event recorded on `stream` right after work there that uses the block was queued.
+  struct Use {
+    StreamHandle stream;
+    EventHandle event;
+  };
+
   struct Block {
     char* ptr = nullptr;
     std::size_t size = 0;
     std::size_t requested = 0;
     int pending_events = 0;
+    // Streams the block was allocated for: events are recorded there when it is freed.
     std::vector<StreamHandle> streams;
+    // Uses recorded so far (record_use), one event per stream, re-recorded on each new use.
+    std::vector<Use> uses;
+    // An event could not be recorded for a use: no telling when the block is free again.
+    bool unusable = false;
     LiveMap::node_type map_node;  // reused, so a cached pair allocates no heap memory
     Block* next_spare = nullptr;
   };
@@ -52,6 +63,9 @@ struct CachingPinnedAllocator::Impl {
 
   ~Impl() {
     for (const Pending& p : pending) backend->release_event(p.event);
+    for (auto& [ptr, b] : live) {
+      for (const Use& u : b->uses) backend->release_event(u.event);
+    }
     for (auto& list : free_lists) {
       for (Block* b : list) backend->free(b->ptr);
     }
@@ -79,6 +93,8 @@ struct CachingPinnedAllocator::Impl {
     b->size = b->requested = 0;
     b->pending_events = 0;
     b->streams.clear();
+    b->uses.clear();
+    b->unusable = false;
     b->next_spare = spare;
     spare = b;
   }
@@ -92,13 +108,52 @@ struct CachingPinnedAllocator::Impl {
     return p < b->ptr + b->size ? b : nullptr;
   }
 
-  void add_stream(Block* b, StreamHandle stream) {
-    if (std::find(b->streams.begin(), b->streams.end(), stream) == b->streams.end()) {
-      b->streams.push_back(stream);
+  // Records an event on `stream` now: the work queued there so far uses the block. The event
+  // is taken at once, so the stream may be destroyed before the block is freed. One event per
+  // stream suffices: a stream runs its work in order, so the latest recording covers the
+  // earlier ones. (A destroyed stream's handle is not reused before its work has finished, so
+  // a new stream with the same handle cannot hide unfinished work either.)
+  void add_use(Block* b, StreamHandle stream) noexcept {
+    if (b->unusable) return;
+    try {
+      for (Use& u : b->uses) {
+        if (u.stream == stream) {
+          backend->record_event(u.event, stream);
+          return;
+        }
+      }
+      b->uses.reserve(b->uses.size() + 1);
+      EventHandle e = backend->acquire_event(stream);
+      try {
+        backend->record_event(e, stream);
+      } catch (...) {
+        backend->release_event(e);
+        throw;
+      }
+      b->uses.push_back({stream, e});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "ember: warning: the caching pinned allocator could not record an event for "
+                   "a copy using a block (%s); its %zu bytes stay pinned and unused\n",
+                   e.what(), b->size);
+      b->unusable = true;
     }
   }
 
   void to_free_list(Block* b) { free_lists[class_index(b->size)].push_back(b); }
+
+  // A block that is never handed out again (its events could not be recorded). Events already
+  // pending for it still complete and are released; the extra count keeps it from returning.
+  void keep_forever(Block* b) noexcept {
+    ++b->pending_events;
+    if (std::find(waiting_blocks.begin(), waiting_blocks.end(), b) == waiting_blocks.end()) {
+      try {
+        waiting_blocks.push_back(b);
+      } catch (...) {
+        // Not even tracked: the memory is lost until exit, which beats reusing it too early.
+      }
+    }
+  }
 
   void finish_waiting(Block* b) {
     waiting_blocks.erase(std::find(waiting_blocks.begin(), waiting_blocks.end(), b));
@@ -288,10 +343,21 @@ void CachingPinnedAllocator::deallocate(void* ptr, std::size_t) noexcept {
   add(m.stats.allocations, -1);
   ++m.stats.num_frees;
   b->requested = 0;
+  if (b->unusable) {
+    m.keep_forever(b);
+    return;
+  }
   try {
-    if (!b->streams.empty()) {
+    if (!b->streams.empty() || !b->uses.empty()) {
       m.waiting_blocks.reserve(m.waiting_blocks.size() + 1);
-      m.pending.reserve(m.pending.size() + b->streams.size());
+      m.pending.reserve(m.pending.size() + b->streams.size() + b->uses.size());
+      // Uses recorded while the block was live: their events are already on their streams.
+      for (const Impl::Use& u : b->uses) {
+        m.pending.push_back({u.event, u.stream, b});
+        ++b->pending_events;
+      }
+      b->uses.clear();
+      // Streams the block was allocated for: the work queued there up to now.
       for (StreamHandle s : b->streams) {
         EventHandle e = m.backend->acquire_event(s);
         try {
@@ -314,29 +380,31 @@ void CachingPinnedAllocator::deallocate(void* ptr, std::size_t) noexcept {
                  "ember: warning: the caching pinned allocator could not record an event for a "
                  "freed block (%s); its %zu bytes stay pinned\n",
                  e.what(), b->size);
-    ++b->pending_events;
+    for (const Impl::Use& u : b->uses) m.backend->release_event(u.event);
+    b->uses.clear();
     b->streams.clear();
-    if (std::find(m.waiting_blocks.begin(), m.waiting_blocks.end(), b) ==
-        m.waiting_blocks.end()) {
-      m.waiting_blocks.push_back(b);
-    }
+    m.keep_forever(b);
   }
 }
 
 void CachingPinnedAllocator::record_stream(void* ptr, StreamHandle stream) {
+  record_use(ptr, stream);
+}
+
+void CachingPinnedAllocator::record_use(void* ptr, StreamHandle stream) {
   if (ptr == nullptr) return;
-  EMBER_CHECK(record_use(ptr, stream),
-              "record_stream on pinned memory the caching pinned allocator did not hand out (or "
+  EMBER_CHECK(try_record_use(ptr, stream),
+              "record_use on pinned memory the caching pinned allocator did not hand out (or "
               "that was freed)");
 }
 
-bool CachingPinnedAllocator::record_use(const void* ptr, StreamHandle stream) {
+bool CachingPinnedAllocator::try_record_use(const void* ptr, StreamHandle stream) {
   if (ptr == nullptr) return false;
   Impl& m = *impl_;
   std::lock_guard<std::mutex> lock(m.mutex);
   Impl::Block* b = m.find_live(ptr);
   if (b == nullptr) return false;
-  m.add_stream(b, stream);
+  m.add_use(b, stream);
   return true;
 }
 

@@ -2,11 +2,12 @@
 // copies fast and asynchronous, and cudaHostAlloc is expensive (it maps the pages for every
 // device), so freed blocks are kept in power-of-two size classes and handed out again.
 //
-// A block used by asynchronous copies is reused only after those copies are done: each stream
-// the block was used on (record_stream / record_use, which copy_bytes calls for pinned memory
-// it queues on a stream) gets an event at free time, and the block returns to its size class
-// once all those events have completed. Events are polled on allocation, never waited for,
-// except on the out-of-memory path.
+// A block used by asynchronous copies is reused only after those copies are done. record_use
+// (which copy_bytes calls for pinned memory it has queued a copy of on a stream) records an
+// event on the stream at once; when the block is freed it waits for those events and returns
+// to its size class once they have all completed. Because the events are taken at use time, the
+// streams may be destroyed before the block is freed. Events are polled on allocation, never
+// waited for, except on the out-of-memory path.
 #pragma once
 
 #include <cstddef>
@@ -51,15 +52,21 @@ class CachingPinnedAllocator final : public Allocator {
   std::string name() const override { return "pinned_caching"; }
 
   void* allocate(std::size_t bytes) override;
-  // As allocate(bytes), and the block counts as used on `stream` (see record_stream).
+  // As allocate(bytes), and the block counts as used on `stream` until it is freed: an event is
+  // recorded there at free time, so `stream` must still exist then.
   void* allocate(std::size_t bytes, StreamHandle stream) override;
   // Aborts on a pointer this allocator did not hand out.
   void deallocate(void* ptr, std::size_t bytes) noexcept override;
-  // Work queued on `stream` so far uses the block: it is not reused before that work is done.
+  // Work queued on `stream` so far uses the block (`ptr` may point anywhere into it): an event
+  // is recorded there now, and the block is not reused before it has completed. Throws when
+  // `ptr` is not in a block this allocator handed out.
+  void record_use(void* ptr, StreamHandle stream) override;
+  // For pinned memory the same as record_use: its users are copies, already queued when anyone
+  // can name them.
   void record_stream(void* ptr, StreamHandle stream) override;
-  // As record_stream, for any pointer into a live block; returns false (and does nothing) when
-  // `ptr` is not inside memory this allocator handed out.
-  bool record_use(const void* ptr, StreamHandle stream);
+  // As record_use; returns false (and does nothing) when `ptr` is not inside memory this
+  // allocator handed out, which lets copy_bytes call it on any pinned pointer.
+  bool try_record_use(const void* ptr, StreamHandle stream);
 
   // Frees every cached block (blocks still waiting for copies stay).
   void empty_cache();

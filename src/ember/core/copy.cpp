@@ -38,18 +38,21 @@ void copy_bytes(void* dst, Place dst_place, const void* src, Place src_place, st
       return;
     }
   }
-  if (stream != nullptr && caching_allocators_enabled()) {
-    // The copy runs after this call returns: keep the pinned blocks from being reused before.
-    if (src_place.kind() == PlaceKind::Pinned) caching_pinned_allocator().record_use(src, s);
-    if (dst_place.kind() == PlaceKind::Pinned) caching_pinned_allocator().record_use(dst, s);
-  }
   if (dst_place.is_cuda() && src_place.is_cuda() && dst_place.device() != src_place.device()) {
     EMBER_CUDA_CHECK(
         cudaMemcpyPeerAsync(dst, dst_place.device(), src, src_place.device(), bytes, s));
   } else {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
   }
-  if (stream == nullptr) synchronize_stream(s);
+  if (stream == nullptr) {
+    synchronize_stream(s);
+  } else if (caching_allocators_enabled()) {
+    // The copy runs after this call returns: keep the pinned blocks from being reused before it
+    // is done. The event goes on the stream now, after the copy (the stream may be gone by the
+    // time the block is freed).
+    if (src_place.kind() == PlaceKind::Pinned) caching_pinned_allocator().try_record_use(src, s);
+    if (dst_place.kind() == PlaceKind::Pinned) caching_pinned_allocator().try_record_use(dst, s);
+  }
 #else
   (void)stream;
   throw_cuda_unavailable(("copy from " + src_place.to_string() + " to " + dst_place.to_string())

@@ -2,6 +2,7 @@
 // factories throw CudaUnavailableError, so callers need no #if of their own.
 #include <unistd.h>
 
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "ember/core/stream.hpp"
 
 #if EMBER_WITH_CUDA
+#include <cuda.h>  // types only: the driver is reached through the runtime's entry points
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -39,6 +42,89 @@ EventHandle create_event_on(int device) {
   return event;
 }
 
+// The driver's virtual memory API, looked up through the runtime (so nothing links libcuda,
+// which a machine without a driver lacks). Empty when the driver or the device lacks it.
+struct VirtualMemoryApi {
+  PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
+  PFN_cuMemAddressReserve_v10020 reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 free_address = nullptr;
+  PFN_cuMemCreate_v10020 create = nullptr;
+  PFN_cuMemRelease_v10020 release = nullptr;
+  PFN_cuMemMap_v10020 map = nullptr;
+  PFN_cuMemUnmap_v10020 unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuDeviceGet_v2000 device_get = nullptr;
+  PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
+  PFN_cuDevicePrimaryCtxRetain_v7000 context_retain = nullptr;
+  PFN_cuDevicePrimaryCtxRelease_v11000 context_release = nullptr;
+  PFN_cuCtxPushCurrent_v4000 context_push = nullptr;
+  PFN_cuCtxPopCurrent_v4000 context_pop = nullptr;
+
+  bool complete() const {
+    return granularity && reserve && free_address && create && release && map && unmap &&
+           set_access && device_get && device_attribute && context_retain && context_release &&
+           context_push && context_pop;
+  }
+
+  static const VirtualMemoryApi& get() {
+    static const VirtualMemoryApi api = [] {
+      VirtualMemoryApi a;
+      auto find = [](const char* name, auto& fn) {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) ==
+                cudaSuccess &&
+            found == cudaDriverEntryPointSuccess) {
+          fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+        } else {
+          (void)cudaGetLastError();
+        }
+      };
+      find("cuMemGetAllocationGranularity", a.granularity);
+      find("cuMemAddressReserve", a.reserve);
+      find("cuMemAddressFree", a.free_address);
+      find("cuMemCreate", a.create);
+      find("cuMemRelease", a.release);
+      find("cuMemMap", a.map);
+      find("cuMemUnmap", a.unmap);
+      find("cuMemSetAccess", a.set_access);
+      find("cuDeviceGet", a.device_get);
+      find("cuDeviceGetAttribute", a.device_attribute);
+      find("cuDevicePrimaryCtxRetain", a.context_retain);
+      find("cuDevicePrimaryCtxRelease", a.context_release);
+      find("cuCtxPushCurrent", a.context_push);
+      find("cuCtxPopCurrent", a.context_pop);
+      return a;
+    }();
+    return api;
+  }
+};
+
+// Fails with the driver call's name and code (the runtime's error strings do not cover CUresult).
+void check_driver(CUresult status, const char* call, std::size_t bytes) {
+  if (status == CUDA_SUCCESS) return;
+  EMBER_THROW_AS(Error, "CUDA driver call ", call, " failed with CUresult ", static_cast<int>(status), " for ",
+                 bytes, " bytes");
+}
+
+// Makes a context current on this thread for a scope. Driver calls need one, and a thread that
+// has made no runtime call yet (a worker allocating for the first time) has none.
+class CurrentContext {
+ public:
+  explicit CurrentContext(CUcontext context) {
+    pushed_ = VirtualMemoryApi::get().context_push(context) == CUDA_SUCCESS;
+  }
+  ~CurrentContext() {
+    CUcontext popped = nullptr;
+    if (pushed_) (void)VirtualMemoryApi::get().context_pop(&popped);
+  }
+  CurrentContext(const CurrentContext&) = delete;
+  CurrentContext& operator=(const CurrentContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 class CudaDeviceBackend final : public DeviceBackend {
  public:
   explicit CudaDeviceBackend(int device) : device_(device) {
@@ -46,6 +132,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   }
   ~CudaDeviceBackend() override {
     for (EventHandle e : free_events_) (void)cudaEventDestroy(e);
+    if (context_ != nullptr) (void)VirtualMemoryApi::get().context_release(cu_device_);
   }
 
   std::string describe() const override { return Place::cuda(device_).to_string(); }
@@ -93,12 +180,132 @@ class CudaDeviceBackend final : public DeviceBackend {
     EMBER_CUDA_CHECK(cudaEventSynchronize(event));
   }
 
+  // --- virtual memory (expandable segments) --------------------------------------------------
+  // Each granule is a physical allocation of its own, mapped at its place in the reservation, so
+  // that any granule at the end can be unmapped again (cuMemUnmap takes whole mappings only).
+
+  std::size_t map_granularity() override {
+    if (!granularity_known_) {
+      granularity_known_ = true;
+      granularity_ = query_granularity();
+    }
+    return granularity_;
+  }
+
+  void* reserve_address(std::size_t bytes) override {
+    const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    CurrentContext current(context_);
+    CUdeviceptr p = 0;
+    // Aligned to the granularity, so that granules map at their place.
+    if (vm.reserve(&p, bytes, granularity_, 0, 0) != CUDA_SUCCESS) return nullptr;
+    return reinterpret_cast<void*>(p);
+  }
+
+  void release_address(void* base, std::size_t bytes) noexcept override {
+    CurrentContext current(context_);
+    (void)VirtualMemoryApi::get().free_address(reinterpret_cast<CUdeviceptr>(base), bytes);
+  }
+
+  bool map(void* addr, std::size_t bytes) override {
+    const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    CurrentContext current(context_);
+    const auto start = reinterpret_cast<CUdeviceptr>(addr);
+    std::size_t done = 0;
+    auto undo = [&] { unmap_granules(start, done); };
+    for (; done < bytes; done += granularity_) {
+      CUmemGenericAllocationHandle handle = 0;
+      const CUresult created = vm.create(&handle, granularity_, &prop_, 0);
+      if (created == CUDA_ERROR_OUT_OF_MEMORY) {
+        undo();
+        return false;
+      }
+      if (created != CUDA_SUCCESS) {
+        undo();
+        check_driver(created, "cuMemCreate", granularity_);
+      }
+      const CUresult mapped = vm.map(start + done, granularity_, 0, handle, 0);
+      // The mapping keeps the memory; the handle is not needed beyond it.
+      (void)vm.release(handle);
+      if (mapped == CUDA_ERROR_OUT_OF_MEMORY) {
+        undo();
+        return false;
+      }
+      if (mapped != CUDA_SUCCESS) {
+        undo();
+        check_driver(mapped, "cuMemMap", granularity_);
+      }
+    }
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device_;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUresult set = vm.set_access(start, bytes, &access, 1);
+    if (set != CUDA_SUCCESS) {
+      undo();
+      if (set == CUDA_ERROR_OUT_OF_MEMORY) return false;
+      check_driver(set, "cuMemSetAccess", bytes);
+    }
+    return true;
+  }
+
+  void unmap(void* addr, std::size_t bytes) noexcept override {
+    CurrentContext current(context_);
+    unmap_granules(reinterpret_cast<CUdeviceptr>(addr), bytes);
+  }
+
+  void synchronize_device() override {
+    DeviceGuard guard(device_);
+    EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
   DeviceMemoryInfo memory_info() override { return device_memory_info(device_); }
   StreamHandle current_stream() override { return ember::current_stream(device_); }
 
  private:
+  // 0 unless the driver has the API and the device supports it.
+  std::size_t query_granularity() {
+    const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    if (!vm.complete()) return 0;
+    CUdevice dev = 0;
+    int supported = 0;
+    if (vm.device_get(&dev, device_) != CUDA_SUCCESS ||
+        vm.device_attribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                            dev) != CUDA_SUCCESS ||
+        supported == 0) {
+      return 0;
+    }
+    // The runtime's own (primary) context of the device: memory mapped in it is the memory every
+    // runtime call on the device sees.
+    CUcontext context = nullptr;
+    if (vm.context_retain(&context, dev) != CUDA_SUCCESS) return 0;
+    context_ = context;
+    cu_device_ = dev;
+    prop_ = CUmemAllocationProp{};
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = device_;
+    std::size_t g = 0;
+    if (vm.granularity(&g, &prop_, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || g == 0) {
+      return 0;
+    }
+    constexpr std::size_t kAtLeast = std::size_t{2} << 20;
+    return (kAtLeast + g - 1) / g * g;
+  }
+
+  void unmap_granules(CUdeviceptr start, std::size_t bytes) noexcept {
+    const VirtualMemoryApi& vm = VirtualMemoryApi::get();
+    for (std::size_t at = 0; at < bytes; at += granularity_) {
+      (void)vm.unmap(start + at, granularity_);
+    }
+  }
+
   int device_;
   std::vector<EventHandle> free_events_;
+  bool granularity_known_ = false;
+  std::size_t granularity_ = 0;
+  CUmemAllocationProp prop_{};
+  CUcontext context_ = nullptr;  // retained primary context (virtual memory only)
+  CUdevice cu_device_ = 0;
 };
 
 class CudaPinnedBackend final : public DeviceBackend {

@@ -12,21 +12,26 @@ namespace ember {
 namespace {
 constexpr int kMaxDevices = 64;
 
-bool read_caching_enabled() {
+enum class Mode { Raw, Caching, Expandable };
+
+Mode read_mode() {
   const char* env = std::getenv("EMBER_ALLOCATOR");
-  if (env == nullptr || *env == '\0') return true;
+  if (env == nullptr || *env == '\0') return Mode::Caching;
   const std::string_view value(env);
-  if (value == "raw") return false;
-  if (value == "caching") return true;
+  if (value == "raw") return Mode::Raw;
+  if (value == "caching") return Mode::Caching;
+  if (value == "expandable") return Mode::Expandable;
   EMBER_THROW_AS(ConfigError, "EMBER_ALLOCATOR='", value,
-                 "' is not understood: use 'caching' (the default) or 'raw'");
+                 "' is not understood: use 'caching' (the default), 'expandable' or 'raw'");
+}
+
+Mode mode() {
+  static const Mode m = read_mode();
+  return m;
 }
 }  // namespace
 
-bool caching_allocators_enabled() {
-  static const bool enabled = read_caching_enabled();
-  return enabled;
-}
+bool caching_allocators_enabled() { return mode() != Mode::Raw; }
 
 CachingDeviceAllocator& caching_device_allocator(int device) {
   EMBER_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device,
@@ -37,8 +42,10 @@ CachingDeviceAllocator& caching_device_allocator(int device) {
   static std::array<std::once_flag, kMaxDevices> once;
   static std::array<CachingDeviceAllocator*, kMaxDevices> allocators{};
   std::call_once(once[device], [device] {
-    allocators[device] =
-        new CachingDeviceAllocator(make_cuda_device_backend(device), Place::cuda(device));
+    CachingDeviceAllocator::Options options;
+    options.expandable_segments = mode() == Mode::Expandable;
+    allocators[device] = new CachingDeviceAllocator(make_cuda_device_backend(device),
+                                                    Place::cuda(device), options);
   });
   return *allocators[device];
 }

@@ -37,14 +37,36 @@ class DeviceBackend {
   // path, before giving cached memory back.
   virtual void synchronize_event(EventHandle event) = 0;
 
+  // --- virtual memory, for expandable segments (optional) -------------------------------------
+  // A backend that can reserve address space and back parts of it with memory lets the caching
+  // allocator grow a segment in place instead of adding segments. The defaults say "cannot".
+
+  // The unit memory is mapped in; 0 when the backend cannot map memory (no virtual memory).
+  virtual std::size_t map_granularity() { return 0; }
+  // Reserves `bytes` (a multiple of the granularity) of address space, without memory; nullptr
+  // when it cannot.
+  virtual void* reserve_address(std::size_t bytes) { return nullptr; }
+  // Gives back a reservation (everything in it unmapped first).
+  virtual void release_address(void* base, std::size_t bytes) noexcept {}
+  // Backs [addr, addr + bytes) with memory, both multiples of the granularity, inside a
+  // reservation and not mapped yet. False (with nothing mapped) when out of memory; any other
+  // failure throws.
+  virtual bool map(void* addr, std::size_t bytes) { return false; }
+  // Gives the memory behind [addr, addr + bytes) back: a range of whole granules mapped before.
+  // The caller has waited for the work that used it (synchronize_device()).
+  virtual void unmap(void* addr, std::size_t bytes) noexcept {}
+  // Waits for all work on the device: unmapping, unlike cudaFree, does not do it implicitly.
+  virtual void synchronize_device() {}
+
   // Free and total bytes of the memory the backend allocates from.
   virtual DeviceMemoryInfo memory_info() = 0;
   // The stream an allocation made without naming one is for.
   virtual StreamHandle current_stream() = 0;
 };
 
-// cudaMalloc/cudaFree on `device`, events on its streams. Throws CudaUnavailableError when the
-// build has no CUDA or the device does not exist.
+// cudaMalloc/cudaFree on `device`, events on its streams; address reservations and mappings
+// through the driver's virtual memory API where the device supports it. Throws
+// CudaUnavailableError when the build has no CUDA or the device does not exist.
 std::unique_ptr<DeviceBackend> make_cuda_device_backend(int device);
 
 // cudaHostAlloc/cudaFreeHost (portable pinned memory); events on the device of the stream they

@@ -7,9 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "ember/core/allocator.hpp"
+#include "ember/core/copy_thread_pool.hpp"
 #include "ember/core/error.hpp"
+#include "ember/core/staging_pipeline.hpp"
 #include "ember/core/stream.hpp"
 
 #if EMBER_WITH_CUDA
@@ -29,21 +32,36 @@ int copy_threads() {
 }
 
 void parallel_memcpy(void* dst, const void* src, std::size_t bytes) {
-  // Below this a thread team costs more than it saves.
-  constexpr std::size_t kParallelMin = std::size_t{1} << 20;
-  const int threads = copy_threads();
-  if (threads <= 1 || bytes < kParallelMin) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  const std::size_t piece = (bytes / threads + 4095) / 4096 * 4096;
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) {
-    const std::size_t begin = static_cast<std::size_t>(t) * piece;
-    if (begin < bytes) std::memcpy(d + begin, s + begin, std::min(piece, bytes - begin));
-  }
+  parallel_memcpy(dst, src, bytes, copy_threads(), CopyThreadPool::shared());
+}
+
+namespace {
+
+std::mutex g_config_mutex;
+StagingConfig g_config;  // as set; zeros mean defaults
+unsigned g_config_generation = 1;
+
+StagingConfig filled(StagingConfig c) {
+  if (c.slot_bytes == 0) c.slot_bytes = kDefaultStagingSlot;
+  if (c.threads <= 0) c.threads = copy_threads();
+  if (c.slots <= 0) c.slots = c.threads + 4;
+  return c;
+}
+
+}  // namespace
+
+StagingConfig staging_config() {
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  return filled(g_config);
+}
+
+void set_staging_config(const StagingConfig& config) {
+  EMBER_CHECK(config.slot_bytes == 0 || config.slot_bytes >= kMinStagingChunk, "staging slots of ",
+              config.slot_bytes, " bytes are smaller than the ", kMinStagingChunk,
+              "-byte minimum chunk");
+  std::lock_guard<std::mutex> lock(g_config_mutex);
+  g_config = config;
+  ++g_config_generation;
 }
 
 #if EMBER_WITH_CUDA
@@ -52,31 +70,102 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 
+// One device's ring of pinned slots, each with the event of its last transfer.
 struct Staging {
-  std::mutex mutex;
-  std::array<void*, 2> chunks{};
-  std::array<Event, 2> events;
-  std::array<bool, 2> in_flight{};
+  std::mutex mutex;  // one staged copy per device at a time
+  unsigned generation = 0;
+  StagingConfig config;
+  std::vector<void*> slots;
+  std::vector<Event> events;
+
+  ~Staging() = delete;  // kept for the life of the process
+
+  // Makes the ring match the current setup (under `mutex`).
+  void refresh(int device) {
+    StagingConfig wanted;
+    unsigned generation_now;
+    {
+      std::lock_guard<std::mutex> lock(g_config_mutex);
+      wanted = filled(g_config);
+      generation_now = g_config_generation;
+    }
+    if (generation == generation_now) return;
+    if (!slots.empty() && wanted.slot_bytes == config.slot_bytes &&
+        static_cast<int>(slots.size()) == wanted.slots) {
+      config = wanted;
+      generation = generation_now;
+      return;
+    }
+    Allocator& pinned = raw_allocator(Place::pinned());
+    std::vector<void*> new_slots;
+    std::vector<Event> new_events;
+    try {
+      for (int k = 0; k < wanted.slots; ++k) {
+        new_events.push_back(Event::create(device));
+        new_slots.push_back(pinned.allocate(wanted.slot_bytes));
+      }
+    } catch (...) {
+      for (void* p : new_slots)
+        pinned.deallocate(p, wanted.slot_bytes);
+      throw;
+    }
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      events[k].synchronize();
+      pinned.deallocate(slots[k], config.slot_bytes);
+    }
+    slots = std::move(new_slots);
+    events = std::move(new_events);
+    config = wanted;
+    generation = generation_now;
+  }
 };
 
-// One pair of chunks per device, created on first use and kept: pinning 16 MiB once is cheap,
-// pinning it per copy is not.
 Staging& staging(int device) {
   static std::array<std::once_flag, kMaxDevices> once;
   static std::array<Staging*, kMaxDevices> all{};
   EMBER_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device,
               " is out of range");
-  std::call_once(once[device], [device] {
-    auto* s = new Staging();
-    Allocator& pinned = raw_allocator(Place::pinned());
-    for (int k = 0; k < 2; ++k) {
-      s->chunks[k] = pinned.allocate(kStagingChunk);
-      s->events[k] = Event::create(device);
-    }
-    all[device] = s;
-  });
+  std::call_once(once[device], [device] { all[device] = new Staging(); });
   return *all[device];
 }
+
+// The slots' transfers on one stream; every thread of the pipeline switches to the device.
+class CudaTransport final : public StagingTransport {
+ public:
+  CudaTransport(Staging& staging, StreamHandle stream) : s_(staging), stream_(stream) {}
+  void upload(int slot, void* dst, const void* staging, std::size_t bytes) override {
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream_));
+    s_.events[slot].record(stream_);
+  }
+  void download(int slot, void* staging, const void* src, std::size_t bytes) override {
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    s_.events[slot].record(stream_);
+  }
+  void wait(int slot) override { s_.events[slot].synchronize(); }
+
+ private:
+  Staging& s_;
+  StreamHandle stream_;
+};
+
+// Runs the pipeline with each pool thread switched to `device` for the duration.
+class DeviceTransport final : public StagingTransport {
+ public:
+  DeviceTransport(StagingTransport& inner, int device) : inner_(inner), device_(device) {}
+  void upload(int slot, void* dst, const void* staging, std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    inner_.upload(slot, dst, staging, bytes);
+  }
+  void download(int slot, void* staging, const void* src, std::size_t bytes) override {
+    DeviceGuard guard(device_);
+    inner_.download(slot, staging, src, bytes);
+  }
+  void wait(int slot) override { inner_.wait(slot); }
+
+ private:
+  StagingTransport& inner_;
+  int device_;
+};
 
 }  // namespace
 
@@ -85,20 +174,11 @@ void staged_host_to_device(void* dst, int device, const void* src, std::size_t b
   DeviceGuard guard(device);
   Staging& s = staging(device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto* d = static_cast<char*>(dst);
-  const auto* h = static_cast<const char*>(src);
-  int k = 0;
-  for (std::size_t at = 0; at < bytes; at += kStagingChunk, k ^= 1) {
-    const std::size_t n = std::min(kStagingChunk, bytes - at);
-    if (s.in_flight[k]) {
-      s.events[k].synchronize();
-      s.in_flight[k] = false;
-    }
-    parallel_memcpy(s.chunks[k], h + at, n);
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(d + at, s.chunks[k], n, cudaMemcpyHostToDevice, stream));
-    s.events[k].record(stream);
-    s.in_flight[k] = true;
-  }
+  s.refresh(device);
+  CudaTransport cuda(s, stream);
+  DeviceTransport transport(cuda, device);
+  pipeline_to_device(transport, s.slots, s.config.slot_bytes, dst, src, bytes, s.config.threads,
+                     CopyThreadPool::shared());
   if (wait) synchronize_stream(stream);
 }
 
@@ -107,28 +187,11 @@ void staged_device_to_host(void* dst, const void* src, int device, std::size_t b
   DeviceGuard guard(device);
   Staging& s = staging(device);
   std::lock_guard<std::mutex> lock(s.mutex);
-  auto* h = static_cast<char*>(dst);
-  const auto* d = static_cast<const char*>(src);
-  // A chunk may still be the source of an earlier host-to-device copy.
-  for (int k = 0; k < 2; ++k) {
-    if (s.in_flight[k]) s.events[k].synchronize();
-    s.in_flight[k] = false;
-  }
-  auto issue = [&](std::size_t at, int k) {
-    const std::size_t n = std::min(kStagingChunk, bytes - at);
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(s.chunks[k], d + at, n, cudaMemcpyDeviceToHost, stream));
-    s.events[k].record(stream);
-    s.in_flight[k] = true;
-  };
-  issue(0, 0);
-  int k = 0;
-  for (std::size_t at = 0; at < bytes; at += kStagingChunk, k ^= 1) {
-    // Keep the link busy with the next chunk while this one is copied out on the host.
-    if (at + kStagingChunk < bytes) issue(at + kStagingChunk, k ^ 1);
-    s.events[k].synchronize();
-    s.in_flight[k] = false;
-    parallel_memcpy(h + at, s.chunks[k], std::min(kStagingChunk, bytes - at));
-  }
+  s.refresh(device);
+  CudaTransport cuda(s, stream);
+  DeviceTransport transport(cuda, device);
+  pipeline_to_host(transport, s.slots, s.config.slot_bytes, dst, src, bytes, s.config.threads,
+                   CopyThreadPool::shared());
 }
 
 #else

@@ -1,11 +1,12 @@
-// Copies between pageable host memory and a device through pinned staging buffers.
+// Copies between pageable host memory and a device through pinned staging slots.
 //
 // A copy from pageable memory makes the driver stage it through its own small pinned buffer,
 // one piece at a time with a synchronisation each: about a seventh of what the link can do.
-// Here the host copies into one of two pinned chunks (with several threads: one core cannot
-// keep up with the link) while the DMA engine drains the other, so the link stays busy. Each
-// device has its own pair of chunks, guarded by events so a chunk is refilled only once its
-// previous transfer has finished. copy_bytes() takes this path for large pageable copies.
+// Here several host threads (one core cannot keep up with a PCIe 5 link) copy chunks into a
+// ring of pinned slots while the DMA engine drains the slots filled before; each slot has an
+// event, so it is refilled only once its previous transfer is done (staging_pipeline.hpp has
+// the scheme). Each device has its own ring. copy_bytes() takes this path for large pageable
+// copies.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +15,24 @@
 
 namespace ember::detail {
 
-// Pageable copies of at least this many bytes go through the staging chunks.
+// Pageable copies of at least this many bytes go through the staging slots.
 inline constexpr std::size_t kStagingThreshold = std::size_t{4} << 20;
-inline constexpr std::size_t kStagingChunk = std::size_t{8} << 20;
+
+// The staging setup. Zero fields take their defaults: 4 MiB slots, copy_threads() threads,
+// threads + 4 slots (so that the DMA engine has filled slots to drain while every thread fills
+// one).
+struct StagingConfig {
+  std::size_t slot_bytes = 0;
+  int slots = 0;
+  int threads = 0;
+};
+inline constexpr std::size_t kDefaultStagingSlot = std::size_t{4} << 20;
+
+// The setup in force, defaults filled in.
+StagingConfig staging_config();
+// Changes the setup (benchmarks compare setups); the slots of every device are reallocated at
+// their next use. Waits for nothing: copies already running keep their slots.
+void set_staging_config(const StagingConfig& config);
 
 // Copies host `src` to `dst` on `device`, queued on `stream`. The call returns once `src` has
 // been read (it may be reused); with `wait` it also waits for the device copy to finish.
@@ -29,7 +45,8 @@ void staged_device_to_host(void* dst, const void* src, int device, std::size_t b
 
 // memcpy with up to copy_threads() threads for large sizes.
 void parallel_memcpy(void* dst, const void* src, std::size_t bytes);
-// Threads parallel_memcpy uses: EMBER_COPY_THREADS, else half the cores up to 8.
+// Threads the staged copies and parallel_memcpy use by default: EMBER_COPY_THREADS, else half
+// the cores up to 8.
 int copy_threads();
 
 }  // namespace ember::detail

@@ -117,8 +117,9 @@ void SyncedMemory::async_push_to_device(StreamHandle stream) {
   if (gpu_ == nullptr) allocate_gpu();
   copy_bytes(gpu_, device_place_, cpu_, host_place_, size_, stream);
   // The device copy is written on `stream`, not on the stream it was allocated for: keep the
-  // caching allocator from handing it to someone else before the copy is done.
-  if (gpu_owned_ != nullptr) gpu_owned_->record_stream(stream);
+  // caching allocator from handing it to someone else before the copy is done. record_use, not
+  // record_stream: the event is taken now, so `stream` may be destroyed before this buffer.
+  if (gpu_owned_ != nullptr) gpu_owned_->record_use(stream);
   head_ = Head::Synced;
 }
 

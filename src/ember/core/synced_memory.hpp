@@ -48,7 +48,9 @@ class SyncedMemory {
   void set_gpu_data(void* data);
 
   // HeadAtCpu -> Synced: queues the host-to-device copy on `stream` and returns at once. The
-  // host copy must not be written until the stream has reached the copy.
+  // host copy must not be written until the stream has reached the copy. The allocators are told
+  // of the copy with events taken now (record_use), so `stream` may be destroyed before the
+  // buffer.
   void async_push_to_device(StreamHandle stream);
 
   Head head() const { return head_; }

@@ -1,0 +1,62 @@
+// The host side of a staged copy between pageable host memory and a device, independent of CUDA
+// so that the CPU tests can drive it (staged_copy.cpp plugs in a CUDA stream and events).
+//
+// The copy is cut into chunks; chunk j goes through staging slot j % slots. Several threads each
+// take the next chunk, wait until its slot is theirs (the chunk `slots` earlier has left it) and
+// until the device is done with the slot's previous transfer, then:
+//   to the device: memcpy the chunk into the slot and queue the slot's upload;
+//   to the host:   queue the download into the slot, wait for it, memcpy the chunk out.
+// So the DMA engine drains some slots while the threads fill (or empty) others, and no thread
+// waits for the others between chunks. The threads hand slots on in chunk order, which makes
+// the pipeline progress with any number of threads, one included.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "ember/core/copy_thread_pool.hpp"
+
+namespace ember::detail {
+
+// What the pipeline needs from the device. Calls for different slots may come from different
+// threads at the same time; calls for one slot never overlap.
+class StagingTransport {
+ public:
+  virtual ~StagingTransport() = default;
+  // Queues a copy of `bytes` from the slot's buffer `staging` to device memory `dst`; the slot
+  // stays busy until that copy is done.
+  virtual void upload(int slot, void* dst, const void* staging, std::size_t bytes) = 0;
+  // Queues a copy of `bytes` from device memory `src` into the slot's buffer `staging`.
+  virtual void download(int slot, void* staging, const void* src, std::size_t bytes) = 0;
+  // Blocks until every transfer queued for the slot so far is done (at once when none is).
+  virtual void wait(int slot) = 0;
+};
+
+// Chunk size and thread count for one copy: chunks small enough that every thread gets about
+// two (so mid-sized copies are parallel too), at least `kMinStagingChunk` (smaller transfers
+// waste the link on per-copy overhead) and at most a slot.
+struct StagingPlan {
+  std::size_t chunk = 0;
+  std::size_t chunks = 0;
+  int threads = 1;
+};
+inline constexpr std::size_t kMinStagingChunk = std::size_t{1} << 20;
+StagingPlan plan_staging(std::size_t bytes, std::size_t slot_bytes, int threads);
+
+// Host `src` -> device `dst`, `bytes` bytes, through `slots` (pinned buffers of `slot_bytes`
+// each). Returns once every chunk has been read from `src` and its upload queued. The first
+// exception any thread meets is rethrown (after the other threads have stopped).
+void pipeline_to_device(StagingTransport& transport, const std::vector<void*>& slots,
+                        std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                        int threads, CopyThreadPool& pool);
+// Device `src` -> host `dst`; returns when `dst` holds the data.
+void pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slots,
+                      std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                      int threads, CopyThreadPool& pool);
+
+// memcpy with up to `threads` threads of `pool` (pieces taken dynamically, so every byte is
+// copied whatever the split); small copies stay on the calling thread.
+void parallel_memcpy(void* dst, const void* src, std::size_t bytes, int threads,
+                     CopyThreadPool& pool);
+
+}  // namespace ember::detail
