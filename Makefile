@@ -27,12 +27,13 @@ demo: build
 	@scripts/demo $(BUILD)
 
 # The CPU suite under AddressSanitizer and UndefinedBehaviorSanitizer (CUDA off: the sanitizers
-# and the CUDA runtime do not mix).
+# and the CUDA runtime do not mix). allocator_may_return_null: Ember turns a failed allocation into
+# OutOfMemoryError and tests check that, so ASan must fail impossible sizes as malloc does.
 sanitize: deps
 	cmake -S . -B $(BUILD)-asan -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON \
 	  -DEMBER_CUDA=OFF -DEMBER_BUILD_BENCH=OFF $(CMAKE_ARGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD)-asan -j $(JOBS) --output-on-failure --timeout 1800
 
 gpu-check:

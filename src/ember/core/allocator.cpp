@@ -1,6 +1,7 @@
 #include "ember/core/allocator.hpp"
 
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -114,6 +115,20 @@ void* DeviceAllocator::allocate(std::size_t bytes) {
 void DeviceAllocator::deallocate(void*, std::size_t) noexcept {}
 
 #endif
+
+std::string format_bytes(std::uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024) return cat(bytes, " bytes");
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024.0 && unit < 3) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
+  return cat(bytes, " bytes (", text, ")");
+}
 
 Allocator& raw_allocator(Place place) {
   // Never destroyed: memory may be returned during static destruction.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "ember/core/device.hpp"
@@ -86,5 +87,8 @@ Allocator& raw_allocator(Place place);
 // pinned memory, the raw ones otherwise. EMBER_ALLOCATOR=raw in the environment turns caching
 // off (for debugging memory errors with tools that track cudaMalloc).
 Allocator& default_allocator(Place place);
+
+// "1536 bytes (1.50 KiB)": exact for the record, readable for people.
+std::string format_bytes(std::uint64_t bytes);
 
 }  // namespace ember

@@ -1,0 +1,121 @@
+// The caching device allocator: keeps freed device memory and hands it out again, because
+// cudaMalloc and cudaFree are slow and synchronise the device (after PyTorch's CUDA caching
+// allocator). docs/memory.md describes the policy; in short:
+//   - sizes round up to 512 bytes; requests of at most 1 MiB come from 2 MiB segments (small
+//     pool), larger ones from 20 MiB segments (requests under 10 MiB) or from a segment of the
+//     request rounded up to 2 MiB;
+//   - best fit among the cached blocks of the same pool and stream; a block is split when the
+//     remainder is worth keeping (>= 512 B small, > 1 MiB large); freed blocks merge with free
+//     neighbours of the same segment;
+//   - a block also used on other streams (record_stream) returns to the pool only once events
+//     recorded on those streams at free time have completed; they are polled, never waited for;
+//   - when the device is out of memory: free every cached unused segment, retry, and only then
+//     throw OutOfMemoryError with the numbers.
+// The policy talks to the device only through a DeviceBackend, so it runs without a GPU too.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ember/core/allocator.hpp"
+#include "ember/core/device_backend.hpp"
+
+namespace ember {
+
+// A quantity with its high-water mark since construction or the last reset_peak_stats().
+struct TrackedStat {
+  std::int64_t current = 0;
+  std::int64_t peak = 0;
+};
+
+struct CachingAllocatorStats {
+  // Bytes of the blocks handed out (sizes as rounded up by the allocator).
+  TrackedStat allocated_bytes;
+  // Bytes the callers asked for (not rounded): the "live" bytes.
+  TrackedStat requested_bytes;
+  // allocated_bytes plus freed blocks still waiting for other streams' events.
+  TrackedStat active_bytes;
+  // Device memory held: the sum of all segments.
+  TrackedStat reserved_bytes;
+  TrackedStat segments;
+  // Blocks handed out and not yet freed.
+  TrackedStat allocations;
+
+  std::int64_t num_allocs = 0;          // successful allocate() calls (non-zero sizes)
+  std::int64_t num_frees = 0;           // deallocate() calls (non-null pointers)
+  std::int64_t device_mallocs = 0;      // segments obtained from the backend
+  std::int64_t device_frees = 0;        // segments given back to the backend
+  std::int64_t alloc_retries = 0;       // device mallocs that failed and led to a cache flush
+  std::int64_t ooms = 0;                // OutOfMemoryError thrown
+  std::int64_t event_synchronizations = 0;  // blocking waits (only on the out-of-memory path)
+
+  // Snapshots taken when stats() is called.
+  std::int64_t cached_bytes = 0;        // bytes in free blocks ready for reuse
+  std::int64_t largest_free_block = 0;  // the largest of those blocks
+  std::int64_t pending_blocks = 0;      // freed blocks waiting for other streams
+
+  // Memory held but not handed out: what fragmentation (and caching) costs right now.
+  std::int64_t unallocated_reserved_bytes() const {
+    return reserved_bytes.current - allocated_bytes.current;
+  }
+};
+
+// Human-readable multi-line summary of the statistics.
+std::string to_string(const CachingAllocatorStats& stats);
+
+class CachingDeviceAllocator final : public Allocator {
+ public:
+  static constexpr std::size_t kRoundBytes = 512;
+  static constexpr std::size_t kSmallRequest = std::size_t{1} << 20;   // small pool: <= 1 MiB
+  static constexpr std::size_t kSmallSegment = std::size_t{2} << 20;   // 2 MiB
+  static constexpr std::size_t kLargeSegment = std::size_t{20} << 20;  // 20 MiB
+  static constexpr std::size_t kLargeSegmentLimit = std::size_t{10} << 20;  // requests < 10 MiB
+  static constexpr std::size_t kLargeRounding = std::size_t{2} << 20;
+  // A large block is split only when more than this would remain.
+  static constexpr std::size_t kLargeSplitRemainder = std::size_t{1} << 20;
+
+  // `place` is what the allocator reports (and names in messages); the backend does the work.
+  CachingDeviceAllocator(std::unique_ptr<DeviceBackend> backend, Place place);
+  // Gives every segment back to the backend. Memory still allocated becomes invalid.
+  ~CachingDeviceAllocator() override;
+  CachingDeviceAllocator(const CachingDeviceAllocator&) = delete;
+  CachingDeviceAllocator& operator=(const CachingDeviceAllocator&) = delete;
+
+  Place place() const override { return place_; }
+  std::string name() const override { return "cuda_caching"; }
+
+  // For use on the device's current stream.
+  void* allocate(std::size_t bytes) override;
+  // For use on `stream`: the block is reused only by later allocations on the same stream
+  // (stream order makes that safe), unless record_stream() names other streams.
+  void* allocate(std::size_t bytes, StreamHandle stream) override;
+  // Aborts the process on a pointer this allocator did not hand out: continuing would corrupt
+  // the pools.
+  void deallocate(void* ptr, std::size_t bytes) noexcept override;
+  // `ptr` (a pointer allocate() returned) is also used by work queued on `stream`.
+  void record_stream(void* ptr, StreamHandle stream) override;
+
+  // The bytes the block at `ptr` (from allocate()) occupies: the request rounded up, or more
+  // when the rest of a large block was too small to split off. 0 for a pointer not handed out.
+  std::size_t allocated_size(const void* ptr) const;
+
+  // Gives every cached segment that is entirely free back to the device.
+  void empty_cache();
+  CachingAllocatorStats stats() const;
+  void reset_peak_stats();
+
+  // The size a request is rounded to, and the segment a request of that rounded size gets.
+  static std::size_t round_size(std::size_t bytes);
+  static std::size_t segment_size(std::size_t rounded);
+
+  DeviceBackend& backend();
+
+ private:
+  struct Impl;
+  Place place_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ember
