@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "ember/core/device.hpp"
-#include "ember/network/arena_compat.hpp"
+#include "ember/core/arena.hpp"
 #include "ember/network/parameter_store.hpp"
 #include "ember/tensor/tensor.hpp"
 
@@ -46,7 +46,7 @@ class TensorSlot {
   struct State {
     Shape shape;
     DType dtype = DType::F32;
-    compat::Reservation reservation;
+    Reservation reservation;
   };
   std::shared_ptr<State> state_;
 };
@@ -74,7 +74,7 @@ class BuildContext {
  private:
   BuildOptions options_;
   std::shared_ptr<ParameterStore> parameters_;
-  compat::Arena arena_;
+  Arena arena_;
   bool allocated_ = false;
   std::uint64_t seeds_handed_out_ = 0;
 };

@@ -19,8 +19,8 @@ DenseOptimizer::DenseOptimizer(const OptimizerConfig& config, std::shared_ptr<Pa
               dtype_name(store_->master_dtype()));
   validate(config_, "dense optimizer");
   const std::int64_t n = store_->weights_numel();
-  compat::ArenaBlock block = arena_.block("optimizer_state");
-  compat::Reservation res[2];
+  ArenaBlock block = arena_.block("optimizer_state");
+  Reservation res[2];
   for (int s = 0; s < state_count(); ++s) res[s] = block.reserve({n}, DType::F32);
   arena_.allocate();
   for (int s = 0; s < state_count(); ++s) {

@@ -11,7 +11,7 @@
 
 #include "ember/core/device.hpp"
 #include "ember/embedding/optimizer.hpp"
-#include "ember/network/arena_compat.hpp"
+#include "ember/core/arena.hpp"
 #include "ember/network/parameter_store.hpp"
 #include "ember/network/regularizer.hpp"
 
@@ -40,7 +40,7 @@ class DenseOptimizer {
   OptimizerConfig config_;
   std::shared_ptr<ParameterStore> store_;
   LearningRateSchedule schedule_;
-  compat::Arena arena_;
+  Arena arena_;
   Tensor states_[2];
 };
 

@@ -96,7 +96,7 @@ void ParameterStore::allocate() {
   EMBER_CHECK(!allocated_, "parameter store allocated twice");
   // The compute copy mirrors the weights block element for element: same length, same offsets.
   const std::int64_t elems_per_align =
-      static_cast<std::int64_t>(compat::kArenaAlignment / dtype_size(master_));
+      static_cast<std::int64_t>(kArenaAlignment / dtype_size(master_));
   std::int64_t block_numel = 0;
   for (const auto& p : order_) {
     if (!p->trainable_) continue;
@@ -107,12 +107,12 @@ void ParameterStore::allocate() {
   arena_.allocate();
   allocated_ = true;
 
-  auto view = [&](const compat::ArenaRegion& r) {
+  auto view = [&](const ArenaRegion& r) {
     if (r.numel == 0) return Tensor::zeros({0}, master_, place_);
     return Tensor::from_allocation(r.allocation, master_, {r.numel},
                                    static_cast<std::int64_t>(r.offset / dtype_size(master_)));
   };
-  const compat::ArenaRegion wr = weights_.region();
+  const ArenaRegion wr = weights_.region();
   weights_block_ = view(wr);
   grads_block_ = view(grads_.region());
   buffers_block_ = view(buffers_.region());

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "ember/core/device.hpp"
-#include "ember/network/arena_compat.hpp"
+#include "ember/core/arena.hpp"
 #include "ember/network/initializer.hpp"
 #include "ember/tensor/tensor.hpp"
 
@@ -51,7 +51,7 @@ class Parameter {
   Shape shape_;
   InitSpec init_;
   bool trainable_ = true;
-  compat::Reservation value_res_, grad_res_;
+  Reservation value_res_, grad_res_;
   Tensor value_, grad_, compute_;
   std::int64_t block_offset_ = 0;
 };
@@ -102,9 +102,9 @@ class ParameterStore {
  private:
   Place place_;
   DType master_, compute_;
-  compat::Arena arena_;
-  compat::ArenaBlock weights_, grads_, buffers_;
-  compat::Reservation compute_res_;
+  Arena arena_;
+  ArenaBlock weights_, grads_, buffers_;
+  Reservation compute_res_;
   bool allocated_ = false;
   std::vector<ParameterPtr> order_;
   std::unordered_map<std::string, ParameterPtr> by_name_;
