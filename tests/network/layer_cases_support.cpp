@@ -59,6 +59,8 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                 R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
                     "fc_param": {"num_output": 3}})"},
                true});
+  c.push_back({"Cast", {in("x", {b, n})},
+               {R"({"name": "cast", "type": "Cast", "bottom": "x", "top": "y"})"}, true});
   c.push_back({"Concat", {in("a", {b, n}), in("c", {b, 2})},
                {R"({"name": "cat", "type": "Concat", "bottom": ["a", "c"], "top": "y"})"}, true});
   c.push_back({"Concat3D", {in("a", {b, 3, 2}), in("c", {b, 3, 4})},
