@@ -55,8 +55,8 @@ struct Fixture {
 
 // The rules of HugeCTR's optimizers, written out again in double.
 struct Reference {
-  OptimizerType type;
-  double lr, mu = 0.9, b1 = 0.9, b2 = 0.999, eps = 1e-7;
+  OptimizerType type = OptimizerType::SGD;
+  double lr = 0, mu = 0.9, b1 = 0.9, b2 = 0.999, eps = 1e-7;
   std::vector<double> m, v;
   int t = 0;
   void step(std::vector<double>& w, const std::vector<double>& g) {
@@ -109,7 +109,9 @@ TEST_P(DenseOptimizerRules, SeveralStepsMatchTheReference) {
   f.set_weights(w);
   // Round the start to f32 as the store holds it.
   w = f.weights();
-  Reference ref{c.type, 0.05};
+  Reference ref;
+  ref.type = c.type;
+  ref.lr = 0.05;
   for (int step = 0; step < 4; ++step) {
     std::vector<double> g(13);
     for (auto& x : g) x = static_cast<float>(u(rng));

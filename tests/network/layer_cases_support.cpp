@@ -2,6 +2,8 @@
 
 #include <tuple>
 
+#include "ember/core/error.hpp"
+
 namespace ember::nn::testing {
 
 namespace {
@@ -16,7 +18,6 @@ InputSpec label(std::string name, Shape shape) {
 // Gradient-check shapes are small; `b` is the batch.
 std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m,
                                   std::int64_t k) {
-  const auto s = [](std::int64_t v) { return std::to_string(v); };
   std::vector<LayerCase> c;
   c.push_back({"ReLU", {in("x", {b, n})},
                {R"({"name": "act", "type": "ReLU", "bottom": "x", "top": "y"})"}, true});
@@ -39,23 +40,23 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                                  "beta_init": "Uniform"}})"},
                false});
   c.push_back({"InnerProduct", {in("x", {b, n})},
-               {R"({"name": "fc", "type": "InnerProduct", "bottom": "x", "top": "y",
-                    "fc_param": {"num_output": )" + s(m) + R"(, "bias_init": "Uniform"}})"},
+               {cat(R"({"name": "fc", "type": "InnerProduct", "bottom": "x", "top": "y",
+                    "fc_param": {"num_output": )", m, R"(, "bias_init": "Uniform"}})")},
                true});
   c.push_back({"FusedInnerProduct", {in("x", {b, n})},
-               {R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
-                    "fc_param": {"num_output": )" + s(m) + R"(, "weight_init": "XavierUniform",
-                                 "bias_init": "Uniform"}})"},
+               {cat(R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
+                    "fc_param": {"num_output": )", m, R"(, "weight_init": "XavierUniform",
+                                 "bias_init": "Uniform"}})")},
                true});
   c.push_back({"FusedInnerProduct3D", {in("x", {2, b, n})},
-               {R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
-                    "fc_param": {"num_output": )" + s(m) + R"(}})"},
+               {cat(R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
+                    "fc_param": {"num_output": )", m, R"(}})")},
                true});
   c.push_back({"MlpChain", {in("x", {b, n}, false)},
-               {R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h1",
-                    "fc_param": {"num_output": )" + s(k) + R"(}})",
-                R"({"name": "fc2", "type": "FusedInnerProduct", "bottom": "h1", "top": "h2",
-                    "fc_param": {"num_output": )" + s(m) + R"(, "bias_init": "Uniform"}})",
+               {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h1",
+                    "fc_param": {"num_output": )", k, R"(}})"),
+                cat(R"({"name": "fc2", "type": "FusedInnerProduct", "bottom": "h1", "top": "h2",
+                    "fc_param": {"num_output": )", m, R"(, "bias_init": "Uniform"}})"),
                 R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
                     "fc_param": {"num_output": 3}})"},
                true});
@@ -147,8 +148,8 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                     "top": "loss", "target_weight": [0.5, 1.0, 2.0]})"},
                false});
   c.push_back({"MlpWithLoss", {in("x", {b, n}, false), label("label", {b, 1})},
-               {R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h",
-                    "fc_param": {"num_output": )" + s(k) + R"(}})",
+               {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h",
+                    "fc_param": {"num_output": )", k, R"(}})"),
                 R"({"name": "fc2", "type": "InnerProduct", "bottom": "h", "top": "logit",
                     "fc_param": {"num_output": 1}})",
                 R"({"name": "loss", "type": "BinaryCrossEntropyLoss", "bottom": ["logit", "label"],
@@ -170,7 +171,7 @@ const std::vector<LayerCase>& device_cases() {
     for (auto [b, n, m, k] : {std::tuple{1, 1, 1, 1}, std::tuple{7, 7, 7, 7},
                               std::tuple{251, 511, 1023, 129}}) {
       for (auto c : make_cases(b, n, m, k)) {
-        c.name += "_" + std::to_string(b) + "x" + std::to_string(n) + "x" + std::to_string(m);
+        c.name = cat(c.name, "_", b, "x", n, "x", m);
         all.push_back(std::move(c));
       }
     }

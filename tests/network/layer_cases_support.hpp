@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct LayerCase {
   std::vector<std::string> layers;  // JSON objects, built in order
   bool half_ok = false;             // the layer runs in f16/bf16 on CUDA
 };
+
+// gtest prints a case by its name.
+inline void PrintTo(const LayerCase& c, std::ostream* os) { *os << c.name; }
 
 // The cases for gradient checks (small shapes).
 const std::vector<LayerCase>& gradient_cases();

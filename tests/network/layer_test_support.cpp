@@ -211,21 +211,33 @@ void check_gradients(Graph& g, std::mt19937_64& rng, const GradCheckOptions& o) 
     std::uniform_int_distribution<std::int64_t> pick(0, n - 1);
     for (int i = 0; i < o.samples_per_tensor && i < n; ++i) picks.push_back(pick(rng));
     std::vector<double> base = to_doubles(probe.value);
-    for (std::int64_t idx : picks) {
+    auto central = [&](std::size_t at, double h) {
       auto v = base;
-      const auto at = static_cast<std::size_t>(idx);
-      v[at] = base[at] + o.eps;
+      v[at] = base[at] + h;
       from_doubles(probe.value, v);
       const double plus = objective();
-      v[at] = base[at] - o.eps;
+      v[at] = base[at] - h;
       from_doubles(probe.value, v);
       const double minus = objective();
       from_doubles(probe.value, base);
-      const double numeric = (plus - minus) / (2 * o.eps);
+      return (plus - minus) / (2 * h);
+    };
+    int skipped = 0;
+    for (std::int64_t idx : picks) {
+      const auto at = static_cast<std::size_t>(idx);
+      const double numeric = central(at, o.eps);
       const double analytic = probe.analytic[at];
-      EXPECT_NEAR(analytic, numeric, o.atol + o.rtol * std::max(std::abs(analytic), std::abs(numeric)))
-          << probe.what << " element " << idx;
+      const double tol = o.atol + o.rtol * std::max(std::abs(analytic), std::abs(numeric));
+      // A kink (ReLU, ELU) inside the step makes the difference quotient depend on the step:
+      // such a point has no derivative to check. Smooth points agree at both steps.
+      const double finer = central(at, o.eps / 4);
+      if (std::abs(finer - numeric) > 10 * tol) {
+        ++skipped;
+        continue;
+      }
+      EXPECT_NEAR(analytic, numeric, tol) << probe.what << " element " << idx;
     }
+    EXPECT_LE(skipped, 2) << probe.what << ": too many points where the objective is not smooth";
   }
 }
 

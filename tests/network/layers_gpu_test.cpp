@@ -68,6 +68,7 @@ struct DeviceCase {
   LayerCase c;
   DType dtype;
 };
+void PrintTo(const DeviceCase& d, std::ostream* os) { *os << d.c.name << " " << dtype_name(d.dtype); }
 
 class LayersOnCuda : public ::testing::TestWithParam<DeviceCase> {};
 
