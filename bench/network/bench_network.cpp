@@ -2,8 +2,9 @@
 //
 //   bench_network            (GPU) forward + backward of DLRM's MLPs at batch 65536 (bottom
 //                            13-512-256-128, top 480-1024-1024-512-256-1) in fp32 (TF32 off), TF32
-//                            and bf16; one FC 1024->1024 + ReLU fused vs InnerProduct + ReLU, and
-//                            the top MLP fused (chained) vs unfused; the dot interaction (26 x 128)
+//                            and bf16; one FC 1024->1024 + ReLU and the top MLP, fused (chained)
+//                            against InnerProduct + ReLU layers and against a fully unfused
+//                            GEMM + bias + ReLU kernels version; the dot interaction (26 x 128)
 //                            forward + backward. PyTorch's numbers come from torch_mlp.py when
 //                            `python3 -c 'import torch'` works. Ends with "SUMMARY |" lines.
 //   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
@@ -22,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/build_context.hpp"
 #include "ember/network/fc_chain.hpp"
@@ -92,18 +94,25 @@ struct Net {
   }
 };
 
-// An MLP: FusedInnerProduct layers (ReLU) or InnerProduct + ReLU layers; the last layer without
-// ReLU unless `last_relu`.
+// How an MLP's FC + ReLU pairs are built:
+//   Fused   FusedInnerProduct layers, chained (the way Ember runs them)
+//   Layers  InnerProduct layers (bias in the product's epilogue) + ReLU layers
+//   Plain   InnerProduct layers with epilogues off (plain product, then Ember's bias kernel;
+//           column-sum kernel for the bias gradient) + ReLU layers: a fully unfused FC + ReLU
+enum class FcBuild { Fused, Layers, Plain };
+
+// An MLP; the last layer without ReLU unless `last_relu`.
 std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t batch,
                                const std::vector<std::int64_t>& dims, bool last_relu,
-                               bool input_grad, bool fused) {
+                               bool input_grad, FcBuild how = FcBuild::Fused) {
+  const bool fused = how == FcBuild::Fused;
   auto net = std::make_unique<Net>(place, dtype, tf32);
   net->input("x0", {batch, dims[0]}, input_grad);
   std::string prev = "x0";
   for (std::size_t i = 1; i < dims.size(); ++i) {
     const bool relu = i + 1 < dims.size() || last_relu;
-    const std::string out = "x" + std::to_string(i);
-    nlohmann::json j = {{"name", "fc" + std::to_string(i)}, {"bottom", prev},
+    const std::string out = cat("x", i);
+    nlohmann::json j = {{"name", cat("fc", i)}, {"bottom", prev},
                         {"fc_param", {{"num_output", dims[i]}}}};
     if (fused && relu) {
       j["type"] = "FusedInnerProduct";
@@ -111,14 +120,19 @@ std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t
       net->add(j);
     } else {
       j["type"] = "InnerProduct";
-      j["top"] = relu ? out + "_lin" : out;
+      j["top"] = relu ? cat(out, "_lin") : out;
       net->add(j);
       if (relu) {
-        net->add({{"name", "relu" + std::to_string(i)}, {"type", "ReLU"},
-                  {"bottom", out + "_lin"}, {"top", out}});
+        net->add({{"name", cat("relu", i)}, {"type", "ReLU"}, {"bottom", cat(out, "_lin")},
+                  {"top", out}});
       }
     }
     prev = out;
+  }
+  if (how == FcBuild::Plain && place.is_cuda()) {
+    for (auto& l : net->layers) {
+      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) fc->set_epilogues(false);
+    }
   }
   net->finalize(fused);
   net->fill_random("x0", 7);
@@ -189,9 +203,9 @@ nlohmann::json run_torch(std::int64_t batch, int repeats) {
     std::printf("PyTorch: python3 cannot import torch here; comparisons skipped\n");
     return {};
   }
-  const std::string cmd = std::string("python3 ") + EMBER_SOURCE_DIR +
-                          "/bench/network/torch_mlp.py --json --batch " + std::to_string(batch) +
-                          " --repeats " + std::to_string(repeats) + " 2>&1";
+  const std::string cmd = cat("python3 ", EMBER_SOURCE_DIR,
+                              "/bench/network/torch_mlp.py --json --batch ", batch, " --repeats ",
+                              repeats, " 2>&1");
   std::printf("PyTorch: %s\n", cmd.c_str());
   std::FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return {};
@@ -227,7 +241,7 @@ void compare(const std::string& what, double ember_ms, const nlohmann::json& tor
   }
   if (node == nullptr || !node->is_number()) {
     std::printf("  %-44s Ember %9.3f ms   PyTorch    -\n", what.c_str(), ember_ms);
-    summaries.push_back({what + " fwd+bwd, ms (Ember / PyTorch)", fmt(ember_ms) + " / -",
+    summaries.push_back({cat(what, " fwd+bwd, ms (Ember / PyTorch)"), cat(fmt(ember_ms), " / -"),
                          ">= 1.0x PyTorch", "-"});
     return;
   }
@@ -235,8 +249,8 @@ void compare(const std::string& what, double ember_ms, const nlohmann::json& tor
   const double speedup = t / ember_ms;
   std::printf("  %-44s Ember %9.3f ms   PyTorch %9.3f ms   %.2fx\n", what.c_str(), ember_ms, t,
               speedup);
-  summaries.push_back({what + " fwd+bwd, ms (Ember / PyTorch)",
-                       fmt(ember_ms) + " / " + fmt(t) + " (" + fmt(speedup, 2) + "x)",
+  summaries.push_back({cat(what, " fwd+bwd, ms (Ember / PyTorch)"),
+                       cat(fmt(ember_ms), " / ", fmt(t), " (", fmt(speedup, 2), "x)"),
                        ">= 1.0x PyTorch", speedup >= 1.0 ? "yes" : "no"});
 }
 
@@ -260,14 +274,14 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
   std::printf("\nDLRM MLPs, forward + backward:\n");
   for (const Mode& m : kModes) {
     {
-      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kBottom, true, false, true);
-      compare(std::string("bottom MLP 13-512-256-128 ") + m.name, time_gpu_ms(*net, 5, repeats),
+      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kBottom, true, false);
+      compare(cat("bottom MLP 13-512-256-128 ", m.name), time_gpu_ms(*net, 5, repeats),
               torch, {"mlp", "bottom", m.name});
     }
     {
-      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, true);
+      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true);
       const double ms = time_gpu_ms(*net, 5, repeats);
-      compare(std::string("top MLP 480-1024-1024-512-256-1 ") + m.name, ms, torch,
+      compare(cat("top MLP 480-1024-1024-512-256-1 ", m.name), ms, torch,
               {"mlp", "top", m.name});
       std::printf("    chained FC pairs: %d\n", net->chained);
       for (const auto& l : net->layers) {
@@ -278,23 +292,34 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
     }
   }
 
-  std::printf("\nFused FC + ReLU against InnerProduct + ReLU layers:\n");
+  std::printf("\nFused FC + ReLU against unfused versions (same products):\n");
   for (const Mode& m : kModes) {
-    auto fused = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, true);
-    auto plain = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, false);
-    const double f = time_gpu_ms(*fused, 5, repeats), u = time_gpu_ms(*plain, 5, repeats);
-    std::printf("  FC 1024->1024 + ReLU %s: fused %.3f ms, unfused %.3f ms, %.2fx\n", m.name, f, u,
-                u / f);
-    compare(std::string("FC 1024x1024+ReLU ") + m.name, f, torch, {"fc_relu", m.name});
-    summaries.push_back({std::string("fused FC+ReLU vs InnerProduct+ReLU, 1024x1024 ") + m.name,
-                         fmt(u / f, 2) + "x", ">= 1.2x", u / f >= 1.2 ? "yes" : "no"});
-    auto top_fused = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, true);
-    auto top_plain = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, false);
-    const double tf = time_gpu_ms(*top_fused, 5, repeats), tu = time_gpu_ms(*top_plain, 5, repeats);
-    std::printf("  top MLP %s: fused + chained %.3f ms, unfused %.3f ms, %.2fx\n", m.name, tf, tu,
-                tu / tf);
-    summaries.push_back({std::string("fused+chained vs unfused top MLP ") + m.name,
-                         fmt(tu / tf, 2) + "x", ">= 1.2x", tu / tf >= 1.2 ? "yes" : "no"});
+    auto fused = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Fused);
+    auto layers = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Layers);
+    auto plain = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Plain);
+    const double f = time_gpu_ms(*fused, 5, repeats), l = time_gpu_ms(*layers, 5, repeats),
+                 p = time_gpu_ms(*plain, 5, repeats);
+    std::printf("  FC 1024->1024 + ReLU %s: fused %.3f ms; InnerProduct + ReLU layers %.3f ms "
+                "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
+                m.name, f, l, l / f, p, p / f);
+    compare(cat("FC 1024x1024+ReLU ", m.name), f, torch, {"fc_relu", m.name});
+    summaries.push_back({cat("fused FC+ReLU vs GEMM + bias + ReLU kernels, 1024x1024 ",
+                             m.name),
+                         cat(fmt(p / f, 2), "x"), ">= 1.2x", p / f >= 1.2 ? "yes" : "no"});
+    summaries.push_back({cat("fused FC+ReLU vs InnerProduct + ReLU layers, 1024x1024 ",
+                             m.name),
+                         cat(fmt(l / f, 2), "x"), "-", "-"});
+    auto top_fused = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Fused);
+    auto top_plain = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Plain);
+    auto top_layers = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Layers);
+    const double tf = time_gpu_ms(*top_fused, 5, repeats), tp = time_gpu_ms(*top_plain, 5, repeats),
+                 tl = time_gpu_ms(*top_layers, 5, repeats);
+    std::printf("  top MLP %s: fused + chained %.3f ms; InnerProduct + ReLU layers %.3f ms "
+                "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
+                m.name, tf, tl, tl / tf, tp, tp / tf);
+    summaries.push_back({cat("fused+chained top MLP vs GEMM + bias + ReLU kernels ",
+                             m.name),
+                         cat(fmt(tp / tf, 2), "x"), ">= 1.2x", tp / tf >= 1.2 ? "yes" : "no"});
   }
 
   std::printf("\nInteraction (26 x 128 -> 480), forward + backward:\n");
@@ -306,7 +331,7 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
     const double bytes = static_cast<double>(batch) * elem * (2 * 27 * 128 + 2 * 480 + 27 * 128);
     std::printf("  %s: %.3f ms (%.0f GB/s over the minimum traffic)\n", m.name, ms,
                 bytes / ms / 1e6);
-    compare(std::string("Interaction ") + m.name, ms, torch, {"interaction", m.name});
+    compare(cat("Interaction ", m.name), ms, torch, {"interaction", m.name});
   }
 
   std::printf("\n");
@@ -321,11 +346,11 @@ int run_quick(std::int64_t batch) {
   std::printf("bench_network --quick: CPU, batch %lld, fp32, median of 5\n",
               static_cast<long long>(batch));
   const Place cpu = Place::host();
-  auto bottom = build_mlp(cpu, DType::F32, false, batch, kBottom, true, false, true);
+  auto bottom = build_mlp(cpu, DType::F32, false, batch, kBottom, true, false);
   std::printf("  bottom MLP 13-512-256-128 fwd+bwd: %.3f ms\n", time_cpu_ms(*bottom, 1, 5));
-  auto top = build_mlp(cpu, DType::F32, false, batch, kTop, false, true, true);
+  auto top = build_mlp(cpu, DType::F32, false, batch, kTop, false, true);
   std::printf("  top MLP 480-1024-1024-512-256-1 fwd+bwd: %.3f ms\n", time_cpu_ms(*top, 1, 5));
-  auto unfused = build_mlp(cpu, DType::F32, false, batch, kTop, false, true, false);
+  auto unfused = build_mlp(cpu, DType::F32, false, batch, kTop, false, true, FcBuild::Layers);
   std::printf("  top MLP, InnerProduct + ReLU layers: %.3f ms\n", time_cpu_ms(*unfused, 1, 5));
   auto inter = build_interaction(cpu, DType::F32, batch);
   std::printf("  Interaction 26 x 128 fwd+bwd: %.3f ms\n", time_cpu_ms(*inter, 1, 5));

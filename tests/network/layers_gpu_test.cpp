@@ -146,6 +146,50 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayersOnCuda, ::testing::ValuesIn(device_par
                                   std::string(dtype_name(info.param.dtype));
                          });
 
+// The FC layers' fallback path (plain products and Ember's own bias, ReLU and column-sum
+// kernels), which only runs on the device when cuBLASLt lacks an epilogue, forced here.
+TEST(FullyConnectedOnCuda, FallbackWithoutEpiloguesMatchesTheCpu) {
+  EMBER_REQUIRE_GPU();
+  auto rng = ember::testing::make_rng();
+  for (const auto& c : device_cases()) {
+    if (c.name.rfind("MlpWithLoss", 0) != 0 && c.name.rfind("MlpChain", 0) != 0) continue;
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      Graph cpu = build(c, Place::host(), DType::F32, 5);
+      Graph gpu = build(c, Place::cuda(0), dtype, 5);
+      for (Layer* l : gpu.layer_ptrs()) {
+        if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l)) fc->set_epilogues(false);
+      }
+      EXPECT_EQ(chain_fully_connected_layers(gpu.layer_ptrs()), 0);
+      for (const auto& spec : c.inputs) {
+        const auto v = rounded(random_values(spec, rng), spec.label ? DType::F32 : dtype);
+        cpu.set_values(spec.name, v);
+        gpu.set_values(spec.name, v);
+      }
+      cpu.forward();
+      gpu.forward();
+      for (const auto& out : cpu.outputs()) {
+        expect_close(gpu.values(out->name()), cpu.values(out->name()), tolerance(dtype),
+                     c.name + " forward");
+        if (!out->requires_grad()) continue;
+        std::vector<double> r(static_cast<std::size_t>(out->shape().numel()), 0.25);
+        cpu.set_grad(out->name(), r);
+        gpu.set_grad(out->name(), r);
+      }
+      cpu.backward();
+      gpu.backward();
+      for (const auto& p : cpu.store().parameters()) {
+        expect_close(to_doubles(gpu.store().find(p->name())->grad()), to_doubles(p->grad()),
+                     tolerance(dtype), c.name + " gradient of " + p->name());
+      }
+      for (Layer* l : gpu.layer_ptrs()) {
+        if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l)) {
+          EXPECT_EQ(fc->plan_summary().find("forward none"), 0u) << fc->plan_summary();
+        }
+      }
+    }
+  }
+}
+
 // The interaction at DLRM's shape (fast path) and at shapes only the generic kernels take.
 TEST(InteractionOnCuda, FastAndGenericPathsMatchTheCpu) {
   EMBER_REQUIRE_GPU();

@@ -150,8 +150,11 @@ void FullyConnectedLayer::plan_cuda() {
   f.epilogue = writes_mask_ ? cuda::Epilogue::ReluAuxBias
                             : (config_.relu ? cuda::Epilogue::ReluBias : cuda::Epilogue::Bias);
   f.aux_ld = cuda::relu_mask_ld(n);
-  fwd_ = cuda::LtMatmul::plan(f, device, w, x, y, b, writes_mask_ ? mask_.data() : nullptr);
-  fwd_epilogue_ = fwd_->supported();
+  fwd_epilogue_ = false;
+  if (epilogues_) {
+    fwd_ = cuda::LtMatmul::plan(f, device, w, x, y, b, writes_mask_ ? mask_.data() : nullptr);
+    fwd_epilogue_ = fwd_->supported();
+  }
   if (!fwd_epilogue_) {
     EMBER_CHECK(!writes_mask_, "layer ", describe(), ": chained without a mask epilogue");
     f.epilogue = cuda::Epilogue::None;
@@ -181,8 +184,11 @@ void FullyConnectedLayer::plan_cuda() {
   g.d_dtype = weight_->grad().dtype();
   g.allow_tf32 = options_.allow_tf32;
   g.epilogue = cuda::Epilogue::BiasGradA;
-  wgrad_ = cuda::LtMatmul::plan(g, device, dz, x, dw, db, nullptr);
-  wgrad_epilogue_ = wgrad_->supported();
+  wgrad_epilogue_ = false;
+  if (epilogues_) {
+    wgrad_ = cuda::LtMatmul::plan(g, device, dz, x, dw, db, nullptr);
+    wgrad_epilogue_ = wgrad_->supported();
+  }
   if (!wgrad_epilogue_) {
     g.epilogue = cuda::Epilogue::None;
     wgrad_ = cuda::LtMatmul::plan(g, device, dz, x, dw, nullptr, nullptr);
@@ -214,8 +220,16 @@ void FullyConnectedLayer::plan_cuda() {
   planned_ = true;
 }
 
+void FullyConnectedLayer::set_epilogues(bool enabled) {
+  EMBER_CHECK(enabled || (!writes_mask_ && producer_ == nullptr), "layer ", describe(),
+              ": a chained layer needs its epilogues");
+  epilogues_ = enabled;
+  planned_ = false;
+}
+
 bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer) {
   if (!on_cuda() || !producer.can_produce_mask() || !bottom(0).requires_grad()) return false;
+  if (!epilogues_ || !producer.epilogues_) return false;
   if (bottoms()[0] != producer.tops()[0] || bottom(0).dtype() != producer.top(0).dtype()) {
     return false;
   }

@@ -63,6 +63,11 @@ class FullyConnectedLayer : public Layer {
   bool chained_from_producer() const { return producer_ != nullptr; }
   // Which epilogues the planned products use (for benchmarks and tests); empty before planning.
   std::string plan_summary() const;
+  // With epilogues off every product is a plain cuBLASLt product followed by Ember's own bias,
+  // ReLU and column-sum kernels (the fallback path; benchmarks use it as the unfused baseline and
+  // tests to cover it). On by default; a chained layer cannot turn them off.
+  void set_epilogues(bool enabled);
+  bool epilogues() const { return epilogues_; }
 
  private:
   void plan_cuda();
@@ -80,6 +85,7 @@ class FullyConnectedLayer : public Layer {
   bool writes_mask_ = false;                  // producer side of a chain
   FullyConnectedLayer* producer_ = nullptr;   // consumer side of a chain
   bool planned_ = false;
+  bool epilogues_ = true;
   std::unique_ptr<cuda::LtMatmul> fwd_, wgrad_, dgrad_;
   bool fwd_epilogue_ = false, wgrad_epilogue_ = false;
 };
