@@ -1,0 +1,509 @@
+// Embedding benchmarks (docs/performance.md, "Sparse embeddings"):
+//   (a) hash table find / insert-or-find throughput at 2^27 slots, load 0.5 and 0.75, u32 and
+//       i64 keys, present and absent keys, against the bandwidth bound;
+//   (b) a DLRM-shaped embedding step (26 Criteo-Kaggle tables, dim 128, batch 65536, power-law
+//       keys, pooling 1 and 8): forward, backward + update (SGD, AdaGrad), the whole step, in
+//       samples/s and effective GB/s against the device copy bandwidth measured in the same run,
+//       and PyTorch's nn.EmbeddingBag (sparse gradients) on the same shapes (torch_embedding.py).
+//
+// Usage: bench_embedding            (GPU: the full run, SUMMARY lines last)
+//        bench_embedding --quick    (CPU: tiny sizes, checks the code paths in seconds)
+//        bench_embedding --no-torch (GPU without the PyTorch peer)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ember/core/copy.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/embedding/embedding_kernels.hpp"
+#include "ember/embedding/hash_table.hpp"
+#include "ember/embedding/hash_table_slots.hpp"
+#include "ember/embedding/sparse_embedding.hpp"
+#include "ember/tensor/collectives.hpp"
+#include "ember/tensor/random.hpp"
+
+namespace {
+
+using namespace ember;
+using namespace ember::embedding;
+
+// The 26 categorical cardinalities of the Criteo Kaggle (Display Advertising Challenge) day set,
+// as DLRM's preprocessing counts them (dataset.npz "counts"); taken from the public repository
+// real-zhangzhe/wukong, exp/train_wukong_on_criteo_kaggle_dataset.py (NUM_SPARSE_EMBS), which
+// lists the same figures as Facebook's DLRM for that data set.
+const std::vector<std::int64_t> kCriteoKaggleSizes = {
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
+
+struct Summary {
+  std::string area, metric, value, target, met;
+};
+std::vector<Summary> summaries;
+
+std::string fmt_num(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+void summary(const std::string& metric, double value, int digits, const std::string& target,
+             const char* met) {
+  summaries.push_back({"embedding", metric, fmt_num(value, digits), target, met});
+}
+
+// Median time in ms of `fn` over `reps` runs after `warmup`, timed with events on the CUDA
+// device (or the host clock on the CPU).
+double time_ms(bool cuda, int device, int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i)
+    fn();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    if (cuda) {
+      const StreamHandle s = current_stream(device);
+      Event start = Event::create(device, true), stop = Event::create(device, true);
+      synchronize_stream(s);
+      start.record(s);
+      fn();
+      stop.record(s);
+      stop.synchronize();
+      times.push_back(Event::elapsed_ms(start, stop));
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Device-to-device copy bandwidth, counting bytes read plus bytes written.
+double copy_bandwidth_gbs(int device) {
+  const std::size_t bytes = std::size_t{1} << 30;
+  Tensor a = Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, DType::F32, Place::cuda(device));
+  Tensor b = Tensor::empty({static_cast<std::int64_t>(bytes / 4)}, DType::F32, Place::cuda(device));
+  const double ms = time_ms(true, device, 2, 10, [&] {
+    copy_bytes(b.data(), b.place(), a.data(), a.place(), bytes, current_stream(device));
+  });
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+// ---- (a) hash table ----------------------------------------------------------------------------
+
+template <class Key>
+std::vector<Key> unique_keys(std::int64_t first, std::int64_t n) {
+  // hash_key is a bijection on the key type's bits, so distinct counters give distinct keys.
+  std::vector<Key> keys(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    Key k = static_cast<Key>(hash_key(static_cast<Key>(first + i)));
+    if (k == empty_key<Key>()) k = static_cast<Key>(0);  // one key in 2^32 at most
+    keys[i] = k;
+  }
+  return keys;
+}
+
+void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double copy_gbs) {
+  const Place place = cuda ? Place::cuda(device) : Place::host();
+  std::printf("\n(a) hash table: %lld slots on %s\n", static_cast<long long>(slot_count),
+              place.to_string().c_str());
+  std::printf("%-5s %-5s %-14s %12s %10s %14s\n", "key", "load", "operation", "G keys/s", "ms",
+              "of bound");
+  for (DType dtype : {DType::U32, DType::I64}) {
+    for (double load : {0.5, 0.75}) {
+      const auto n = static_cast<std::int64_t>(load * slot_count);
+      Tensor present, absent;
+      if (dtype == DType::U32) {
+        present = Tensor::from_vector(unique_keys<std::uint32_t>(0, n), place);
+        absent = Tensor::from_vector(unique_keys<std::uint32_t>(n, n), place);
+      } else {
+        present = Tensor::from_vector(unique_keys<std::int64_t>(0, n), place);
+        absent = Tensor::from_vector(unique_keys<std::int64_t>(n, n), place);
+      }
+      Tensor rows = Tensor::empty({n}, DType::I64, place);
+      auto table = std::make_unique<HashTable>(dtype, n, place, slot_count, "bench");
+      // Insert into an empty table each time (clear() is outside the timed region).
+      std::vector<double> insert_times;
+      for (int rep = 0; rep < 3; ++rep) {
+        table->clear();
+        insert_times.push_back(
+            time_ms(cuda, device, 0, 1, [&] { table->insert_or_find(present, rows); }));
+      }
+      std::sort(insert_times.begin(), insert_times.end());
+      const double insert_ms = insert_times[1];
+      const double find_ms = time_ms(cuda, device, 1, 5, [&] { table->find(present, rows); });
+      const double miss_ms = time_ms(cuda, device, 1, 5, [&] { table->find(absent, rows); });
+      // Bandwidth bound of one key: read it, write its row (8 bytes), and one random 32-byte
+      // sector of the slot array (a probe that stays within its sector).
+      const double bytes_per_key = static_cast<double>(dtype_size(dtype)) + 8 + 32;
+      const double bound = copy_gbs * 1e9 / bytes_per_key;
+      for (auto [name, ms] : {std::pair<const char*, double>{"insert_or_find", insert_ms},
+                              {"find present", find_ms},
+                              {"find absent", miss_ms}}) {
+        const double rate = n / (ms * 1e-3);
+        std::printf("%-5s %-5.2f %-14s %12.2f %10.3f %13.0f%%\n", dtype_name(dtype).data(), load,
+                    name, rate / 1e9, ms, cuda ? 100.0 * rate / bound : 0.0);
+        if (cuda && load == 0.5) {
+          const std::string metric = std::string("hash ") + name + " " +
+                                     std::string(dtype_name(dtype)) + " load 0.5 (G keys/s)";
+          const bool is_insert = std::string(name) == "insert_or_find";
+          const bool is_present = std::string(name) == "find present";
+          if (is_insert || is_present) {
+            const double target = is_insert ? 4.0 : 10.0;
+            summary(metric, rate / 1e9, 2, ">= " + fmt_num(target, 0),
+                    rate / 1e9 >= target ? "yes" : "no");
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- (b) DLRM-shaped embedding step
+// --------------------------------------------------------------
+
+struct StepShape {
+  std::vector<std::int64_t> sizes;
+  std::int64_t batch = 0, dim = 0;
+  int pooling = 1;
+};
+
+// Power-law keys: rank r of table t is drawn log-uniformly (P(r) ~ 1/r), then scattered over
+// the table by a fixed permutation-like mix so that hot keys are not neighbours.
+CsrTensor make_batch(const StepShape& s, std::uint64_t seed, Place place) {
+  const std::int64_t S = static_cast<std::int64_t>(s.sizes.size());
+  std::vector<std::int64_t> offsets(s.batch * S + 1), keys(s.batch * S * s.pooling);
+  std::vector<std::int64_t> begin(S, 0);
+  for (std::int64_t t = 1; t < S; ++t)
+    begin[t] = begin[t - 1] + s.sizes[t - 1];
+  std::int64_t k = 0;
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t t = 0; t < S; ++t) {
+      offsets[b * S + t] = k;
+      for (int j = 0; j < s.pooling; ++j, ++k) {
+        const double u = random::uniform01(seed, static_cast<std::uint64_t>(k));
+        const auto rank = static_cast<std::uint64_t>(
+                              std::exp(u * std::log(static_cast<double>(s.sizes[t]) + 1.0))) -
+                          1;
+        keys[k] = begin[t] + static_cast<std::int64_t>(random::mix64(rank) % s.sizes[t]);
+      }
+    }
+  }
+  offsets[s.batch * S] = k;
+  return CsrTensor(Tensor::from_vector(offsets, place), Tensor::from_vector(keys, place), k);
+}
+
+struct StepResult {
+  double forward_ms = 0, pool_ms = 0, backward_update_ms = 0, update_kernel_ms = 0, step_ms = 0;
+  double forward_bytes = 0, update_bytes = 0;
+};
+
+StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerType opt,
+                      Communicator& comm) {
+  const Place place = comm.place();
+  const std::int64_t S = static_cast<std::int64_t>(shape.sizes.size()), V = shape.dim;
+  EmbeddingConfig c;
+  c.name = "dlrm";
+  c.type = EmbeddingType::DistributedSlotHash;
+  c.vec_size = V;
+  c.slot_num = S;
+  c.key_dtype = DType::I64;
+  c.seed = 1;
+  std::int64_t total = 0;
+  for (auto s : shape.sizes)
+    total += s;
+  c.max_vocabulary_size_per_gpu = total;
+  OptimizerConfig o;
+  o.type = opt;
+  o.schedule.base_lr = 0.01f;
+  SparseEmbedding emb(c, o, comm);
+  std::vector<CsrTensor> batches;
+  for (int i = 0; i < 3; ++i)
+    batches.push_back(make_batch(shape, 100 + i, place));
+  const Tensor grad = Tensor::uniform({shape.batch, S, V}, -1, 1, 5, DType::F32, place);
+  int next = 0;
+  auto step = [&] {
+    emb.forward(batches[next++ % 3], 0, shape.batch);
+    emb.backward(grad);
+    emb.update();
+  };
+  StepResult r;
+  // Warm up: insert the keys of all batches.
+  for (int i = 0; i < 3; ++i)
+    step();
+  const int reps = cuda ? 7 : 2;
+  r.step_ms = time_ms(cuda, device, 1, reps, step);
+  r.forward_ms =
+      time_ms(cuda, device, 1, reps, [&] { emb.forward(batches[next++ % 3], 0, shape.batch); });
+  // Backward + update of the last forward (re-run forward outside the timed region).
+  std::vector<double> bu;
+  for (int i = 0; i < reps; ++i) {
+    emb.forward(batches[next++ % 3], 0, shape.batch);
+    bu.push_back(time_ms(cuda, device, 0, 1, [&] {
+      emb.backward(grad);
+      emb.update();
+    }));
+  }
+  std::sort(bu.begin(), bu.end());
+  r.backward_update_ms = bu[bu.size() / 2];
+
+  // The pooling kernel alone, on rows looked up once (the part of forward bounded by bandwidth).
+  const CsrTensor& b0 = batches[0];
+  const std::int64_t n = b0.nnz(), bags = shape.batch * S;
+  Tensor rows = Tensor::empty({n}, DType::I64, place);
+  // Rows of a fresh table in the same shape: row = key's position in a table filled with these
+  // keys; the exact rows do not matter for the bandwidth, only that they are spread like a
+  // hash table's.
+  HashTable table(DType::I64, total, place, 0, "bench");
+  table.insert_or_find(b0.values(), rows);
+  Tensor values = Tensor::uniform({table.size(), V}, -1, 1, 3, DType::F32, place);
+  Tensor scale = Tensor::ones({bags}, DType::F32, place);
+  Tensor out = Tensor::empty({bags, V}, DType::F32, place);
+  const StreamHandle s = cuda ? current_stream(device) : nullptr;
+  auto pool = [&] {
+#if EMBER_WITH_CUDA
+    if (cuda) {
+      kernels::cuda::pool(b0.row_offsets().data<std::int64_t>(), rows.data<std::int64_t>(),
+                          scale.data<float>(), bags, values.data<float>(), V, out.data<float>(), s);
+      return;
+    }
+#endif
+    kernels::cpu::pool(b0.row_offsets().data<std::int64_t>(), rows.data<std::int64_t>(),
+                       scale.data<float>(), bags, values.data<float>(), V, out.data<float>(), s);
+  };
+  r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
+  // The fused update kernel alone on this batch's segments.
+  Tensor sorted = Tensor::empty({n}, DType::I64, place),
+         unique = Tensor::empty({n}, DType::I64, place);
+  Tensor seg_off = Tensor::empty({n + 1}, DType::I64, place);
+  Tensor entry_bag = Tensor::empty({n}, DType::I64, place);
+  {
+    std::vector<std::int64_t> eb(n);
+    const auto off = b0.row_offsets().to(Place::host()).to_vector<std::int64_t>();
+    for (std::int64_t bag = 0; bag < bags; ++bag) {
+      for (std::int64_t e = off[bag]; e < off[bag + 1]; ++e)
+        eb[e] = bag;
+    }
+    entry_bag.copy_from(Tensor::from_vector(eb));
+  }
+  Tensor state = Tensor::zeros({table.size(), V}, DType::F32, place);
+  std::int64_t unique_count = 0;
+#if EMBER_WITH_CUDA
+  if (cuda) {
+    unique_count = kernels::cuda::segments(rows.data<std::int64_t>(), n, table.size(),
+                                           sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
+                                           seg_off.data<std::int64_t>(), s);
+  }
+#endif
+  if (!cuda) {
+    unique_count = kernels::cpu::segments(rows.data<std::int64_t>(), n, table.size(),
+                                          sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
+                                          seg_off.data<std::int64_t>(), s);
+  }
+  const kernels::Segments seg{sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
+                              seg_off.data<std::int64_t>(), unique_count};
+  const kernels::RowStates st{opt == OptimizerType::AdaGrad ? state.data<float>() : nullptr,
+                              nullptr, nullptr};
+  const UpdateStep u = make_update_step(o, 0.01f, 1);
+  const Tensor grad2 = grad.reshape({bags, V});
+  auto update = [&] {
+#if EMBER_WITH_CUDA
+    if (cuda) {
+      kernels::cuda::update_rows(seg, entry_bag.data<std::int64_t>(), scale.data<float>(),
+                                 grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr,
+                                 s);
+      return;
+    }
+#endif
+    kernels::cpu::update_rows(seg, entry_bag.data<std::int64_t>(), scale.data<float>(),
+                              grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr, s);
+  };
+  r.update_kernel_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, update);
+  // Bytes that must move: forward reads every looked-up row and writes every pooled bag;
+  // the update reads each entry's bag gradient and reads + writes each touched row (and its
+  // AdaGrad accumulator).
+  const double row = 4.0 * V;
+  r.forward_bytes = row * (n + bags);
+  r.update_bytes = row * (n + 2.0 * unique_count * (opt == OptimizerType::AdaGrad ? 2 : 1));
+  std::printf("    %lld lookups, %lld distinct rows in the batch\n", static_cast<long long>(n),
+              static_cast<long long>(unique_count));
+  return r;
+}
+
+struct TorchResult {
+  bool ok = false;
+  double forward_ms = 0, backward_update_ms = 0, step_ms = 0;
+};
+
+double json_number(const std::string& text, const std::string& key) {
+  const auto at = text.find("\"" + key + "\"");
+  if (at == std::string::npos) return NAN;
+  const auto colon = text.find(':', at);
+  return std::strtod(text.c_str() + colon + 1, nullptr);
+}
+
+// Runs the peer once for both optimizers; results by optimizer name ("sgd", "adagrad").
+std::map<std::string, TorchResult> run_torch(const StepShape& s, const std::string& script) {
+  std::map<std::string, TorchResult> results;
+  if (std::system("python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' "
+                  ">/dev/null 2>&1") != 0) {
+    std::printf("    PyTorch peer: skipped (python3 with CUDA torch not found)\n");
+    return results;
+  }
+  std::string sizes;
+  for (auto v : s.sizes) {
+    if (!sizes.empty()) sizes += ',';
+    sizes += std::to_string(v);
+  }
+  const std::string cmd = "python3 " + script + " --json --batch " + std::to_string(s.batch) +
+                          " --dim " + std::to_string(s.dim) + " --pooling " +
+                          std::to_string(s.pooling) + " --optimizer sgd,adagrad --sizes " + sizes +
+                          " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return results;
+  std::string all;
+  char buf[8192];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) {
+    const std::string line = buf;
+    all += line;
+    for (const char* name : {"sgd", "adagrad"}) {
+      if (line.find(std::string("\"optimizer\": \"") + name + "\"") == std::string::npos) continue;
+      TorchResult r;
+      r.forward_ms = json_number(line, "forward_ms");
+      r.backward_update_ms = json_number(line, "backward_update_ms");
+      r.step_ms = json_number(line, "step_ms");
+      r.ok = std::isfinite(r.step_ms);
+      results[name] = r;
+    }
+  }
+  const int rc = pclose(pipe);
+  if (rc != 0 || results.size() != 2) {
+    std::printf("    PyTorch peer failed (rc %d): %s\n", rc, all.c_str());
+  }
+  return results;
+}
+
+void bench_dlrm(bool cuda, int device, const StepShape& base, double copy_gbs, bool torch,
+                const std::string& torch_script) {
+  std::printf("\n(b) DLRM-shaped step: %zu tables, dim %lld, batch %lld, power-law keys\n",
+              base.sizes.size(), static_cast<long long>(base.dim),
+              static_cast<long long>(base.batch));
+  std::vector<CommunicatorPtr> comms;
+  if (cuda) {
+    comms = make_nccl_communicators({device});
+  } else {
+    comms = make_in_process_communicators(1);
+  }
+  for (int pooling : {1, 8}) {
+    std::map<std::string, TorchResult> peer;
+    for (OptimizerType opt : {OptimizerType::SGD, OptimizerType::AdaGrad}) {
+      StepShape shape = base;
+      shape.pooling = pooling;
+      std::printf("  pooling %d, %s:\n", pooling, optimizer_name(opt));
+      const StepResult r = bench_step(cuda, device, shape, opt, *comms[0]);
+      const double fwd_gbs = r.forward_bytes / (r.pool_ms * 1e-3) / 1e9;
+      const double upd_gbs = r.update_bytes / (r.update_kernel_ms * 1e-3) / 1e9;
+      const double fwd_all_gbs = r.forward_bytes / (r.forward_ms * 1e-3) / 1e9;
+      const double bu_all_gbs = r.update_bytes / (r.backward_update_ms * 1e-3) / 1e9;
+      auto pct = [&](double gbs) { return cuda ? 100.0 * gbs / copy_gbs : 0.0; };
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n", "forward, pool kernel",
+                  r.pool_ms, fwd_gbs, pct(fwd_gbs));
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n",
+                  "forward, whole (select+hash+pool)", r.forward_ms, fwd_all_gbs, pct(fwd_all_gbs));
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n", "update, fused kernel",
+                  r.update_kernel_ms, upd_gbs, pct(upd_gbs));
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n",
+                  "backward + update (sort+update)", r.backward_update_ms, bu_all_gbs,
+                  pct(bu_all_gbs));
+      const double sps = shape.batch / (r.step_ms * 1e-3);
+      std::printf("    %-34s %9.3f ms %9.2f M samples/s\n", "whole step", r.step_ms, sps / 1e6);
+      if (!cuda) continue;
+      const std::string tag = "pooling " + std::to_string(pooling) + " " + optimizer_name(opt);
+      if (opt == OptimizerType::SGD) {
+        summary("forward pool kernel, " + tag + " (% of copy)", pct(fwd_gbs), 0, ">= 85",
+                pct(fwd_gbs) >= 85 ? "yes" : "no");
+      }
+      summary("update kernel, " + tag + " (% of copy)", pct(upd_gbs), 0, ">= 60",
+              pct(upd_gbs) >= 60 ? "yes" : "no");
+      summary("whole step, " + tag + " (M samples/s)", sps / 1e6, 2, "-", "-");
+      if (torch) {
+        // The peer runs once per pooling, after Ember's SGD case has freed its tables.
+        if (peer.empty()) peer = run_torch(shape, torch_script);
+        const TorchResult t = peer[opt == OptimizerType::SGD ? "sgd" : "adagrad"];
+        if (t.ok) {
+          std::printf("    %-34s %9.3f ms (forward %.3f, backward+update %.3f)\n",
+                      "PyTorch EmbeddingBag step", t.step_ms, t.forward_ms, t.backward_update_ms);
+          const double speedup = t.step_ms / r.step_ms;
+          std::printf("    %-34s %9.2fx\n", "Ember / PyTorch speed", speedup);
+          summary("step speed vs PyTorch, " + tag + " (x)", speedup, 2, ">= 2",
+                  speedup >= 2 ? "yes" : "no");
+        } else {
+          summary("step speed vs PyTorch, " + tag + " (x)", NAN, 2, ">= 2", "-");
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, torch = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick")
+      quick = true;
+    else if (a == "--no-torch")
+      torch = false;
+    else {
+      std::fprintf(stderr, "usage: bench_embedding [--quick] [--no-torch]\n");
+      return 2;
+    }
+  }
+  // The peer script sits next to this source file in the checkout.
+  const std::string script = std::string(EMBER_BENCH_SOURCE_DIR) + "/torch_embedding.py";
+  try {
+    const bool cuda = !quick && cuda_available();
+    if (!quick && !cuda) {
+      std::printf("no CUDA device: running the --quick CPU mode\n");
+    }
+    if (!cuda) {
+      bench_hash_table(false, 0, 1 << 16, 0);
+      StepShape s;
+      for (auto v : kCriteoKaggleSizes)
+        s.sizes.push_back(std::max<std::int64_t>(1, v / 1000));
+      s.batch = 256;
+      s.dim = 16;
+      bench_dlrm(false, 0, s, 0, false, script);
+      std::printf("\nquick CPU mode: no SUMMARY figures (they are measured on the GPU)\n");
+      return 0;
+    }
+    const int device = 0;
+    const double copy_gbs = copy_bandwidth_gbs(device);
+    std::printf("device copy bandwidth (read + write): %.1f GB/s\n", copy_gbs);
+    summary("device copy bandwidth (GB/s)", copy_gbs, 0, "-", "-");
+    bench_hash_table(true, device, std::int64_t{1} << 27, copy_gbs);
+    StepShape s;
+    s.sizes = kCriteoKaggleSizes;
+    s.batch = 65536;
+    s.dim = 128;
+    bench_dlrm(true, device, s, copy_gbs, torch, script);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_embedding failed: %s\n", e.what());
+    return 1;
+  }
+  std::printf("\n");
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | %s | %s | %s | %s | %s\n", s.area.c_str(), s.metric.c_str(),
+                s.value.c_str(), s.target.c_str(), s.met.c_str());
+  }
+  return 0;
+}

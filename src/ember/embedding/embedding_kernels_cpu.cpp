@@ -1,0 +1,262 @@
+// CPU implementations of the embedding steps (the reference the CUDA ones are tested against).
+// Parallel over bags / rows with OpenMP; every sum runs in entry order, like the CUDA kernels,
+// so the two agree closely.
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "ember/core/error.hpp"
+#include "ember/embedding/embedding_kernels.hpp"
+
+namespace ember::embedding::kernels::cpu {
+
+namespace {
+
+// The global CSR row and the owner test of bag `bag`.
+struct BagMap {
+  const SelectArgs& a;
+  std::int64_t global_row(std::int64_t bag) const {
+    if (a.sharding == Sharding::Distributed) return bag;
+    const std::int64_t b = bag / a.owned_count, j = bag % a.owned_count;
+    return b * a.slot_num + a.owned_slots[j];
+  }
+  template <class Key>
+  bool owns(Key key) const {
+    if (a.sharding == Sharding::Localized || a.ranks == 1) return true;
+    return static_cast<std::uint64_t>(key) % static_cast<std::uint64_t>(a.ranks) ==
+           static_cast<std::uint64_t>(a.rank);
+  }
+};
+
+template <class Key>
+std::int64_t select_impl(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,
+                         Key* local_keys, std::int64_t* entry_bag, float* scale) {
+  const BagMap map{a};
+  const std::int64_t bags = a.bags();
+  local_offsets[0] = 0;
+#pragma omp parallel for schedule(static) if (bags >= 16384)
+  for (std::int64_t bag = 0; bag < bags; ++bag) {
+    const std::int64_t g = map.global_row(bag);
+    std::int64_t count = 0;
+    for (std::int64_t e = a.offsets[g]; e < a.offsets[g + 1]; ++e)
+      count += map.owns(keys[e]);
+    local_offsets[bag + 1] = count;
+    const std::int64_t nnz = a.offsets[g + 1] - a.offsets[g];
+    scale[bag] = !a.mean ? 1.0f : (nnz == 0 ? 0.0f : 1.0f / static_cast<float>(nnz));
+  }
+  for (std::int64_t bag = 0; bag < bags; ++bag)
+    local_offsets[bag + 1] += local_offsets[bag];
+#pragma omp parallel for schedule(static) if (bags >= 16384)
+  for (std::int64_t bag = 0; bag < bags; ++bag) {
+    const std::int64_t g = map.global_row(bag);
+    std::int64_t out = local_offsets[bag];
+    for (std::int64_t e = a.offsets[g]; e < a.offsets[g + 1]; ++e) {
+      if (map.owns(keys[e])) {
+        local_keys[out] = keys[e];
+        entry_bag[out] = bag;
+        ++out;
+      }
+    }
+  }
+  return local_offsets[bags];
+}
+
+template <class Key>
+std::int64_t onehot_impl(const OneHotArgs& a, const Key* keys, const std::int64_t* entry_bag,
+                         std::int64_t n, std::int64_t* rows) {
+  std::int64_t bad = -1;
+  for (std::int64_t e = 0; e < n; ++e) {
+    const std::int64_t j = entry_bag[e] % a.owned_count;
+    const auto key = static_cast<std::int64_t>(keys[e]);
+    if (key < a.begin[j] || key >= a.begin[j] + a.size[j]) {
+      rows[e] = -1;
+      if (bad < 0) bad = e;
+      continue;
+    }
+    rows[e] = a.local_base[j] + (key - a.begin[j]);
+  }
+  return bad;
+}
+
+template <class Key>
+void init_impl(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
+               const Key* keys_by_row, std::uint64_t seed, float bound) {
+#pragma omp parallel for schedule(static) if (end - first >= 1024)
+  for (std::int64_t r = first; r < end; ++r) {
+    const auto key = static_cast<std::uint64_t>(keys_by_row[r]);
+    float* row = values + r * vec_size;
+    for (std::int64_t c = 0; c < vec_size; ++c)
+      row[c] = initial_value(seed, key, c, bound);
+  }
+}
+
+// One optimizer step on a row; s0/s1 may be null (unused by the optimizer).
+void step_row(const UpdateStep& u, float* w, const float* g, float* s0, float* s1,
+              std::int64_t vec_size) {
+  float dummy0 = 0, dummy1 = 0;
+  for (std::int64_t c = 0; c < vec_size; ++c) {
+    apply_update(u, w[c], g == nullptr ? 0.0f : g[c], s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1);
+  }
+}
+
+void catch_up_row(const LazyParams& lazy, float* w, float* s0, float* s1, std::int64_t vec_size,
+                  std::int64_t from, std::int64_t to) {
+  float dummy0 = 0, dummy1 = 0;
+  for (std::int64_t c = 0; c < vec_size; ++c) {
+    catch_up(lazy, w[c], s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1, from, to);
+  }
+}
+
+float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
+  return base == nullptr ? nullptr : base + row * vec_size;
+}
+
+}  // namespace
+
+#define EMBER_CPU_KERNELS(Key)                                                                 \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets, \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,            \
+                            StreamHandle) {                                                    \
+    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale);             \
+  }                                                                                            \
+  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
+                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,  \
+                           StreamHandle) {                                                     \
+    return onehot_impl<Key>(a, local_keys, entry_bag, n, rows);                                \
+  }                                                                                            \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
+                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle) {      \
+    init_impl<Key>(values, vec_size, first, end, keys_by_row, seed, bound);                    \
+  }
+EMBER_CPU_KERNELS(std::uint32_t)
+EMBER_CPU_KERNELS(std::int64_t)
+#undef EMBER_CPU_KERNELS
+
+void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
+          std::int64_t bags, const float* values, std::int64_t vec_size, float* out, StreamHandle) {
+#pragma omp parallel for schedule(static) if (bags * vec_size >= 65536)
+  for (std::int64_t bag = 0; bag < bags; ++bag) {
+    float* o = out + bag * vec_size;
+    std::fill(o, o + vec_size, 0.0f);
+    for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
+      if (rows[e] < 0) continue;
+      const float* v = values + rows[e] * vec_size;
+      for (std::int64_t c = 0; c < vec_size; ++c)
+        o[c] += v[c];
+    }
+    const float s = scale[bag];
+    for (std::int64_t c = 0; c < vec_size; ++c)
+      o[c] *= s;
+  }
+}
+
+std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t,
+                      std::int64_t* sorted_entries, std::int64_t* unique_rows,
+                      std::int64_t* offsets, StreamHandle) {
+  std::iota(sorted_entries, sorted_entries + n, std::int64_t{0});
+  std::stable_sort(sorted_entries, sorted_entries + n,
+                   [&](std::int64_t x, std::int64_t y) { return rows[x] < rows[y]; });
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i == 0 || rows[sorted_entries[i]] != rows[sorted_entries[i - 1]]) {
+      unique_rows[count] = rows[sorted_entries[i]];
+      offsets[count] = i;
+      ++count;
+    }
+  }
+  offsets[count] = n;
+  return count;
+}
+
+void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,
+                   std::int64_t vec_size, RowStates st, std::int64_t target, const LazyParams& lazy,
+                   StreamHandle) {
+#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t r = rows == nullptr ? i : rows[i];
+    if (r < 0 || st.last_step[r] >= target) continue;
+    catch_up_row(lazy, row_of(values, r, vec_size), row_of(st.s0, r, vec_size),
+                 row_of(st.s1, r, vec_size), vec_size, st.last_step[r], target);
+    st.last_step[r] = target;
+  }
+}
+
+void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float* scale,
+                 const float* grad, float* values, std::int64_t vec_size, RowStates st,
+                 std::int64_t step, const UpdateStep& u, const LazyParams* lazy, StreamHandle) {
+#pragma omp parallel if (seg.count * vec_size >= 65536)
+  {
+    std::vector<float> g(vec_size);
+#pragma omp for schedule(static)
+    for (std::int64_t k = 0; k < seg.count; ++k) {
+      const std::int64_t r = seg.unique_rows[k];
+      if (r < 0) continue;
+      std::fill(g.begin(), g.end(), 0.0f);
+      for (std::int64_t i = seg.offsets[k]; i < seg.offsets[k + 1]; ++i) {
+        const std::int64_t bag = entry_bag[seg.sorted_entries[i]];
+        const float s = scale[bag];
+        const float* gb = grad + bag * vec_size;
+        for (std::int64_t c = 0; c < vec_size; ++c)
+          g[c] += gb[c] * s;
+      }
+      float* w = row_of(values, r, vec_size);
+      float* s0 = row_of(st.s0, r, vec_size);
+      float* s1 = row_of(st.s1, r, vec_size);
+      if (lazy != nullptr && st.last_step[r] < step - 1) {
+        catch_up_row(*lazy, w, s0, s1, vec_size, st.last_step[r], step - 1);
+      }
+      step_row(u, w, g.data(), s0, s1, vec_size);
+      if (st.last_step != nullptr) st.last_step[r] = step;
+    }
+  }
+}
+
+void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size, RowStates st,
+                      std::int64_t step, const UpdateStep& u, StreamHandle) {
+#pragma omp parallel for schedule(static) if (rows * vec_size >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (st.last_step[r] == step) continue;
+    step_row(u, row_of(values, r, vec_size), nullptr, row_of(st.s0, r, vec_size),
+             row_of(st.s1, r, vec_size), vec_size);
+    st.last_step[r] = step;
+  }
+}
+
+void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,
+                 std::int64_t vec_size, StreamHandle) {
+#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
+  for (std::int64_t i = 0; i < count; ++i) {
+    float* d = dst + i * vec_size;
+    if (index[i] < 0) {
+      std::fill(d, d + vec_size, 0.0f);
+    } else {
+      std::memcpy(d, src + index[i] * vec_size, sizeof(float) * vec_size);
+    }
+  }
+}
+
+void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,
+                  std::int64_t vec_size, StreamHandle) {
+#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::memcpy(dst + index[i] * vec_size, src + i * vec_size, sizeof(float) * vec_size);
+  }
+}
+
+void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, std::int64_t value,
+                StreamHandle) {
+  std::fill(last_step + first, last_step + end, value);
+}
+
+void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
+                      const std::int64_t* entry_bag, std::int64_t n,
+                      const std::int64_t* owned_slots, std::int64_t owned_count, std::int64_t first,
+                      std::int64_t end, StreamHandle) {
+  for (std::int64_t e = 0; e < n; ++e) {
+    const std::int64_t r = rows[e];
+    if (r >= first && r < end) row_slot[r] = owned_slots[entry_bag[e] % owned_count];
+  }
+}
+
+}  // namespace ember::embedding::kernels::cpu

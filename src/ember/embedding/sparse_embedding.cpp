@@ -1,0 +1,515 @@
+#include "ember/embedding/sparse_embedding.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "ember/core/error.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/embedding/embedding_kernels.hpp"
+#include "ember/tensor/ops.hpp"
+
+// Runs a step on the CPU or on CUDA, by the rank's place.
+#if EMBER_WITH_CUDA
+#define EMBER_KERNEL(fn, ...)                                            \
+  (place_.is_cuda() ? ::ember::embedding::kernels::cuda::fn(__VA_ARGS__) \
+                    : ::ember::embedding::kernels::cpu::fn(__VA_ARGS__))
+#else
+#define EMBER_KERNEL(fn, ...) ::ember::embedding::kernels::cpu::fn(__VA_ARGS__)
+#endif
+
+namespace ember::embedding {
+
+namespace {
+
+template <class F>
+void dispatch_key(DType t, F&& f) {
+  switch (t) {
+    case DType::U32:
+      f(TypeTag<std::uint32_t>{});
+      return;
+    case DType::I64:
+      f(TypeTag<std::int64_t>{});
+      return;
+    default:
+      EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
+  }
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// Device-side guard that is a no-op on the host.
+struct PlaceGuard {
+  explicit PlaceGuard(Place p) {
+    if (p.is_cuda()) guard.emplace(p.device());
+  }
+  std::optional<DeviceGuard> guard;
+};
+
+}  // namespace
+
+// The bookkeeping of one forward, kept for backward and update.
+struct SparseEmbedding::Batch {
+  std::int64_t global_batch = 0, local_size = 0, bags = 0, entries = 0;
+  Tensor local_offsets, local_keys, entry_bag, scale, rows;
+  Tensor sorted_entries, unique_rows, segment_offsets;
+  std::int64_t unique = 0;
+  Tensor grad;  // [bags, vec_size] after backward
+};
+
+SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const OptimizerConfig& optimizer,
+                                 Communicator& comm)
+    : config_(std::move(config)),
+      optimizer_(config_.optimizer.value_or(optimizer)),
+      comm_(comm),
+      place_(comm.place()) {
+  config_.validate();
+  ember::validate(optimizer_, where() + ".optimizer");
+  EMBER_CHECK(place_.is_host() || place_.is_cuda(), where(),
+              ": ranks live on the host or a "
+              "CUDA device, not ",
+              place_);
+  PlaceGuard guard(place_);
+  schedule_ = LearningRateSchedule(optimizer_.schedule);
+  const int D = comm_.size(), r = comm_.rank();
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  std::vector<std::int64_t> slot_begin(S + 1, 0);
+  if (!config_.slot_size_array.empty()) {
+    for (std::int64_t s = 0; s < S; ++s)
+      slot_begin[s + 1] = slot_begin[s] + config_.slot_size_array[s];
+  }
+  if (is_localized(config_.type)) {
+    for (std::int64_t s = r; s < S; s += D)
+      owned_slots_.push_back(s);
+    owned_slots_dev_ = Tensor::from_vector(
+        owned_slots_.empty() ? std::vector<std::int64_t>{0} : owned_slots_, place_);
+  }
+  std::int64_t owned_vocabulary = 0;
+  for (std::int64_t s : owned_slots_) {
+    if (!config_.slot_size_array.empty()) owned_vocabulary += config_.slot_size_array[s];
+  }
+  switch (config_.type) {
+    case EmbeddingType::DistributedSlotHash:
+      capacity_ = config_.configured_capacity();
+      break;
+    case EmbeddingType::LocalizedSlotHash:
+      capacity_ = config_.slot_size_array.empty() ? config_.configured_capacity()
+                                                  : std::max<std::int64_t>(1, owned_vocabulary);
+      break;
+    case EmbeddingType::LocalizedSlotOneHot:
+      capacity_ = owned_vocabulary;
+      break;
+  }
+  if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
+    std::vector<std::int64_t> begin, size, base, keys;
+    std::int64_t next = 0;
+    for (std::int64_t s : owned_slots_) {
+      begin.push_back(slot_begin[s]);
+      size.push_back(config_.slot_size_array[s]);
+      base.push_back(next);
+      next += config_.slot_size_array[s];
+      for (std::int64_t k = 0; k < config_.slot_size_array[s]; ++k)
+        keys.push_back(slot_begin[s] + k);
+    }
+    auto upload = [&](std::vector<std::int64_t> v) {
+      if (v.empty()) v.push_back(0);
+      return Tensor::from_vector(v, place_);
+    };
+    onehot_begin_ = upload(begin);
+    onehot_size_ = upload(size);
+    onehot_base_ = upload(base);
+    onehot_keys_ = Tensor::from_vector(keys, Place::host()).to(config_.key_dtype).to(place_);
+  } else {
+    table_ = std::make_unique<HashTable>(
+        config_.key_dtype, capacity_, place_, 0, where(),
+        "raise workspace_size_per_gpu_in_mb or max_vocabulary_size_per_gpu in its "
+        "sparse_embedding_hparam");
+  }
+  values_ = Tensor::empty({capacity_, V}, DType::F32, place_);
+  for (int k = 0; k < optimizer_.state_count(); ++k) {
+    Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
+    (k == 0 ? state0_ : state1_) = st;
+  }
+  if (optimizer_.update_type != UpdateType::Local) {
+    last_step_ = Tensor::zeros({capacity_}, DType::I64, place_);
+  }
+  if (config_.type == EmbeddingType::LocalizedSlotHash) {
+    row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
+  }
+  if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0) {
+    dispatch_key(config_.key_dtype, [&](auto tag) {
+      using Key = typename decltype(tag)::type;
+      EMBER_KERNEL(init_rows, values_.data<float>(), V, 0, capacity_, onehot_keys_.data<Key>(),
+                   config_.seed, config_.init_bound, stream());
+    });
+  }
+}
+
+SparseEmbedding::~SparseEmbedding() = default;
+
+std::string SparseEmbedding::where() const {
+  return cat("embedding layer '", config_.name, "' (rank ", comm_.rank(), " of ", comm_.size(),
+             ")");
+}
+
+StreamHandle SparseEmbedding::stream() const {
+  return place_.is_cuda() ? current_stream(place_.device()) : nullptr;
+}
+
+std::int64_t SparseEmbedding::rows_in_use() const {
+  return table_ ? table_->size() : capacity_;
+}
+
+std::vector<std::string> SparseEmbedding::state_names() const {
+  switch (optimizer_.type) {
+    case OptimizerType::SGD:
+      return {};
+    case OptimizerType::MomentumSGD:
+    case OptimizerType::Nesterov:
+      return {"momentum"};
+    case OptimizerType::Adam:
+      return {"adam_m", "adam_v"};
+    case OptimizerType::AdaGrad:
+      return {"adagrad_accumulator"};
+  }
+  return {};
+}
+
+Tensor SparseEmbedding::scratch(const std::string& name, std::int64_t numel, DType dtype) {
+  Tensor& t = scratch_[name];
+  if (!t.defined() || t.dtype() != dtype || t.numel() < std::max<std::int64_t>(numel, 1)) {
+    t = Tensor::empty({std::max<std::int64_t>(numel, 1) + numel / 4}, dtype, place_);
+  }
+  return t.slice(0, 0, numel);
+}
+
+void SparseEmbedding::check_batch(const CsrTensor& batch, std::int64_t local_offset,
+                                  std::int64_t local_size, std::int64_t* global_batch) const {
+  EMBER_CHECK(batch.defined(), where(), ": forward got an empty batch");
+  EMBER_CHECK(batch.place() == place_, where(), ": the batch is on ", batch.place(),
+              " but this rank works on ", place_);
+  EMBER_CHECK(batch.dtype() == config_.key_dtype, where(), ": the batch has ",
+              dtype_name(batch.dtype()), " keys but the layer expects ",
+              dtype_name(config_.key_dtype), " (solver input_key_type)");
+  const std::int64_t S = config_.slot_num, D = comm_.size();
+  EMBER_CHECK(batch.rows() % S == 0, where(), ": the batch has ", batch.rows(),
+              " CSR rows, not a multiple of slot_num ", S);
+  const std::int64_t B = batch.rows() / S;
+  EMBER_CHECK(B % D == 0, where(), ": the global batch of ", B,
+              " samples does not split evenly over ", D, " ranks");
+  EMBER_CHECK(local_size == B / D && local_offset == comm_.rank() * (B / D), where(),
+              ": this rank's samples must be [", comm_.rank() * (B / D), ", ",
+              (comm_.rank() + 1) * (B / D), ") of the global batch of ", B, ", got [", local_offset,
+              ", ", local_offset + local_size, ")");
+  if (config_.max_feature_num_per_sample > 0) {
+    EMBER_CHECK(batch.nnz() <= B * config_.max_feature_num_per_sample, where(), ": the batch has ",
+                batch.nnz(), " keys for ", B, " samples, more than max_feature_num_per_sample ",
+                config_.max_feature_num_per_sample, " each");
+  }
+  *global_batch = B;
+}
+
+Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offset,
+                                std::int64_t local_size, bool training) {
+  PlaceGuard guard(place_);
+  std::int64_t B = 0;
+  check_batch(batch, local_offset, local_size, &B);
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  const int D = comm_.size();
+  const std::string tag = training ? "train/" : "eval/";
+  auto b = std::make_unique<Batch>();
+  b->global_batch = B;
+  b->local_size = local_size;
+
+  kernels::SelectArgs a;
+  a.offsets = batch.row_offsets().data<std::int64_t>();
+  a.batch = B;
+  a.slot_num = S;
+  a.ranks = D;
+  a.rank = comm_.rank();
+  a.sharding =
+      is_localized(config_.type) ? kernels::Sharding::Localized : kernels::Sharding::Distributed;
+  a.mean = config_.combiner == Combiner::Mean;
+  a.owned_slots = ptr<std::int64_t>(owned_slots_dev_);
+  a.owned_count = static_cast<std::int64_t>(owned_slots_.size());
+  b->bags = a.bags();
+  const std::int64_t nnz = batch.nnz();
+  b->local_offsets = scratch(tag + "local_offsets", b->bags + 1, DType::I64);
+  b->local_keys = scratch(tag + "local_keys", nnz, config_.key_dtype);
+  b->entry_bag = scratch(tag + "entry_bag", nnz, DType::I64);
+  b->scale = scratch(tag + "scale", b->bags, DType::F32);
+  const Tensor keys = batch.values();
+  dispatch_key(config_.key_dtype, [&](auto t) {
+    using Key = typename decltype(t)::type;
+    b->entries = EMBER_KERNEL(select_local, a, keys.data<Key>(),
+                              b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
+                              b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream());
+  });
+  b->rows = scratch(tag + "rows", b->entries, DType::I64);
+  lookup(*b, training);
+
+  const bool lazy = optimizer_.update_type == UpdateType::LazyGlobal;
+  if (training || lazy) {
+    b->sorted_entries = scratch(tag + "sorted_entries", b->entries, DType::I64);
+    b->unique_rows = scratch(tag + "unique_rows", b->entries, DType::I64);
+    b->segment_offsets = scratch(tag + "segment_offsets", b->entries + 1, DType::I64);
+    b->unique = b->entries == 0 ? 0
+                                : EMBER_KERNEL(segments, b->rows.data<std::int64_t>(), b->entries,
+                                               capacity_, b->sorted_entries.data<std::int64_t>(),
+                                               b->unique_rows.data<std::int64_t>(),
+                                               b->segment_offsets.data<std::int64_t>(), stream());
+  }
+  if (lazy && b->unique > 0) {
+    kernels::LazyParams lp;
+    lp.type = optimizer_.type;
+    lp.momentum = optimizer_.momentum_factor;
+    lp.beta1 = optimizer_.beta1;
+    lp.beta2 = optimizer_.beta2;
+    lp.epsilon = optimizer_.epsilon;
+    ensure_adam_alpha(step_);
+    lp.adam_alpha = ptr<float>(adam_alpha_);
+    EMBER_KERNEL(
+        catch_up_rows, b->unique_rows.data<std::int64_t>(), b->unique, ptr<float>(values_), V,
+        kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+        step_, lp, stream());
+  }
+
+  Tensor out = Tensor::empty({local_size, S, V}, DType::F32, place_);
+  const bool direct = D == 1;
+  Tensor pooled =
+      direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
+  if (b->bags > 0) {
+    EMBER_KERNEL(pool, b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
+                 b->scale.data<float>(), b->bags, ptr<float>(values_), V, pooled.data<float>(),
+                 stream());
+  }
+  if (!direct) exchange_forward(pooled, out);
+  if (training) batch_ = std::move(b);
+  return out;
+}
+
+void SparseEmbedding::lookup(Batch& b, bool training) {
+  const std::int64_t n = b.entries, V = config_.vec_size;
+  if (n == 0) return;
+  dispatch_key(config_.key_dtype, [&](auto t) {
+    using Key = typename decltype(t)::type;
+    const Tensor keys = b.local_keys.slice(0, 0, n);
+    if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
+      kernels::OneHotArgs oh;
+      oh.begin = onehot_begin_.data<std::int64_t>();
+      oh.size = onehot_size_.data<std::int64_t>();
+      oh.local_base = onehot_base_.data<std::int64_t>();
+      oh.owned_count = static_cast<std::int64_t>(owned_slots_.size());
+      const std::int64_t bad =
+          EMBER_KERNEL(onehot_rows, oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n,
+                       b.rows.data<std::int64_t>(), stream());
+      if (bad >= 0) {
+        const Tensor key = keys.slice(0, bad, bad + 1).to(Place::host());
+        const std::int64_t bag =
+            b.entry_bag.slice(0, bad, bad + 1).to(Place::host()).item<std::int64_t>();
+        const std::int64_t j = bag % oh.owned_count, s = owned_slots_[j];
+        std::int64_t begin = 0;
+        for (std::int64_t q = 0; q < s; ++q)
+          begin += config_.slot_size_array[q];
+        EMBER_THROW_AS(DataError, where(), ": key ", static_cast<std::int64_t>(key.item<Key>()),
+                       " of sample ", bag / oh.owned_count, " in slot ", s,
+                       " is outside the slot's range [", begin, ", ",
+                       begin + config_.slot_size_array[s],
+                       ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
+                       "lie within slot_size_array)");
+      }
+      return;
+    }
+    if (!training) {
+      table_->find(keys, b.rows, stream());
+      return;
+    }
+    const InsertResult fresh = table_->insert_or_find(keys, b.rows, stream());
+    if (fresh.count() == 0) return;
+    EMBER_KERNEL(init_rows, values_.data<float>(), V, fresh.first, fresh.end,
+                 table_->keys_by_row().data<Key>(), config_.seed, config_.init_bound, stream());
+    for (Tensor* st : {&state0_, &state1_}) {
+      if (!st->defined()) continue;
+      ops::fill(st->slice(0, fresh.first, fresh.end),
+                optimizer_.initial_state(st == &state0_ ? 0 : 1), stream());
+    }
+    if (last_step_.defined()) {
+      EMBER_KERNEL(fill_steps, last_step_.data<std::int64_t>(), fresh.first, fresh.end, step_,
+                   stream());
+    }
+    if (row_slot_.defined()) {
+      EMBER_KERNEL(record_row_slots, row_slot_.data<std::int64_t>(), b.rows.data<std::int64_t>(),
+                   b.entry_bag.data<std::int64_t>(), n, owned_slots_dev_.data<std::int64_t>(),
+                   static_cast<std::int64_t>(owned_slots_.size()), fresh.first, fresh.end,
+                   stream());
+    }
+  });
+}
+
+void SparseEmbedding::ensure_adam_alpha(std::int64_t steps) {
+  if (optimizer_.type != OptimizerType::Adam || optimizer_.update_type != UpdateType::LazyGlobal) {
+    return;
+  }
+  const auto have = static_cast<std::int64_t>(adam_alpha_host_.size());
+  if (have >= steps && adam_alpha_.defined()) return;
+  for (std::int64_t t = have + 1; t <= steps; ++t) {
+    adam_alpha_host_.push_back(make_update_step(optimizer_, schedule_.at(t), t).adam_alpha);
+  }
+  std::vector<float> padded = adam_alpha_host_;
+  padded.resize(std::max<std::size_t>(1, padded.size() * 2), 0.0f);  // room to grow
+  if (!adam_alpha_.defined() || adam_alpha_.numel() < steps) {
+    adam_alpha_ = Tensor::from_vector(padded, place_);
+  } else {
+    adam_alpha_.slice(0, have, steps)
+        .copy_from(Tensor::from_vector(
+            std::vector<float>(adam_alpha_host_.begin() + have, adam_alpha_host_.end())));
+  }
+}
+
+void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
+  const int D = comm_.size();
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  const std::int64_t Bl = out.size(0);
+  if (!is_localized(config_.type)) {
+    comm_.reduce_scatter(pooled.reshape({-1}), out.reshape({-1}), ReduceOp::Sum, stream());
+    return;
+  }
+  // Rank p owns slots p, p + D, ...: S_p of them.
+  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
+  const std::int64_t mine = owned(comm_.rank());
+  std::vector<std::int64_t> send_counts(D), recv_counts(D);
+  for (int p = 0; p < D; ++p) {
+    send_counts[p] = Bl * mine * V;
+    recv_counts[p] = Bl * owned(p) * V;
+  }
+  if (index_local_batch_ != Bl) {
+    // forward: out row b * S + s comes from peer p = s % D, its slot j = s / D.
+    // backward: the send block of peer p lists grad rows b * S + (p + j * D).
+    std::vector<std::int64_t> fwd(Bl * S), bwd;
+    std::vector<std::int64_t> base(D + 1, 0);
+    for (int p = 0; p < D; ++p)
+      base[p + 1] = base[p] + Bl * owned(p);
+    for (std::int64_t b = 0; b < Bl; ++b) {
+      for (std::int64_t s = 0; s < S; ++s) {
+        const int p = static_cast<int>(s % D);
+        fwd[b * S + s] = base[p] + b * owned(p) + s / D;
+      }
+    }
+    for (int p = 0; p < D; ++p) {
+      for (std::int64_t b = 0; b < Bl; ++b) {
+        for (std::int64_t j = 0; j < owned(p); ++j)
+          bwd.push_back(b * S + p + j * D);
+      }
+    }
+    forward_index_ = Tensor::from_vector(fwd.empty() ? std::vector<std::int64_t>{0} : fwd, place_);
+    backward_index_ = Tensor::from_vector(bwd.empty() ? std::vector<std::int64_t>{0} : bwd, place_);
+    index_local_batch_ = Bl;
+  }
+  Tensor recv = scratch("a2a_recv", Bl * S * V, DType::F32);
+  comm_.all_to_all_v(pooled.reshape({-1}), send_counts, recv, recv_counts, stream());
+  if (Bl * S > 0) {
+    EMBER_KERNEL(gather_rows, out.data<float>(), recv.data<float>(),
+                 forward_index_.data<std::int64_t>(), Bl * S, V, stream());
+  }
+}
+
+Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
+  const int D = comm_.size();
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  const std::int64_t Bl = grad.size(0), B = Bl * D;
+  if (D == 1) return grad.contiguous().reshape({Bl * S, V});
+  if (!is_localized(config_.type)) {
+    Tensor all = scratch("grad_all", B * S * V, DType::F32);
+    comm_.all_gather(grad.contiguous().reshape({-1}), all, stream());
+    return all.reshape({B * S, V});
+  }
+  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
+  const std::int64_t mine = owned(comm_.rank());
+  std::vector<std::int64_t> send_counts(D), recv_counts(D);
+  for (int p = 0; p < D; ++p) {
+    send_counts[p] = Bl * owned(p) * V;
+    recv_counts[p] = Bl * mine * V;
+  }
+  EMBER_CHECK(index_local_batch_ == Bl, where(), ": backward with a local batch of ", Bl,
+              " after a forward of ", index_local_batch_);
+  Tensor send = scratch("grad_send", Bl * S * V, DType::F32);
+  const Tensor g = grad.contiguous();
+  if (Bl * S > 0) {
+    EMBER_KERNEL(gather_rows, send.data<float>(), g.data<float>(),
+                 backward_index_.data<std::int64_t>(), Bl * S, V, stream());
+  }
+  Tensor recv = scratch("grad_recv", B * mine * V, DType::F32);
+  comm_.all_to_all_v(send, send_counts, recv, recv_counts, stream());
+  return recv.reshape({B * mine, V});
+}
+
+void SparseEmbedding::backward(const Tensor& grad) {
+  PlaceGuard guard(place_);
+  EMBER_CHECK(batch_ != nullptr, where(), ": backward without a training forward before it");
+  grad.check_dtype(DType::F32, "embedding backward");
+  grad.check_place(place_, "embedding backward");
+  grad.check_shape(Shape{batch_->local_size, config_.slot_num, config_.vec_size},
+                   "embedding backward (the forward output's shape)");
+  batch_->grad = exchange_backward(grad);
+}
+
+void SparseEmbedding::update(float loss_scaler) {
+  PlaceGuard guard(place_);
+  EMBER_CHECK(batch_ != nullptr && batch_->grad.defined(), where(),
+              ": update without forward and backward before it");
+  const std::int64_t t = step_ + 1;
+  const float lr = schedule_.next();
+  const UpdateStep u = make_update_step(optimizer_, lr, t, loss_scaler);
+  const kernels::RowStates st{ptr<float>(state0_), ptr<float>(state1_),
+                              ptr<std::int64_t>(last_step_)};
+  kernels::LazyParams lp;
+  const bool lazy = optimizer_.update_type == UpdateType::LazyGlobal;
+  if (lazy) {
+    lp.type = optimizer_.type;
+    lp.momentum = optimizer_.momentum_factor;
+    lp.beta1 = optimizer_.beta1;
+    lp.beta2 = optimizer_.beta2;
+    lp.epsilon = optimizer_.epsilon;
+    ensure_adam_alpha(t);
+    lp.adam_alpha = ptr<float>(adam_alpha_);
+  }
+  const Batch& b = *batch_;
+  if (b.unique > 0) {
+    kernels::Segments seg{b.sorted_entries.data<std::int64_t>(), b.unique_rows.data<std::int64_t>(),
+                          b.segment_offsets.data<std::int64_t>(), b.unique};
+    EMBER_KERNEL(update_rows, seg, b.entry_bag.data<std::int64_t>(), b.scale.data<float>(),
+                 b.grad.data<float>(), values_.data<float>(), config_.vec_size, st, t, u,
+                 lazy ? &lp : nullptr, stream());
+  }
+  if (optimizer_.update_type == UpdateType::Global && rows_in_use() > 0) {
+    EMBER_KERNEL(update_untouched, rows_in_use(), values_.data<float>(), config_.vec_size, st, t, u,
+                 stream());
+  }
+  step_ = t;
+  batch_.reset();
+}
+
+void SparseEmbedding::drop_batch() {
+  batch_.reset();
+}
+
+void SparseEmbedding::catch_up_all() {
+  if (optimizer_.update_type != UpdateType::LazyGlobal || rows_in_use() == 0) return;
+  kernels::LazyParams lp;
+  lp.type = optimizer_.type;
+  lp.momentum = optimizer_.momentum_factor;
+  lp.beta1 = optimizer_.beta1;
+  lp.beta2 = optimizer_.beta2;
+  lp.epsilon = optimizer_.epsilon;
+  ensure_adam_alpha(step_);
+  lp.adam_alpha = ptr<float>(adam_alpha_);
+  EMBER_KERNEL(
+      catch_up_rows, nullptr, rows_in_use(), values_.data<float>(), config_.vec_size,
+      kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+      step_, lp, stream());
+}
+
+}  // namespace ember::embedding

@@ -1,0 +1,122 @@
+// One rank's part of a sparse embedding layer (HugeCTR's three types), driven SPMD: every rank
+// of a Communicator owns one SparseEmbedding, calls the same methods in the same order from its
+// own thread, and the ranks meet only in the communicator's collectives.
+//
+// Forward takes the WHOLE global batch's CSR for the layer's sparse input (rows b * slot_num + s,
+// keys carrying their slot offsets) at the rank's place, plus the rank's share of the samples,
+// and returns the pooled vectors of those samples, [local_size, slot_num, vec_size] f32.
+// Ownership: DistributedSlot: key k on rank k mod D (partial pools meet in a reduce-scatter);
+// LocalizedSlot (hash and one-hot): slot s on rank s mod D (pools travel by all-to-all).
+// Backward routes the output gradient back to the owners (all-gather / all-to-all), and update()
+// sums each touched row's gradients and applies the optimizer once per row.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/embedding/embedding_config.hpp"
+#include "ember/embedding/hash_table.hpp"
+#include "ember/embedding/optimizer.hpp"
+#include "ember/tensor/collectives.hpp"
+#include "ember/tensor/sparse.hpp"
+#include "ember/tensor/tensor.hpp"
+
+namespace ember::embedding {
+
+// Everything a model holds for one embedding, gathered from all ranks and sorted by key (i64
+// whatever the key type). states[k] are the optimizer's state columns in the order of
+// state_names().
+struct EmbeddingSnapshot {
+  std::vector<std::int64_t> keys;
+  std::vector<float> vectors;              // keys.size() x vec_size
+  std::vector<std::int64_t> slots;         // LocalizedSlot hash only: each key's slot
+  std::vector<std::vector<float>> states;  // each keys.size() x vec_size
+  std::int64_t step = 0;                   // optimizer steps taken
+};
+
+class SparseEmbedding {
+ public:
+  // `optimizer` is used unless the config carries its own. The communicator must outlive the
+  // embedding; its place() is where this rank's tables live.
+  SparseEmbedding(EmbeddingConfig config, const OptimizerConfig& optimizer, Communicator& comm);
+  ~SparseEmbedding();
+  SparseEmbedding(const SparseEmbedding&) = delete;
+  SparseEmbedding& operator=(const SparseEmbedding&) = delete;
+
+  const EmbeddingConfig& config() const { return config_; }
+  const OptimizerConfig& optimizer() const { return optimizer_; }
+  Place place() const { return place_; }
+  int rank() const { return comm_.rank(); }
+  int ranks() const { return comm_.size(); }
+  // Rows this rank can hold and holds.
+  std::int64_t capacity() const { return capacity_; }
+  std::int64_t rows_in_use() const;
+  // Optimizer steps taken (update() calls).
+  std::int64_t step() const { return step_; }
+  // Names of the optimizer's state columns (the files they are saved under).
+  std::vector<std::string> state_names() const;
+
+  // training: unknown keys are inserted (initialised rows) and the batch is kept for backward;
+  // evaluation: unknown keys read zeros and nothing is inserted.
+  Tensor forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                 bool training = true);
+  // grad: [local_size, slot_num, vec_size] f32 at place(), the gradient of forward's output.
+  void backward(const Tensor& grad);
+  // One optimizer step on the rows of the last backward (all rows for Global), with the
+  // learning rate of the schedule's next step. Gradients arrive multiplied by loss_scaler.
+  void update(float loss_scaler = 1.0f);
+
+  // Collective. Gathers every rank's rows (LazyGlobal rows brought up to date first); the
+  // snapshot is complete on rank 0 and empty elsewhere.
+  EmbeddingSnapshot snapshot();
+  // Collective. Writes the model into directory `dir` (see docs/embedding.md for the layout):
+  // written under a temporary name, then renamed into place.
+  void save(const std::filesystem::path& dir, bool with_optimizer_states = true);
+  // Collective. Reads `dir` (written with any rank count); every rank takes the keys it owns.
+  // Rows named in the files are replaced; states and the step count are restored when present.
+  void load(const std::filesystem::path& dir);
+
+ private:
+  struct Batch;
+  std::string where() const;
+  Tensor scratch(const std::string& name, std::int64_t numel, DType dtype);
+  StreamHandle stream() const;
+  void check_batch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                   std::int64_t* global_batch) const;
+  void lookup(Batch& b, bool training);
+  void exchange_forward(const Tensor& pooled, const Tensor& out);
+  Tensor exchange_backward(const Tensor& grad);
+  void catch_up_all();
+  void drop_batch();
+  void ensure_adam_alpha(std::int64_t steps);
+  void insert_loaded(const EmbeddingSnapshot& file, const std::vector<bool>& have_states);
+
+  EmbeddingConfig config_;
+  OptimizerConfig optimizer_;
+  Communicator& comm_;
+  Place place_;
+  std::int64_t capacity_ = 0;
+  std::vector<std::int64_t> owned_slots_;            // Localized: this rank's slots, ascending
+  Tensor owned_slots_dev_;                           // same, at place_
+  std::unique_ptr<HashTable> table_;                 // hash types
+  Tensor values_;                                    // [capacity, vec_size]
+  Tensor state0_, state1_;                           // optimizer states, [capacity, vec_size]
+  Tensor last_step_;                                 // Global / LazyGlobal: i64 [capacity]
+  Tensor row_slot_;                                  // LocalizedSlot hash: i64 [capacity]
+  Tensor onehot_keys_;                               // one-hot: key of each local row
+  Tensor onehot_begin_, onehot_size_, onehot_base_;  // one-hot geometry per owned slot
+  LearningRateSchedule schedule_;
+  std::int64_t step_ = 0;
+  std::vector<float> adam_alpha_host_;  // LazyGlobal Adam: alpha of steps 1..n
+  Tensor adam_alpha_;
+  std::unique_ptr<Batch> batch_;           // the last training forward's bookkeeping
+  Tensor forward_index_, backward_index_;  // LocalizedSlot all-to-all reorders
+  std::int64_t index_local_batch_ = -1;    // the local batch they were built for
+  std::map<std::string, Tensor> scratch_;
+};
+
+}  // namespace ember::embedding

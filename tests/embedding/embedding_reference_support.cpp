@@ -1,0 +1,234 @@
+#include "embedding_reference_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "ember/embedding/embedding_kernels.hpp"
+#include "ember/tensor/collectives.hpp"
+
+namespace ember::embedding::testing {
+
+HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
+                       std::mt19937_64& rng) {
+  HostBatch h;
+  h.batch = batch;
+  h.offsets.push_back(0);
+  std::vector<std::int64_t> begin(slot_sizes.size() + 1, 0);
+  for (std::size_t s = 0; s < slot_sizes.size(); ++s)
+    begin[s + 1] = begin[s] + slot_sizes[s];
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::size_t s = 0; s < slot_sizes.size(); ++s) {
+      const int nnz = static_cast<int>(rng() % (max_nnz + 1));
+      for (int k = 0; k < nnz; ++k) {
+        h.keys.push_back(begin[s] + static_cast<std::int64_t>(rng() % slot_sizes[s]));
+      }
+      h.offsets.push_back(static_cast<std::int64_t>(h.keys.size()));
+    }
+  }
+  return h;
+}
+
+std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& x : g)
+    x = dist(rng);
+  return g;
+}
+
+namespace {
+
+CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place) {
+  Tensor keys =
+      Tensor::from_vector(h.keys.empty() ? std::vector<std::int64_t>{0} : h.keys).to(key_dtype);
+  return CsrTensor(Tensor::from_vector(h.offsets, place), keys.to(place),
+                   static_cast<std::int64_t>(h.keys.size()));
+}
+
+}  // namespace
+
+RunResult run_ranks(const Problem& problem, int D, bool cuda) {
+  const auto& c = problem.config;
+  const std::int64_t S = c.slot_num, V = c.vec_size;
+  std::vector<CommunicatorPtr> comms;
+  if (cuda) {
+    std::vector<int> devices(D);
+    for (int d = 0; d < D; ++d)
+      devices[d] = d;
+    comms = make_nccl_communicators(devices);
+  } else {
+    comms = make_in_process_communicators(D, 60.0);
+  }
+  const std::size_t steps = problem.batches.size();
+  RunResult result;
+  result.outputs.resize(steps);
+  result.rows_in_use_per_step.assign(steps, 0);
+  for (std::size_t t = 0; t < steps; ++t) {
+    result.outputs[t].assign(problem.batches[t].batch * S * V, 0.0f);
+  }
+  std::vector<std::exception_ptr> errors(D);
+  std::vector<std::vector<std::int64_t>> rows(D, std::vector<std::int64_t>(steps));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < D; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Communicator& comm = *comms[r];
+        SparseEmbedding emb(c, problem.optimizer, comm);
+        for (std::size_t t = 0; t < steps; ++t) {
+          const HostBatch& h = problem.batches[t];
+          const std::int64_t Bl = h.batch / D, first = r * Bl;
+          const Tensor out =
+              emb.forward(to_csr(h, c.key_dtype, comm.place()), first, Bl, problem.training[t]);
+          const std::vector<float> o = out.to(Place::host()).to_vector<float>();
+          std::copy(o.begin(), o.end(), result.outputs[t].begin() + first * S * V);
+          if (problem.training[t]) {
+            const std::vector<float> g(problem.grads[t].begin() + first * S * V,
+                                       problem.grads[t].begin() + (first + Bl) * S * V);
+            emb.backward(Tensor::from_vector(g, Shape{Bl, S, V}, comm.place()));
+            emb.update(problem.loss_scaler);
+          }
+          rows[r][t] = emb.rows_in_use();
+        }
+        EmbeddingSnapshot snap = emb.snapshot();
+        if (r == 0) result.snapshot = std::move(snap);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (int r = 0; r < D; ++r) {
+    for (std::size_t t = 0; t < steps; ++t)
+      result.rows_in_use_per_step[t] += rows[r][t];
+  }
+  return result;
+}
+
+RunResult run_reference(const Problem& problem) {
+  const auto& c = problem.config;
+  const auto& opt = c.optimizer.value_or(problem.optimizer);
+  const std::int64_t S = c.slot_num, V = c.vec_size;
+  struct Row {
+    std::vector<float> w, s0, s1;
+  };
+  std::map<std::int64_t, Row> table;  // ordered: the snapshot is sorted by key
+  auto new_row = [&](std::int64_t key) {
+    Row row;
+    row.w.resize(V);
+    for (std::int64_t i = 0; i < V; ++i) {
+      row.w[i] = kernels::initial_value(c.seed, static_cast<std::uint64_t>(key), i, c.init_bound);
+    }
+    row.s0.assign(V, opt.initial_state(0));
+    row.s1.assign(V, opt.initial_state(1));
+    return row;
+  };
+  if (c.type == EmbeddingType::LocalizedSlotOneHot) {
+    std::int64_t total = 0;
+    for (auto s : c.slot_size_array)
+      total += s;
+    for (std::int64_t k = 0; k < total; ++k)
+      table.emplace(k, new_row(k));
+  }
+  LearningRateSchedule schedule(opt.schedule);
+  std::int64_t step = 0;
+  RunResult result;
+  for (std::size_t t = 0; t < problem.batches.size(); ++t) {
+    const HostBatch& h = problem.batches[t];
+    const bool training = problem.training[t];
+    std::vector<float> out(h.batch * S * V, 0.0f);
+    std::map<std::int64_t, std::vector<float>> grad_by_key;
+    for (std::int64_t row = 0; row < h.batch * S; ++row) {
+      const std::int64_t begin = h.offsets[row], end = h.offsets[row + 1];
+      const float scale = c.combiner == Combiner::Mean && end > begin
+                              ? 1.0f / static_cast<float>(end - begin)
+                              : 1.0f;
+      float* o = out.data() + row * V;
+      for (std::int64_t e = begin; e < end; ++e) {
+        const std::int64_t key = h.keys[e];
+        auto it = table.find(key);
+        if (it == table.end()) {
+          if (!training) continue;  // evaluation reads zeros and inserts nothing
+          it = table.emplace(key, new_row(key)).first;
+        }
+        for (std::int64_t i = 0; i < V; ++i)
+          o[i] += it->second.w[i];
+      }
+      for (std::int64_t i = 0; i < V; ++i)
+        o[i] *= scale;
+      if (training) {
+        for (std::int64_t e = begin; e < end; ++e) {
+          auto& g = grad_by_key[h.keys[e]];
+          g.resize(V, 0.0f);
+          for (std::int64_t i = 0; i < V; ++i)
+            g[i] += problem.grads[t][row * V + i] * scale;
+        }
+      }
+    }
+    result.outputs.push_back(out);
+    if (training) {
+      ++step;
+      const UpdateStep u = make_update_step(opt, schedule.next(), step, problem.loss_scaler);
+      for (auto& [key, row] : table) {
+        const auto g = grad_by_key.find(key);
+        if (g == grad_by_key.end() && opt.update_type == UpdateType::Local) continue;
+        for (std::int64_t i = 0; i < V; ++i) {
+          apply_update(u, row.w[i], g == grad_by_key.end() ? 0.0f : g->second[i], row.s0[i],
+                       row.s1[i]);
+        }
+      }
+    }
+    result.rows_in_use_per_step.push_back(static_cast<std::int64_t>(table.size()));
+  }
+  auto& snap = result.snapshot;
+  snap.step = step;
+  snap.states.resize(opt.state_count());
+  for (const auto& [key, row] : table) {
+    snap.keys.push_back(key);
+    snap.vectors.insert(snap.vectors.end(), row.w.begin(), row.w.end());
+    if (opt.state_count() > 0)
+      snap.states[0].insert(snap.states[0].end(), row.s0.begin(), row.s0.end());
+    if (opt.state_count() > 1)
+      snap.states[1].insert(snap.states[1].end(), row.s1.begin(), row.s1.end());
+  }
+  return result;
+}
+
+double max_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double e = std::abs(static_cast<double>(a[i]) - b[i]) / (1.0 + std::abs(b[i]));
+    if (!(e <= worst)) worst = e;  // NaN propagates as a failure
+  }
+  return worst;
+}
+
+void expect_same_run(const RunResult& got, const RunResult& want, double tolerance,
+                     const std::string& what) {
+  ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+  for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+    EXPECT_LE(max_relative_error(got.outputs[t], want.outputs[t]), tolerance)
+        << what << ": forward output of step " << t;
+  }
+  EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what << ": keys of the final model";
+  EXPECT_LE(max_relative_error(got.snapshot.vectors, want.snapshot.vectors), tolerance)
+      << what << ": final vectors";
+  ASSERT_EQ(got.snapshot.states.size(), want.snapshot.states.size()) << what;
+  for (std::size_t k = 0; k < got.snapshot.states.size(); ++k) {
+    EXPECT_LE(max_relative_error(got.snapshot.states[k], want.snapshot.states[k]), tolerance)
+        << what << ": optimizer state " << k;
+  }
+  EXPECT_EQ(got.snapshot.step, want.snapshot.step) << what;
+}
+
+}  // namespace ember::embedding::testing

@@ -1,0 +1,59 @@
+// Test helpers for the sparse embedding: random problems (batches and output gradients), a plain
+// reference (a std::unordered_map of vectors and dense loops), and a driver that runs D ranks as
+// threads over in-process (host) or NCCL (CUDA) communicators.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "ember/embedding/sparse_embedding.hpp"
+
+namespace ember::embedding::testing {
+
+// A global batch as host vectors (keys carry slot offsets; rows b * slot_num + s).
+struct HostBatch {
+  std::int64_t batch = 0;
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> keys;
+};
+
+struct Problem {
+  EmbeddingConfig config;
+  OptimizerConfig optimizer;
+  std::vector<HostBatch> batches;         // one per step
+  std::vector<std::vector<float>> grads;  // per step: batch x slot_num x vec_size
+  std::vector<bool> training;             // per step; evaluation steps take no update
+  float loss_scaler = 1.0f;
+};
+
+// Random batches of `batch` samples: per (sample, slot) 0..max_nnz keys drawn from the slot's
+// range of slot_sizes (so keys repeat within a slot and across samples; some slots are empty).
+HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
+                       std::mt19937_64& rng);
+std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
+
+// The whole-model outputs of every step ([batch, slot_num, vec_size] each, sample order) and
+// the final model sorted by key.
+struct RunResult {
+  std::vector<std::vector<float>> outputs;
+  EmbeddingSnapshot snapshot;
+  std::vector<std::int64_t> rows_in_use_per_step;  // summed over ranks
+};
+
+// Runs the problem with D ranks on the host (in-process communicators) or on CUDA devices
+// (NCCL, devices 0..D-1). `between` runs on every rank after each step (for save/load tests).
+RunResult run_ranks(const Problem& problem, int ranks, bool cuda = false);
+
+// The reference: a map from key to row, Global semantics for both Global and LazyGlobal.
+RunResult run_reference(const Problem& problem);
+
+// Max |a - b| / (1 + |b|) over two equal-length vectors (inf if the lengths differ).
+double max_relative_error(const std::vector<float>& a, const std::vector<float>& b);
+
+// Fails the current test unless the two runs agree within `tolerance`.
+void expect_same_run(const RunResult& got, const RunResult& want, double tolerance,
+                     const std::string& what);
+
+}  // namespace ember::embedding::testing
