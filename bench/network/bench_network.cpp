@@ -1,0 +1,393 @@
+// bench_network: the dense half of DLRM on the device, against PyTorch in the same run.
+//
+//   bench_network            (GPU) forward + backward of DLRM's MLPs at batch 65536 (bottom
+//                            13-512-256-128, top 480-1024-1024-512-256-1) in fp32 (TF32 off), TF32
+//                            and bf16; one FC 1024->1024 + ReLU and the top MLP, fused (chained)
+//                            against InnerProduct + ReLU layers and against a fully unfused
+//                            GEMM + bias + ReLU kernels version; the dot interaction (26 x 128)
+//                            forward + backward. PyTorch's numbers come from torch_mlp.py when
+//                            `python3 -c 'import torch'` works. Ends with "SUMMARY |" lines.
+//   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
+//   Options: --batch N, --no-torch, --repeats N.
+//
+// Timing: CUDA events around each forward + backward, 5 warm-up iterations (which also plan the
+// cuBLASLt products), median of the repeats.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ember/core/error.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/network/build_context.hpp"
+#include "ember/network/fc_chain.hpp"
+#include "ember/network/layer_registry.hpp"
+#include "ember/network/layers/fully_connected_layer.hpp"
+#include "ember/tensor/tensor.hpp"
+
+#ifndef EMBER_SOURCE_DIR
+#define EMBER_SOURCE_DIR "."
+#endif
+
+namespace ember::bench {
+
+using namespace ember::nn;
+
+// A chain of layers built from JSON, with its own parameter store.
+struct Net {
+  std::shared_ptr<ParameterStore> store;
+  std::unique_ptr<BuildContext> ctx;
+  std::vector<LayerPtr> layers;
+  std::map<std::string, BlobPtr> blobs;
+  int chained = 0;
+
+  Net(Place place, DType dtype, bool tf32) {
+    const bool half = dtype == DType::F16 || dtype == DType::BF16;
+    store = std::make_shared<ParameterStore>(place, DType::F32, half ? dtype : DType::F32);
+    BuildOptions o;
+    o.place = place;
+    o.activation_dtype = dtype;
+    o.allow_tf32 = tf32;
+    ctx = std::make_unique<BuildContext>(o, store);
+  }
+  void input(const std::string& name, const Shape& shape, bool grad) {
+    blobs[name] = make_input_blob(name, shape, ctx->options().activation_dtype, ctx->place(), grad);
+  }
+  void add(const nlohmann::json& j) {
+    const auto h = read_layer_header(j);
+    std::vector<BlobPtr> bottoms;
+    for (const auto& b : h.bottoms) bottoms.push_back(blobs.at(b));
+    layers.push_back(create_layer(j, bottoms, *ctx));
+    for (const auto& t : layers.back()->tops()) blobs[t->name()] = t;
+  }
+  void finalize(bool chain) {
+    ctx->allocate();
+    for (auto& l : layers) l->bind();
+    store->initialize(1234);
+    if (chain) {
+      std::vector<Layer*> ptrs;
+      for (auto& l : layers) ptrs.push_back(l.get());
+      chained = chain_fully_connected_layers(ptrs);
+    }
+  }
+  void fill_random(const std::string& name, std::uint64_t seed) {
+    const BlobPtr& b = blobs.at(name);
+    Tensor host = Tensor::uniform(b->shape(), -1.0, 1.0, seed, b->dtype(), Place::host());
+    b->value().copy_from(host);
+  }
+  void set_output_grad(std::uint64_t seed) {
+    const Blob& out = *layers.back()->tops()[0];
+    Tensor host = Tensor::uniform(out.shape(), -0.5, 0.5, seed, out.dtype(), Place::host());
+    out.grad().copy_from(host);
+  }
+  void step(StreamHandle s) {
+    for (auto& l : layers) l->forward(true, s);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      if ((*it)->needs_backward()) (*it)->backward(s);
+    }
+  }
+};
+
+// How an MLP's FC + ReLU pairs are built:
+//   Fused   FusedInnerProduct layers, chained (the way Ember runs them)
+//   Layers  InnerProduct layers (bias in the product's epilogue) + ReLU layers
+//   Plain   InnerProduct layers with epilogues off (plain product, then Ember's bias kernel;
+//           column-sum kernel for the bias gradient) + ReLU layers: a fully unfused FC + ReLU
+enum class FcBuild { Fused, Layers, Plain };
+
+// An MLP; the last layer without ReLU unless `last_relu`.
+std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t batch,
+                               const std::vector<std::int64_t>& dims, bool last_relu,
+                               bool input_grad, FcBuild how = FcBuild::Fused) {
+  const bool fused = how == FcBuild::Fused;
+  auto net = std::make_unique<Net>(place, dtype, tf32);
+  net->input("x0", {batch, dims[0]}, input_grad);
+  std::string prev = "x0";
+  for (std::size_t i = 1; i < dims.size(); ++i) {
+    const bool relu = i + 1 < dims.size() || last_relu;
+    const std::string out = cat("x", i);
+    nlohmann::json j = {{"name", cat("fc", i)}, {"bottom", prev},
+                        {"fc_param", {{"num_output", dims[i]}}}};
+    if (fused && relu) {
+      j["type"] = "FusedInnerProduct";
+      j["top"] = out;
+      net->add(j);
+    } else {
+      j["type"] = "InnerProduct";
+      j["top"] = relu ? cat(out, "_lin") : out;
+      net->add(j);
+      if (relu) {
+        net->add({{"name", cat("relu", i)}, {"type", "ReLU"}, {"bottom", cat(out, "_lin")},
+                  {"top", out}});
+      }
+    }
+    prev = out;
+  }
+  if (how == FcBuild::Plain && place.is_cuda()) {
+    for (auto& l : net->layers) {
+      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) fc->set_epilogues(false);
+    }
+  }
+  net->finalize(fused);
+  net->fill_random("x0", 7);
+  net->set_output_grad(8);
+  return net;
+}
+
+std::unique_ptr<Net> build_interaction(Place place, DType dtype, std::int64_t batch) {
+  auto net = std::make_unique<Net>(place, dtype, false);
+  net->input("mlp", {batch, 128}, true);
+  net->input("emb", {batch, 26, 128}, true);
+  net->add({{"name", "interaction"}, {"type", "Interaction"}, {"bottom", {"mlp", "emb"}},
+            {"top", "out"}});
+  net->finalize(false);
+  net->fill_random("mlp", 1);
+  net->fill_random("emb", 2);
+  net->set_output_grad(3);
+  return net;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double time_gpu_ms(Net& net, int warmup, int repeats) {
+  const int device = net.ctx->place().device();
+  const StreamHandle s = current_stream(device);
+  for (int i = 0; i < warmup; ++i) net.step(s);
+  synchronize_stream(s);
+  Event start = Event::create(device, true), end = Event::create(device, true);
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    start.record(s);
+    net.step(s);
+    end.record(s);
+    end.synchronize();
+    t.push_back(Event::elapsed_ms(start, end));
+  }
+  return median(t);
+}
+
+double time_cpu_ms(Net& net, int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) net.step(nullptr);
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    net.step(nullptr);
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  return median(t);
+}
+
+struct Summary {
+  std::string metric, value, target, met;
+};
+std::vector<Summary> summaries;
+
+std::string fmt(double v, int digits = 3) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// PyTorch's figures, or an empty object when it cannot run.
+nlohmann::json run_torch(std::int64_t batch, int repeats) {
+  if (std::system("python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+    std::printf("PyTorch: python3 cannot import torch here; comparisons skipped\n");
+    return {};
+  }
+  const std::string cmd = cat("python3 ", EMBER_SOURCE_DIR,
+                              "/bench/network/torch_mlp.py --json --batch ", batch, " --repeats ",
+                              repeats, " 2>&1");
+  std::printf("PyTorch: %s\n", cmd.c_str());
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return {};
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) text += buf;
+  const int rc = pclose(p);
+  const auto brace = text.rfind("\n{");
+  const std::string line = text.substr(brace == std::string::npos ? 0 : brace + 1);
+  try {
+    auto j = nlohmann::json::parse(line);
+    if (rc != 0 || j.contains("error")) {
+      std::printf("PyTorch peer failed (exit %d): %s\n", rc, text.c_str());
+      return {};
+    }
+    std::printf("PyTorch %s on %s\n", j.value("torch", "?").c_str(), j.value("device", "?").c_str());
+    return j;
+  } catch (const std::exception&) {
+    std::printf("PyTorch peer output not understood (exit %d):\n%s\n", rc, text.c_str());
+    return {};
+  }
+}
+
+void compare(const std::string& what, double ember_ms, const nlohmann::json& torch,
+             const std::vector<std::string>& path) {
+  const nlohmann::json* node = &torch;
+  for (const auto& k : path) {
+    if (!node->is_object() || !node->contains(k)) {
+      node = nullptr;
+      break;
+    }
+    node = &(*node)[k];
+  }
+  if (node == nullptr || !node->is_number()) {
+    std::printf("  %-44s Ember %9.3f ms   PyTorch    -\n", what.c_str(), ember_ms);
+    summaries.push_back({cat(what, " fwd+bwd, ms (Ember / PyTorch)"), cat(fmt(ember_ms), " / -"),
+                         ">= 1.0x PyTorch", "-"});
+    return;
+  }
+  const double t = node->get<double>();
+  const double speedup = t / ember_ms;
+  std::printf("  %-44s Ember %9.3f ms   PyTorch %9.3f ms   %.2fx\n", what.c_str(), ember_ms, t,
+              speedup);
+  summaries.push_back({cat(what, " fwd+bwd, ms (Ember / PyTorch)"),
+                       cat(fmt(ember_ms), " / ", fmt(t), " (", fmt(speedup, 2), "x)"),
+                       ">= 1.0x PyTorch", speedup >= 1.0 ? "yes" : "no"});
+}
+
+const std::vector<std::int64_t> kBottom{13, 512, 256, 128};
+const std::vector<std::int64_t> kTop{480, 1024, 1024, 512, 256, 1};
+
+struct Mode {
+  const char* name;
+  DType dtype;
+  bool tf32;
+};
+const Mode kModes[] = {{"fp32", DType::F32, false}, {"tf32", DType::F32, true},
+                       {"bf16", DType::BF16, false}};
+
+int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
+  const Place gpu = Place::cuda(0);
+  std::printf("bench_network on CUDA device 0, batch %lld, median of %d after 5 warm-up\n\n",
+              static_cast<long long>(batch), repeats);
+  nlohmann::json torch = with_torch ? run_torch(batch, repeats) : nlohmann::json();
+
+  std::printf("\nDLRM MLPs, forward + backward:\n");
+  for (const Mode& m : kModes) {
+    {
+      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kBottom, true, false);
+      compare(cat("bottom MLP 13-512-256-128 ", m.name), time_gpu_ms(*net, 5, repeats),
+              torch, {"mlp", "bottom", m.name});
+    }
+    {
+      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true);
+      const double ms = time_gpu_ms(*net, 5, repeats);
+      compare(cat("top MLP 480-1024-1024-512-256-1 ", m.name), ms, torch,
+              {"mlp", "top", m.name});
+      std::printf("    chained FC pairs: %d\n", net->chained);
+      for (const auto& l : net->layers) {
+        if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) {
+          std::printf("    %s: %s\n", fc->name().c_str(), fc->plan_summary().c_str());
+        }
+      }
+    }
+  }
+
+  std::printf("\nFused FC + ReLU against unfused versions (same products):\n");
+  for (const Mode& m : kModes) {
+    auto fused = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Fused);
+    auto layers = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Layers);
+    auto plain = build_mlp(gpu, m.dtype, m.tf32, batch, {1024, 1024}, true, true, FcBuild::Plain);
+    const double f = time_gpu_ms(*fused, 5, repeats), l = time_gpu_ms(*layers, 5, repeats),
+                 p = time_gpu_ms(*plain, 5, repeats);
+    std::printf("  FC 1024->1024 + ReLU %s: fused %.3f ms; InnerProduct + ReLU layers %.3f ms "
+                "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
+                m.name, f, l, l / f, p, p / f);
+    compare(cat("FC 1024x1024+ReLU ", m.name), f, torch, {"fc_relu", m.name});
+    summaries.push_back({cat("fused FC+ReLU vs GEMM + bias + ReLU kernels, 1024x1024 ",
+                             m.name),
+                         cat(fmt(p / f, 2), "x"), ">= 1.2x", p / f >= 1.2 ? "yes" : "no"});
+    summaries.push_back({cat("fused FC+ReLU vs InnerProduct + ReLU layers, 1024x1024 ",
+                             m.name),
+                         cat(fmt(l / f, 2), "x"), "-", "-"});
+    auto top_fused = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Fused);
+    auto top_plain = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Plain);
+    auto top_layers = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Layers);
+    const double tf = time_gpu_ms(*top_fused, 5, repeats), tp = time_gpu_ms(*top_plain, 5, repeats),
+                 tl = time_gpu_ms(*top_layers, 5, repeats);
+    std::printf("  top MLP %s: fused + chained %.3f ms; InnerProduct + ReLU layers %.3f ms "
+                "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
+                m.name, tf, tl, tl / tf, tp, tp / tf);
+    summaries.push_back({cat("fused+chained top MLP vs GEMM + bias + ReLU kernels ",
+                             m.name),
+                         cat(fmt(tp / tf, 2), "x"), ">= 1.2x", tp / tf >= 1.2 ? "yes" : "no"});
+  }
+
+  std::printf("\nInteraction (26 x 128 -> 480), forward + backward:\n");
+  for (const Mode& m : {kModes[0], kModes[2]}) {
+    auto net = build_interaction(gpu, m.dtype, batch);
+    const double ms = time_gpu_ms(*net, 5, repeats);
+    // The floor: read the inputs and the output gradient once, write output and input grads.
+    const double elem = m.dtype == DType::F32 ? 4.0 : 2.0;
+    const double bytes = static_cast<double>(batch) * elem * (2 * 27 * 128 + 2 * 480 + 27 * 128);
+    std::printf("  %s: %.3f ms (%.0f GB/s over the minimum traffic)\n", m.name, ms,
+                bytes / ms / 1e6);
+    compare(cat("Interaction ", m.name), ms, torch, {"interaction", m.name});
+  }
+
+  std::printf("\n");
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
+                s.target.c_str(), s.met.c_str());
+  }
+  return 0;
+}
+
+int run_quick(std::int64_t batch) {
+  std::printf("bench_network --quick: CPU, batch %lld, fp32, median of 5\n",
+              static_cast<long long>(batch));
+  const Place cpu = Place::host();
+  auto bottom = build_mlp(cpu, DType::F32, false, batch, kBottom, true, false);
+  std::printf("  bottom MLP 13-512-256-128 fwd+bwd: %.3f ms\n", time_cpu_ms(*bottom, 1, 5));
+  auto top = build_mlp(cpu, DType::F32, false, batch, kTop, false, true);
+  std::printf("  top MLP 480-1024-1024-512-256-1 fwd+bwd: %.3f ms\n", time_cpu_ms(*top, 1, 5));
+  auto unfused = build_mlp(cpu, DType::F32, false, batch, kTop, false, true, FcBuild::Layers);
+  std::printf("  top MLP, InnerProduct + ReLU layers: %.3f ms\n", time_cpu_ms(*unfused, 1, 5));
+  auto inter = build_interaction(cpu, DType::F32, batch);
+  std::printf("  Interaction 26 x 128 fwd+bwd: %.3f ms\n", time_cpu_ms(*inter, 1, 5));
+  std::printf("quick run done (no SUMMARY lines: those come from the full run on a GPU)\n");
+  return 0;
+}
+
+}  // namespace ember::bench
+
+int main(int argc, char** argv) {
+  bool quick = false, with_torch = true;
+  std::int64_t batch = 65536;
+  int repeats = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--no-torch") {
+      with_torch = false;
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::atoll(argv[++i]);
+    } else if (a == "--repeats" && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
+    } else {
+      std::printf("usage: bench_network [--quick] [--no-torch] [--batch N] [--repeats N]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  try {
+    if (quick) return ember::bench::run_quick(batch == 65536 ? 1024 : batch);
+    if (!ember::cuda_available()) {
+      std::printf("bench_network: no CUDA device here, so only the quick CPU run is possible\n\n");
+      return ember::bench::run_quick(1024);
+    }
+    return ember::bench::run_gpu(batch, repeats, with_torch);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_network: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,32 @@
+#include "ember/network/fc_chain.hpp"
+
+#include <unordered_map>
+
+#include "ember/network/layers/fully_connected_layer.hpp"
+
+namespace ember::nn {
+
+int chain_fully_connected_layers(const std::vector<Layer*>& layers) {
+  std::unordered_map<const Blob*, int> consumers;
+  std::unordered_map<const Blob*, FullyConnectedLayer*> producer_of;
+  for (Layer* layer : layers) {
+    for (const auto& b : layer->bottoms()) ++consumers[b.get()];
+    if (auto* fc = dynamic_cast<FullyConnectedLayer*>(layer)) {
+      producer_of[fc->tops()[0].get()] = fc;
+    }
+  }
+  int chained = 0;
+  for (Layer* layer : layers) {
+    auto* fc = dynamic_cast<FullyConnectedLayer*>(layer);
+    if (fc == nullptr || !fc->place().is_cuda()) continue;
+    const Blob* input = fc->bottoms()[0].get();
+    const auto it = producer_of.find(input);
+    if (it == producer_of.end() || consumers[input] != 1) continue;
+    FullyConnectedLayer* producer = it->second;
+    if (producer->chained_to_consumer() || !producer->can_produce_mask()) continue;
+    if (fc->chain_from(*producer)) ++chained;
+  }
+  return chained;
+}
+
+}  // namespace ember::nn

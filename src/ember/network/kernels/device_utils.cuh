@@ -1,0 +1,177 @@
+// Internal helpers shared by the network layer's .cu files: dtype dispatch for the activation
+// types, conversions, launch sizing, warp/block reductions and the deterministic column
+// reduction.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ember/core/dtype.hpp"
+#include "ember/core/error.hpp"
+#include "ember/core/half.hpp"
+#include "ember/network/kernels/launchers.hpp"
+
+namespace ember::nn::cuda::detail {
+
+inline constexpr int kThreads = 256;
+
+// Calls f(TypeTag<T>{}) for T = float, Half or BFloat16.
+template <class F>
+void dispatch_act(DType t, const char* what, F&& f) {
+  switch (t) {
+    case DType::F32: f(TypeTag<float>{}); return;
+    case DType::F16: f(TypeTag<Half>{}); return;
+    case DType::BF16: f(TypeTag<BFloat16>{}); return;
+    default: break;
+  }
+  EMBER_THROW(what, " on CUDA supports f32, f16 and bf16, not ", dtype_name(t));
+}
+
+template <class T>
+__device__ __forceinline__ float to_f(T v) {
+  return static_cast<float>(v);
+}
+template <class T>
+__device__ __forceinline__ T from_f(float v) {
+  return T(v);
+}
+
+inline unsigned grid_for(std::int64_t n, int threads = kThreads) {
+  std::int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  // Grid-stride loops cover the rest; 8 waves of 132 SMs' worth is plenty.
+  const std::int64_t cap = 132 * 32;
+  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ std::int64_t global_thread() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t global_stride() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+// ---- deterministic column reduction ------------------------------------------------------------
+// out_k[c] = sum over rows r of f(r, c)[k] for k < N. Rows are cut into column_chunks(rows)
+// chunks; a (32 x 8)-thread block sums one chunk of 32 columns (threads along x read consecutive
+// columns: coalesced), the chunks' partial sums then go through a second kernel in chunk order.
+
+template <int N, class F>
+__global__ void column_partial_kernel(std::int64_t rows, std::int64_t cols, std::int64_t chunk_rows,
+                                      F f, float* partial, float* o0, float* o1) {
+  __shared__ float red[N][8][33];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * chunk_rows;
+  std::int64_t r1 = r0 + chunk_rows;
+  if (r1 > rows) r1 = rows;
+  float acc[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) acc[k] = 0.0f;
+  if (c < cols) {
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+      float v[N];
+      f(r, c, v);
+#pragma unroll
+      for (int k = 0; k < N; ++k) acc[k] += v[k];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < N; ++k) red[k][threadIdx.y][threadIdx.x] = acc[k];
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float s = 0.0f;
+#pragma unroll
+      for (int y = 0; y < 8; ++y) s += red[k][y][threadIdx.x];
+      if (gridDim.y == 1) {
+        (k == 0 ? o0 : o1)[c] = s;
+      } else {
+        partial[(static_cast<std::int64_t>(k) * gridDim.y + blockIdx.y) * cols + c] = s;
+      }
+    }
+  }
+}
+
+template <int N>
+__global__ void column_final_kernel(std::int64_t chunks, std::int64_t cols, const float* partial,
+                                    float* o0, float* o1) {
+  for (std::int64_t c = global_thread(); c < cols; c += global_stride()) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      float s = 0.0f;
+      for (std::int64_t i = 0; i < chunks; ++i) s += partial[(k * chunks + i) * cols + c];
+      (k == 0 ? o0 : o1)[c] = s;
+    }
+  }
+}
+
+// `workspace` holds N * column_sum_workspace(rows, cols) floats.
+template <int N, class F>
+void column_reduce(std::int64_t rows, std::int64_t cols, F f, float* o0, float* o1,
+                   float* workspace, cudaStream_t stream) {
+  static_assert(N == 1 || N == 2, "column_reduce: one or two outputs");
+  if (cols <= 0) return;
+  const std::int64_t chunks = column_chunks(rows);
+  const std::int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  EMBER_CHECK(chunks <= 65535, "column_reduce: too many chunks");
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+  const dim3 block(32, 8);
+  column_partial_kernel<N, F><<<grid, block, 0, stream>>>(rows, cols, chunk_rows > 0 ? chunk_rows : 1,
+                                                          f, workspace, o0, o1);
+  EMBER_CUDA_CHECK_LAUNCH();
+  if (chunks > 1) {
+    column_final_kernel<N><<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, workspace, o0,
+                                                                    o1);
+    EMBER_CUDA_CHECK_LAUNCH();
+  }
+}
+
+// ---- deterministic scalar reduction -------------------------------------------------------------
+// *out = scale * sum_i f(i) + (extra ? *extra : 0) over i < n, through kReduceBlocks partials.
+
+template <class F>
+__global__ void scalar_partial_kernel(std::int64_t n, F f, float* partial) {
+  __shared__ float warp_sums[32];
+  float acc = 0.0f;
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) acc += f(i);
+  acc = warp_sum(acc);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    float v = lane < static_cast<int>(blockDim.x >> 5) ? warp_sums[lane] : 0.0f;
+    v = warp_sum(v);
+    if (lane == 0) partial[blockIdx.x] = v;
+  }
+}
+
+// A template so each .cu file that reduces gets its own instance (no cross-file kernels).
+template <int Unused = 0>
+__global__ void scalar_final_kernel(int parts, const float* partial, float scale,
+                                    const float* extra, float* out) {
+  if (threadIdx.x != 0) return;
+  float s = 0.0f;
+  for (int i = 0; i < parts; ++i) s += partial[i];
+  *out = s * scale + (extra != nullptr ? *extra : 0.0f);
+}
+
+template <class F>
+void scalar_reduce(std::int64_t n, F f, float scale, const float* extra, float* out,
+                   float* workspace, cudaStream_t stream) {
+  scalar_partial_kernel<F><<<static_cast<unsigned>(kReduceBlocks), kThreads, 0, stream>>>(
+      n, f, workspace);
+  EMBER_CUDA_CHECK_LAUNCH();
+  scalar_final_kernel<0><<<1, 32, 0, stream>>>(static_cast<int>(kReduceBlocks), workspace, scale,
+                                            extra, out);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ember::nn::cuda::detail

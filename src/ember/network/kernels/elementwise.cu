@@ -1,0 +1,317 @@
+// Element-wise kernels of the network layer: activations, dropout, sums and products of
+// operands, the Scale layer's repetition, bias + activation, column sums.
+#include <cuda_runtime.h>
+
+#include "ember/network/kernels/device_utils.cuh"
+#include "ember/network/kernels/dropout_mask.hpp"
+#include "ember/network/kernels/launchers.hpp"
+
+namespace ember::nn::cuda {
+
+using detail::dispatch_act;
+using detail::from_f;
+using detail::global_stride;
+using detail::global_thread;
+using detail::grid_for;
+using detail::kThreads;
+using detail::to_f;
+
+namespace {
+
+template <class T>
+__global__ void activation_forward_kernel(Activation act, std::int64_t n, const T* x, T* y,
+                                          float alpha) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    const float v = to_f(x[i]);
+    float r;
+    switch (act) {
+      case Activation::Relu: r = v > 0.0f ? v : 0.0f; break;
+      case Activation::Sigmoid: r = 1.0f / (1.0f + expf(-v)); break;
+      default: r = v > 0.0f ? v : alpha * expm1f(v); break;
+    }
+    y[i] = from_f<T>(r);
+  }
+}
+
+template <class T>
+__global__ void activation_backward_kernel(Activation act, std::int64_t n, const T* x, const T* y,
+                                           const T* dy, T* dx, float alpha) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    const float g = to_f(dy[i]);
+    float r;
+    switch (act) {
+      case Activation::Relu: r = to_f(y[i]) > 0.0f ? g : 0.0f; break;
+      case Activation::Sigmoid: {
+        const float s = to_f(y[i]);
+        r = g * s * (1.0f - s);
+        break;
+      }
+      default: {
+        const float v = to_f(x[i]);
+        r = v > 0.0f ? g : g * alpha * expf(v);
+        break;
+      }
+    }
+    dx[i] = from_f<T>(r);
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(std::int64_t n, const T* x, T* y, float rate, std::uint64_t stream,
+                               float scale) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    y[i] = dropout_keep(stream, static_cast<std::uint64_t>(i), rate) ? from_f<T>(to_f(x[i]) * scale)
+                                                                     : from_f<T>(0.0f);
+  }
+}
+
+struct Operands {
+  const void* p[kMaxOperands];
+};
+struct Outputs {
+  void* p[kMaxOperands];
+};
+
+template <class T>
+__global__ void add_n_kernel(std::int64_t n, Operands in, int count, T* out) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float s = 0.0f;
+    for (int k = 0; k < count; ++k) s += to_f(static_cast<const T*>(in.p[k])[i]);
+    out[i] = from_f<T>(s);
+  }
+}
+
+template <class T>
+__global__ void axpby_kernel(std::int64_t n, const T* a, float alpha, const T* b, float beta,
+                             T* out) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float v = alpha * to_f(a[i]);
+    if (b != nullptr) v += beta * to_f(b[i]);
+    out[i] = from_f<T>(v);
+  }
+}
+
+template <class T>
+__global__ void multiply_n_kernel(std::int64_t n, Operands in, int count, T* out) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float s = 1.0f;
+    for (int k = 0; k < count; ++k) s *= to_f(static_cast<const T*>(in.p[k])[i]);
+    out[i] = from_f<T>(s);
+  }
+}
+
+template <class T>
+__global__ void multiply_n_backward_kernel(std::int64_t n, Operands in, int count, const T* dy,
+                                           Outputs grads) {
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float v[kMaxOperands];
+    for (int k = 0; k < count; ++k) v[k] = to_f(static_cast<const T*>(in.p[k])[i]);
+    const float g = to_f(dy[i]);
+    for (int k = 0; k < count; ++k) {
+      if (grads.p[k] == nullptr) continue;
+      float prod = g;
+      for (int j = 0; j < count; ++j) {
+        if (j != k) prod *= v[j];
+      }
+      static_cast<T*>(grads.p[k])[i] = from_f<T>(prod);
+    }
+  }
+}
+
+template <class T>
+__global__ void repeat_forward_kernel(std::int64_t rows, std::int64_t cols, int axis, int factor,
+                                      const T* x, T* y) {
+  const std::int64_t n = rows * cols * factor;
+  for (std::int64_t o = global_thread(); o < n; o += global_stride()) {
+    std::int64_t src;
+    if (axis == 0) {
+      src = o / factor;
+    } else {
+      const std::int64_t out_row = o / cols, c = o % cols;
+      src = (out_row / factor) * cols + c;
+    }
+    y[o] = x[src];
+  }
+}
+
+template <class T>
+__global__ void repeat_backward_kernel(std::int64_t rows, std::int64_t cols, int axis, int factor,
+                                       const T* dy, T* dx) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float s = 0.0f;
+    if (axis == 0) {
+      for (int k = 0; k < factor; ++k) s += to_f(dy[i * factor + k]);
+    } else {
+      const std::int64_t r = i / cols, c = i % cols;
+      for (int k = 0; k < factor; ++k) s += to_f(dy[(r * factor + k) * cols + c]);
+    }
+    dx[i] = from_f<T>(s);
+  }
+}
+
+template <class T>
+__global__ void bias_activation_kernel(std::int64_t rows, std::int64_t cols, const T* bias,
+                                       bool relu, T* out) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    float v = to_f(out[i]) + to_f(bias[i % cols]);
+    if (relu && v < 0.0f) v = 0.0f;
+    out[i] = from_f<T>(v);
+  }
+}
+
+template <class T>
+struct ReadColumn {
+  const T* in;
+  std::int64_t cols;
+  __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[1]) const {
+    v[0] = to_f(in[r * cols + c]);
+  }
+};
+
+}  // namespace
+
+void activation_forward(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
+                        float alpha, StreamHandle stream) {
+  if (n <= 0) return;
+  dispatch_act(dtype, "activation", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        act, n, static_cast<const T*>(x), static_cast<T*>(y), alpha);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void activation_backward(Activation act, DType dtype, std::int64_t n, const void* x,
+                         const void* y, const void* dy, void* dx, float alpha,
+                         StreamHandle stream) {
+  if (n <= 0) return;
+  dispatch_act(dtype, "activation backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        act, n, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
+        static_cast<T*>(dx), alpha);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void dropout(DType dtype, std::int64_t n, const void* x, void* y, float rate, std::uint64_t seed,
+             std::uint64_t step, StreamHandle stream) {
+  if (n <= 0) return;
+  const std::uint64_t s = dropout_stream(seed, step);
+  const float scale = 1.0f / (1.0f - rate);
+  dispatch_act(dtype, "Dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropout_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(n, static_cast<const T*>(x),
+                                                            static_cast<T*>(y), rate, s, scale);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void add_n(DType dtype, std::int64_t n, const void* const* inputs, int count, void* out,
+           StreamHandle stream) {
+  EMBER_CHECK(count >= 1 && count <= kMaxOperands, "add_n: ", count, " operands (1 to ",
+              kMaxOperands, ")");
+  if (n <= 0) return;
+  Operands ops{};
+  for (int k = 0; k < count; ++k) ops.p[k] = inputs[k];
+  dispatch_act(dtype, "Add", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    add_n_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(n, ops, count, static_cast<T*>(out));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void axpby(DType dtype, std::int64_t n, const void* a, float alpha, const void* b, float beta,
+           void* out, StreamHandle stream) {
+  if (n <= 0) return;
+  dispatch_act(dtype, "axpby", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    axpby_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        n, static_cast<const T*>(a), alpha, static_cast<const T*>(b), beta, static_cast<T*>(out));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void multiply_n(DType dtype, std::int64_t n, const void* const* inputs, int count, void* out,
+                StreamHandle stream) {
+  EMBER_CHECK(count >= 1 && count <= kMaxOperands, "multiply_n: ", count, " operands (1 to ",
+              kMaxOperands, ")");
+  if (n <= 0) return;
+  Operands ops{};
+  for (int k = 0; k < count; ++k) ops.p[k] = inputs[k];
+  dispatch_act(dtype, "ElementwiseMultiply", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    multiply_n_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(n, ops, count,
+                                                               static_cast<T*>(out));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void multiply_n_backward(DType dtype, std::int64_t n, const void* const* inputs, int count,
+                         const void* dy, void* const* grads, StreamHandle stream) {
+  EMBER_CHECK(count >= 1 && count <= kMaxOperands, "multiply_n_backward: ", count,
+              " operands (1 to ", kMaxOperands, ")");
+  if (n <= 0) return;
+  Operands ops{};
+  Outputs outs{};
+  for (int k = 0; k < count; ++k) {
+    ops.p[k] = inputs[k];
+    outs.p[k] = grads[k];
+  }
+  dispatch_act(dtype, "ElementwiseMultiply backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    multiply_n_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        n, ops, count, static_cast<const T*>(dy), outs);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void repeat_forward(DType dtype, std::int64_t rows, std::int64_t cols, int axis, int factor,
+                    const void* x, void* y, StreamHandle stream) {
+  const std::int64_t n = rows * cols * factor;
+  if (n <= 0) return;
+  dispatch_act(dtype, "Scale", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    repeat_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        rows, cols, axis, factor, static_cast<const T*>(x), static_cast<T*>(y));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void repeat_backward(DType dtype, std::int64_t rows, std::int64_t cols, int axis, int factor,
+                     const void* dy, void* dx, StreamHandle stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  dispatch_act(dtype, "Scale backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    repeat_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        rows, cols, axis, factor, static_cast<const T*>(dy), static_cast<T*>(dx));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
+                     bool relu, void* out, StreamHandle stream) {
+  const std::int64_t n = rows * cols;
+  if (n <= 0) return;
+  dispatch_act(dtype, "bias + activation", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bias_activation_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        rows, cols, static_cast<const T*>(bias), relu, static_cast<T*>(out));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* in, float* out,
+                float* workspace, StreamHandle stream) {
+  if (cols <= 0) return;
+  dispatch_act(dtype, "column sum", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    detail::column_reduce<1>(rows, cols, ReadColumn<T>{static_cast<const T*>(in), cols}, out,
+                             nullptr, workspace, stream);
+  });
+}
+
+}  // namespace ember::nn::cuda

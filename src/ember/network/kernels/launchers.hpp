@@ -1,0 +1,193 @@
+// Entry points of the network layer's CUDA kernels, callable from .cpp files: raw pointers, a
+// run-time dtype and a stream. No CUDA header and no fmt here (included by .cu files too).
+// Every launcher checks its launch (EMBER_CUDA_CHECK_LAUNCH) and returns without waiting.
+//
+// "T" below is the activation dtype (f32, f16 or bf16); parameters and their gradients are f32.
+#pragma once
+
+#include <cstdint>
+
+#include "ember/core/device.hpp"
+#include "ember/core/dtype.hpp"
+#include "ember/embedding/optimizer.hpp"
+
+namespace ember::nn::cuda {
+
+// ---- elementwise (elementwise.cu) -----------------------------------------------------------
+enum class Activation : std::uint8_t { Relu, Sigmoid, Elu };
+void activation_forward(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
+                        float alpha, StreamHandle stream);
+// dx = dy * act'(x) (ReLU and Sigmoid read y; ELU reads x). dx may alias dy.
+void activation_backward(Activation act, DType dtype, std::int64_t n, const void* x,
+                         const void* y, const void* dy, void* dx, float alpha,
+                         StreamHandle stream);
+// keep = uniform01(seed, step * n + i) >= rate; y = keep ? x / (1 - rate) : 0. The backward
+// recomputes the same mask from (seed, step).
+void dropout(DType dtype, std::int64_t n, const void* x, void* y, float rate, std::uint64_t seed,
+             std::uint64_t step, StreamHandle stream);
+
+// out = sum of inputs[0..count) (count <= kMaxOperands).
+inline constexpr int kMaxOperands = 16;
+void add_n(DType dtype, std::int64_t n, const void* const* inputs, int count, void* out,
+           StreamHandle stream);
+// out = a * alpha + b * beta (b may be null: out = a * alpha).
+void axpby(DType dtype, std::int64_t n, const void* a, float alpha, const void* b, float beta,
+           void* out, StreamHandle stream);
+// out = product of inputs; backward: grads[i] = dy * product of the others (null grads skipped).
+void multiply_n(DType dtype, std::int64_t n, const void* const* inputs, int count, void* out,
+                StreamHandle stream);
+void multiply_n_backward(DType dtype, std::int64_t n, const void* const* inputs, int count,
+                         const void* dy, void* const* grads, StreamHandle stream);
+// Scale layer: axis 0 repeats each element `factor` times in place ([b, n] -> [b, n * factor]);
+// axis 1 repeats each row ([b, n] -> [b * factor, n]). Backward sums the copies.
+void repeat_forward(DType dtype, std::int64_t rows, std::int64_t cols, int axis, int factor,
+                    const void* x, void* y, StreamHandle stream);
+void repeat_backward(DType dtype, std::int64_t rows, std::int64_t cols, int axis, int factor,
+                     const void* dy, void* dx, StreamHandle stream);
+
+// ---- bias, column reductions (elementwise.cu) ------------------------------------------------
+// out[r, c] = act(out[r, c] + bias[c]) with act ReLU or identity; bias has out's dtype.
+void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
+                     bool relu, void* out, StreamHandle stream);
+// out[c] = sum_r in[r, c] (f32 result, f32 accumulation), deterministic. `workspace` holds
+// column_sum_workspace(rows, cols) floats. Rows are summed in chunks of kColumnChunkRows, then
+// the chunks' partial sums.
+inline constexpr std::int64_t kColumnChunkRows = 256;
+inline constexpr std::int64_t kMaxColumnChunks = 256;
+inline std::int64_t column_chunks(std::int64_t rows) {
+  const std::int64_t c = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
+  return c < 1 ? 1 : (c > kMaxColumnChunks ? kMaxColumnChunks : c);
+}
+inline std::int64_t column_sum_workspace(std::int64_t rows, std::int64_t cols) {
+  return column_chunks(rows) * cols;
+}
+void column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* in, float* out,
+                float* workspace, StreamHandle stream);
+
+// ---- copies between layouts (shape_ops.cu) ---------------------------------------------------
+// For b < batch, r < rows, c < cols:
+//   dst[b * dst_bs + r * dst_rs + c] (=|+=) src[b * src_bs + r * src_rs + c]
+void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+             const void* src, std::int64_t src_bs, std::int64_t src_rs, void* dst,
+             std::int64_t dst_bs, std::int64_t dst_rs, bool accumulate, StreamHandle stream);
+void fill_zero(DType dtype, std::int64_t n, void* out, StreamHandle stream);
+// Gather rows: out[j, :] = in[indices[j], :]; backward: din[r, :] = sum over j in
+// inverse[offsets[r] .. offsets[r+1]) of dout[j, :] (indices inverted on the host).
+void gather_rows(DType dtype, std::int64_t n_out, std::int64_t row_len, const std::int64_t* indices,
+                 const void* in, void* out, StreamHandle stream);
+void gather_rows_backward(DType dtype, std::int64_t n_in, std::int64_t row_len,
+                          const std::int64_t* offsets, const std::int64_t* inverse,
+                          const void* dout, void* din, StreamHandle stream);
+// [outer, axis, inner] -> [outer, inner]: out = scale * sum over axis; backward broadcasts.
+void reduce_axis(DType dtype, std::int64_t outer, std::int64_t axis, std::int64_t inner,
+                 float scale, const void* in, void* out, StreamHandle stream);
+void reduce_axis_backward(DType dtype, std::int64_t outer, std::int64_t axis, std::int64_t inner,
+                          float scale, const void* dout, void* din, StreamHandle stream);
+// Softmax over the last dimension of [rows, cols] (max-subtracted); backward
+// dx = y * (dy - sum(dy * y)).
+void softmax(DType dtype, std::int64_t rows, std::int64_t cols, const void* x, void* y,
+             StreamHandle stream);
+void softmax_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                      const void* dy, void* dx, StreamHandle stream);
+
+// ---- interaction family (interaction.cu) -----------------------------------------------------
+// DLRM dot interaction, HugeCTR layout: out[b] = [mlp[b] (w), dots (F1 (F1-1) / 2), 0] with
+// F1 = num_emb + 1 rows (the MLP vector is row 0) and dot(i, j) for j < i at w + i(i-1)/2 + j.
+void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
+                         const void* mlp, const void* emb, void* out, StreamHandle stream);
+// Gradients for the MLP vector (direct part plus its dots) and the embeddings; either may be
+// null when not needed.
+void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb,
+                          std::int64_t width, const void* mlp, const void* emb, const void* dout,
+                          void* dmlp, void* demb, StreamHandle stream);
+// FM order 2: in [batch, slots, width] -> out [batch, width] = 0.5 ((sum v)^2 - sum v^2).
+void fm_order2_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t width,
+                       const void* in, void* out, StreamHandle stream);
+void fm_order2_backward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t width,
+                        const void* in, const void* dout, void* din, StreamHandle stream);
+
+// ---- layers with weights or statistics (dense_ops.cu) ---------------------------------------
+// One DCN cross layer, f32: s[b] = x[b] . w; y[b] = x0[b] * s[b] + bias + x[b].
+void cross_forward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
+                   const float* w, const float* bias, float* s, float* y, StreamHandle stream);
+// Backward of one cross layer l (layers run last to first). `g` holds dL/dy on entry and
+// dL/dx on exit (unless `last`). With t[b] = g[b] . x0[b]:
+//   dw = sum_b t[b] x[b];  dbias = sum_b g[b];  g <- g + t w
+//   dx0: (first ? = : +=) g * s, and for the last layer (l = 0, x = x0) also + g + t w.
+// dx0 may be null (the bottom needs no gradient).
+void cross_backward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
+                    const float* w, const float* s, float* g, float* dx0, bool first, bool last,
+                    float* t, float* dw, float* dbias, float* workspace, StreamHandle stream);
+inline std::int64_t cross_workspace(std::int64_t batch, std::int64_t width) {
+  return 2 * column_sum_workspace(batch, width);
+}
+
+// WeightMultiply, f32: out[b, i*v + j] = in[b, i] * W[i, j].
+void weight_multiply_forward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                             const float* in, const float* w, float* out, StreamHandle stream);
+void weight_multiply_backward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                              const float* in, const float* w, const float* dout, float* din,
+                              float* dw, float* workspace, StreamHandle stream);
+inline std::int64_t weight_multiply_workspace(std::int64_t batch, std::int64_t slots,
+                                              std::int64_t vec) {
+  return column_sum_workspace(batch, slots * vec);
+}
+
+
+// BatchNorm (per activation, f32). Training: y = gamma (x - mean) / sqrt(var + eps) + beta with
+// batch statistics; saves mean and inv_std; running = (1 - f) running + f stat (unbiased var).
+void batch_norm_forward_train(std::int64_t rows, std::int64_t cols, const float* x,
+                              const float* gamma, const float* beta, float eps, float factor,
+                              float* y, float* save_mean, float* save_inv_std,
+                              float* running_mean, float* running_var, float* workspace,
+                              StreamHandle stream);
+void batch_norm_forward_eval(std::int64_t rows, std::int64_t cols, const float* x,
+                             const float* gamma, const float* beta, float eps,
+                             const float* running_mean, const float* running_var, float* y,
+                             StreamHandle stream);
+void batch_norm_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* gamma,
+                         const float* save_mean, const float* save_inv_std, const float* dy,
+                         float* dx, float* dgamma, float* dbeta, float* workspace,
+                         StreamHandle stream);
+// Two column reductions' partial sums at a time.
+inline std::int64_t batch_norm_workspace(std::int64_t rows, std::int64_t cols) {
+  return 2 * column_sum_workspace(rows, cols) + 2 * cols;
+}
+
+// Dice (PReLU_Dice, f32) with batch statistics (biased variance).
+void dice_forward(std::int64_t rows, std::int64_t cols, const float* x, float alpha, float eps,
+                  float* y, float* mean, float* var, float* workspace, StreamHandle stream);
+void dice_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* mean,
+                   const float* var, float alpha, float eps, const float* dy, float* dx,
+                   float* workspace, StreamHandle stream);
+inline std::int64_t dice_workspace(std::int64_t rows, std::int64_t cols) {
+  return 2 * column_sum_workspace(rows, cols) + 2 * cols;
+}
+
+// ---- losses (losses.cu) ----------------------------------------------------------------------
+enum class LossKind : std::uint8_t { BinaryCrossEntropy, CrossEntropy, MultiCrossEntropy };
+// Writes the mean loss plus `extra` (the regulariser term, a device scalar or null) into
+// *loss; with `grad` non-null also the logits' gradient, multiplied by `grad_scale` (scaler /
+// (replicas * count)). Labels are f32; logits T. target_weight: MultiCrossEntropy only.
+void loss_forward(LossKind kind, DType dtype, std::int64_t rows, std::int64_t cols,
+                  const void* logits, const float* labels, const float* target_weight,
+                  const float* extra, float* loss, float* workspace, StreamHandle stream);
+void loss_backward(LossKind kind, DType dtype, std::int64_t rows, std::int64_t cols,
+                   const void* logits, const float* labels, const float* target_weight,
+                   float grad_scale, void* grad, StreamHandle stream);
+// Partial sums of the deterministic two-stage reductions (losses, regulariser).
+inline constexpr std::int64_t kReduceBlocks = 256;
+inline std::int64_t loss_workspace() { return kReduceBlocks; }
+// *out = coef * sum w^2 (L2) or coef * sum |w| (L1) over n floats (deterministic).
+void regularizer_term(bool l1, std::int64_t n, const float* w, float coef, float* out,
+                      float* workspace, StreamHandle stream);
+
+// ---- dense optimizer (optimizer.cu) ----------------------------------------------------------
+// One launch over the whole weight block: g = grad (+ regulariser term, already multiplied by
+// the loss scaler: reg_coef * w for L2 (regularizer 2), reg_coef * sign(w) for L1 (1)), then
+// ember::apply_update. `compute` (the f16/bf16 copy, may be null) receives the new weights.
+void dense_optimizer_step(const UpdateStep& step, int regularizer, float reg_coef, std::int64_t n,
+                          float* weights, const float* grads, float* state0, float* state1,
+                          DType compute_dtype, void* compute, StreamHandle stream);
+
+}  // namespace ember::nn::cuda

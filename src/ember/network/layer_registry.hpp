@@ -1,0 +1,35 @@
+// Building dense layers and losses from their HugeCTR JSON objects (spec/config.md).
+//
+// The caller (the network parser) resolves the "bottom" names to blobs; create_layer reads the
+// rest: type, name, the layer's own keys (unknown keys, missing keys and wrong types are
+// ConfigErrors naming the layer and the key), checks the bottoms' shapes (errors show expected
+// and actual shapes) and creates the layer with its tops named from "top".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "ember/network/layer.hpp"
+
+namespace ember::nn {
+
+// The "name", "type", "bottom" and "top" of a layer object ("bottom"/"top": a string or a list).
+struct LayerHeader {
+  std::string name;
+  std::string type;
+  std::vector<std::string> bottoms;
+  std::vector<std::string> tops;
+};
+LayerHeader read_layer_header(const nlohmann::json& layer);
+
+// True for the dense layer and loss types create_layer knows (not Data, not embeddings).
+bool is_dense_layer_type(const std::string& type);
+bool is_loss_type(const std::string& type);
+std::vector<std::string> dense_layer_types();
+
+LayerPtr create_layer(const nlohmann::json& layer, const std::vector<BlobPtr>& bottoms,
+                      BuildContext& ctx);
+
+}  // namespace ember::nn

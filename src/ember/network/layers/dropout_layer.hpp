@@ -1,0 +1,31 @@
+// Dropout (HugeCTR's): in training each element is kept with probability 1 - rate and scaled by
+// 1 / (1 - rate); in evaluation the top is a copy of the bottom. The mask of step t is a pure
+// function of (layer seed, t, element), so CPU and GPU drop the same elements, and backward
+// recomputes it instead of storing it.
+#pragma once
+
+#include "ember/network/layer.hpp"
+
+namespace ember::nn {
+
+class DropoutLayer : public Layer {
+ public:
+  DropoutLayer(const LayerSpec& spec, BuildContext& ctx, float rate);
+
+  void do_forward(bool training, StreamHandle stream) override;
+  void do_backward(StreamHandle stream) override;
+
+  float rate() const { return rate_; }
+  std::uint64_t seed() const { return seed_; }
+  // Training forwards run so far; the next one uses mask number steps().
+  std::uint64_t steps() const { return steps_; }
+  void set_steps(std::uint64_t steps) { steps_ = steps; }
+
+ private:
+  float rate_;
+  std::uint64_t seed_;
+  std::uint64_t steps_ = 0;
+  std::uint64_t last_step_ = 0;  // the mask backward must reproduce
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,43 @@
+// Second-order feature interactions.
+//
+// Interaction (DLRM's dot interaction, HugeCTR's layout): bottoms [mlp [b, w], emb [b, F, w]].
+// Row 0 is the MLP vector, rows 1..F the embeddings; the top [b, w + F(F+1)/2 + 1] holds the MLP
+// vector, then the dot products of every pair i > j in the order (1,0), (2,0), (2,1), (3,0), ...
+// (pair (i, j) at w + i(i-1)/2 + j), then one zero (HugeCTR's padding). 480 for w = 128, F = 26.
+//
+// FmOrder2 (factorisation machine, order 2): bottom [b, slots * w] (or [b, slots, w]), top
+// [b, w] = 0.5 ((sum_s v_s)^2 - sum_s v_s^2) with out_dim = w.
+#pragma once
+
+#include "ember/network/layer.hpp"
+
+namespace ember::nn {
+
+class InteractionLayer : public Layer {
+ public:
+  InteractionLayer(const LayerSpec& spec, BuildContext& ctx);
+  void do_forward(bool training, StreamHandle stream) override;
+  void do_backward(StreamHandle stream) override;
+
+  std::int64_t batch() const { return batch_; }
+  std::int64_t num_embeddings() const { return num_emb_; }
+  std::int64_t width() const { return width_; }
+  static std::int64_t output_width(std::int64_t num_emb, std::int64_t width) {
+    return width + num_emb * (num_emb + 1) / 2 + 1;
+  }
+
+ private:
+  std::int64_t batch_ = 0, num_emb_ = 0, width_ = 0;
+};
+
+class FmOrder2Layer : public Layer {
+ public:
+  FmOrder2Layer(const LayerSpec& spec, BuildContext& ctx, std::int64_t out_dim);
+  void do_forward(bool training, StreamHandle stream) override;
+  void do_backward(StreamHandle stream) override;
+
+ private:
+  std::int64_t batch_ = 0, slots_ = 0, width_ = 0;
+};
+
+}  // namespace ember::nn
