@@ -68,26 +68,28 @@ template <int N>
 __device__ __forceinline__ void offsets_of(const StridedGeometry& g, std::uint32_t linear,
                                            std::uint32_t (&offset)[N]) {
 #pragma unroll
-  for (int k = 0; k < N; ++k) offset[k] = 0;
+  for (int k = 0; k < N; ++k)
+    offset[k] = 0;
 #pragma unroll
   for (int d = 0; d < kMaxRank; ++d) {
     if (d == g.rank - 1) {
       // The outermost dimension needs no division: what is left of the index is its coordinate.
 #pragma unroll
-      for (int k = 0; k < N; ++k) offset[k] += linear * g.strides[d][k];
+      for (int k = 0; k < N; ++k)
+        offset[k] += linear * g.strides[d][k];
       break;
     }
     std::uint32_t quotient, coordinate;
     g.sizes[d].divmod(linear, quotient, coordinate);
 #pragma unroll
-    for (int k = 0; k < N; ++k) offset[k] += coordinate * g.strides[d][k];
+    for (int k = 0; k < N; ++k)
+      offset[k] += coordinate * g.strides[d][k];
     linear = quotient;
   }
 }
 
 template <class F, class Out, class... In, std::size_t... K>
-__device__ __forceinline__ void strided_loop(const F& f, Out* out,
-                                             const Pack<Operand<In>...>& in,
+__device__ __forceinline__ void strided_loop(const F& f, Out* out, const Pack<Operand<In>...>& in,
                                              const StridedGeometry& g, std::uint32_t n,
                                              std::index_sequence<K...>) {
   constexpr int N = 1 + sizeof...(In);
@@ -122,10 +124,12 @@ __device__ __forceinline__ void load_lanes(const Operand<T>& o, std::uint32_t fi
   if (o.dense) {
     const Vec<T, V> raw = *reinterpret_cast<const Vec<T, V>*>(o.ptr + first);
 #pragma unroll
-    for (int j = 0; j < V; ++j) lanes.v[j] = static_cast<OpMath<T>>(raw.v[j]);
+    for (int j = 0; j < V; ++j)
+      lanes.v[j] = static_cast<OpMath<T>>(raw.v[j]);
   } else {
 #pragma unroll
-    for (int j = 0; j < V; ++j) lanes.v[j] = o.value;
+    for (int j = 0; j < V; ++j)
+      lanes.v[j] = o.value;
   }
 }
 
@@ -146,7 +150,8 @@ __device__ __forceinline__ void vector_loop(const F& f, Out* out, Pack<Operand<I
     (load_lanes<V>(get<K>(in), first, get<K>(x)), ...);
     Vec<Out, V> result;
 #pragma unroll
-    for (int j = 0; j < V; ++j) result.v[j] = convert<Out>(f(get<K>(x).v[j]...));
+    for (int j = 0; j < V; ++j)
+      result.v[j] = convert<Out>(f(get<K>(x).v[j]...));
     *reinterpret_cast<Vec<Out, V>*>(out + first) = result;
   }
   // The head (before the first vector boundary) and the tail (after the last whole vector): fewer
@@ -162,8 +167,8 @@ __device__ __forceinline__ void vector_loop(const F& f, Out* out, Pack<Operand<I
 
 template <int V, class F, class Out, class... In>
 __global__ void __launch_bounds__(kThreads)
-    vector_kernel(F f, Out* out, Pack<Operand<In>...> in, std::uint32_t head,
-                  std::uint32_t vectors, std::uint32_t n) {
+    vector_kernel(F f, Out* out, Pack<Operand<In>...> in, std::uint32_t head, std::uint32_t vectors,
+                  std::uint32_t n) {
   vector_loop<V, F, Out, In...>(f, out, in, head, vectors, n, std::index_sequence_for<In...>{});
 }
 
@@ -206,13 +211,14 @@ void pointwise(F f, const Tensor& out, cudaStream_t stream, const Arg<In>&... ar
     Out* const o = static_cast<Out*>(out.data()) + launch.offset[0];
     Pack<Operand<In>...> operands;
     [&]<std::size_t... K>(std::index_sequence<K...>) {
-      ((get<K>(operands) = Operand<In>{
-            args.tensor != nullptr
-                ? static_cast<const In*>(args.tensor->data()) + launch.offset[K + 1]
-                : nullptr,
-            args.value, launch.dense[K + 1]}),
+      ((get<K>(operands) =
+            Operand<In>{args.tensor != nullptr
+                            ? static_cast<const In*>(args.tensor->data()) + launch.offset[K + 1]
+                            : nullptr,
+                        args.value, launch.dense[K + 1]}),
        ...);
-    }(std::index_sequence_for<In...>{});
+    }
+    (std::index_sequence_for<In...>{});
     if constexpr (V > 1) {
       if (launch.vectorised) {
         const auto kernel = vector_kernel<V, F, Out, In...>;

@@ -15,7 +15,7 @@ namespace ember {
 
 namespace {
 std::mutex g_mutex;
-std::map<int, int> g_multiprocessors;                                  // device -> count
+std::map<int, int> g_multiprocessors;                                      // device -> count
 std::map<std::tuple<int, const void*, int, std::size_t>, int> g_resident;  // -> blocks per SM
 }  // namespace
 
@@ -43,8 +43,8 @@ unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_
     auto it = g_resident.find(key);
     if (it == g_resident.end()) {
       int blocks = 0;
-      EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads,
-                                                                     shared_bytes));
+      EMBER_CUDA_CHECK(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, shared_bytes));
       it = g_resident.emplace(key, std::max(blocks, 1)).first;
     }
     resident = it->second;

@@ -11,8 +11,7 @@ namespace ember {
 
 // `kernel` is the address of a __global__ function, launched with `threads` threads per block
 // and `shared_bytes` of dynamic shared memory, `work` items, one per thread per loop step.
-unsigned grid_for(const void* kernel, int threads, std::int64_t work,
-                  std::size_t shared_bytes = 0);
+unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_t shared_bytes = 0);
 
 // Multiprocessors of the current device.
 int multiprocessor_count();

@@ -123,8 +123,8 @@ template <class U>
 void transpose_copy(U* out, const U* in, const TileGeometry& g, cudaStream_t stream) {
   constexpr int threads = kTile * kTileRows;
   // One tile per block per step: `work` counts tiles as if each were one thread's item.
-  const unsigned blocks = grid_for(reinterpret_cast<const void*>(transpose_copy_kernel<U>),
-                                   threads, static_cast<std::int64_t>(g.tiles) * threads);
+  const unsigned blocks = grid_for(reinterpret_cast<const void*>(transpose_copy_kernel<U>), threads,
+                                   static_cast<std::int64_t>(g.tiles) * threads);
   transpose_copy_kernel<U><<<blocks, dim3(kTile, kTileRows), 0, stream>>>(out, in, g);
   EMBER_CUDA_CHECK_LAUNCH();
 }

@@ -23,23 +23,25 @@ bool try_vectorise(const IterationPlan<N>& piece, const PointwiseOperands& ops, 
   // Head: elements before the output's first vector boundary.
   const std::uintptr_t out_vector = ops.element_size[0] * v;
   const std::uintptr_t out_address = address_of(ops, 0, launch.offset[0]);
-  std::uint32_t head = static_cast<std::uint32_t>(
-      (out_vector - out_address % out_vector) % out_vector / ops.element_size[0]);
+  std::uint32_t head = static_cast<std::uint32_t>((out_vector - out_address % out_vector) %
+                                                  out_vector / ops.element_size[0]);
   head = std::min(head, launch.n);
+  const std::uint32_t vectors = (launch.n - head) / static_cast<std::uint32_t>(width);
   launch.dense[0] = true;
   for (int k = 1; k < ops.count; ++k) {
     const std::size_t i = static_cast<std::size_t>(k);
     const std::int64_t stride = piece.strides[k][0];
     if (stride != 0 && stride != 1) return false;
     launch.dense[i] = ops.data[i] != nullptr && stride == 1;
-    if (launch.dense[i] &&
+    // With no whole vector there is nothing to align.
+    if (launch.dense[i] && vectors > 0 &&
         address_of(ops, k, launch.offset[i] + head) % (ops.element_size[i] * v) != 0) {
-      return false;  // this input's vectors would straddle 16-byte boundaries
+      return false;  // this input's vectors would straddle their 16-byte boundaries
     }
   }
   launch.vectorised = true;
   launch.head = head;
-  launch.vectors = (launch.n - head) / static_cast<std::uint32_t>(width);
+  launch.vectors = vectors;
   return true;
 }
 
@@ -69,21 +71,21 @@ std::vector<PointwiseLaunch> plan_pointwise(const Shape& shape, const PointwiseO
     const std::size_t i = static_cast<std::size_t>(k);
     // Unused operands and immediates repeat one value: stride 0 everywhere, which never blocks
     // merging dimensions.
-    strides[i] = (k < ops.count && ops.data[i] != nullptr) ? ops.strides[i]
-                                                            : Dims::filled(shape.size(), 0);
+    strides[i] =
+        (k < ops.count && ops.data[i] != nullptr) ? ops.strides[i] : Dims::filled(shape.size(), 0);
     EMBER_CHECK(strides[i].size() == shape.size(), "plan_pointwise: operand ", k, " strides ",
                 strides[i], " do not match shape ", shape);
   }
   const IterationPlan<N> plan = make_iteration_plan<N>(shape, strides);
   std::vector<PointwiseLaunch> launches;
-  for_each_32bit_piece(plan, [&](const IterationPlan<N>& piece,
-                                 const std::array<std::int64_t, N>& offset) {
-    PointwiseLaunch launch;
-    launch.n = static_cast<std::uint32_t>(piece.numel);
-    launch.offset = offset;
-    if (!try_vectorise(piece, ops, vector_width, launch)) make_strided(piece, launch);
-    launches.push_back(launch);
-  });
+  for_each_32bit_piece(
+      plan, [&](const IterationPlan<N>& piece, const std::array<std::int64_t, N>& offset) {
+        PointwiseLaunch launch;
+        launch.n = static_cast<std::uint32_t>(piece.numel);
+        launch.offset = offset;
+        if (!try_vectorise(piece, ops, vector_width, launch)) make_strided(piece, launch);
+        launches.push_back(launch);
+      });
   return launches;
 }
 
