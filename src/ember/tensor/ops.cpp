@@ -124,30 +124,6 @@ Extent extent_of(const Tensor& t) {
   return {t.offset(), last + 1};
 }
 
-// True when the view covers every element of its extent exactly once (a permutation of a dense
-// block), so that overlapping extents mean shared elements.
-bool covers_extent_once(const Tensor& t) {
-  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (stride, size)
-  int n = 0;
-  for (int d = 0; d < t.rank(); ++d) {
-    if (t.shape()[d] == 1) continue;
-    dims[static_cast<std::size_t>(n++)] = {t.strides()[d], t.shape()[d]};
-  }
-  // Insertion sort by stride (at most 8 entries).
-  for (int i = 1; i < n; ++i) {
-    for (int j = i;
-         j > 0 && dims[static_cast<std::size_t>(j)] < dims[static_cast<std::size_t>(j - 1)]; --j) {
-      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
-    }
-  }
-  std::int64_t expected = 1;
-  for (int i = 0; i < n; ++i) {
-    if (dims[static_cast<std::size_t>(i)].first != expected) return false;
-    expected *= dims[static_cast<std::size_t>(i)].second;
-  }
-  return true;
-}
-
 // `out` may be the very view `in` is (in place), but must not otherwise share elements with it:
 // a kernel would read elements it has already overwritten. Detected exactly for dense views (the
 // usual mistake, such as x[1:] = f(x[:-1])); interleaved strided views are the caller's to keep
@@ -163,8 +139,9 @@ void check_no_partial_overlap(const std::string& op, const Tensor& out, const Te
   const bool disjoint =
       a.end * out_size <= b.begin * in_size || b.end * in_size <= a.begin * out_size;
   if (disjoint) return;
-  EMBER_CHECK(!(covers_extent_once(out) && covers_extent_once(in)), op,
-              ": the output overlaps an input without being the same view (output shape ",
+  EMBER_CHECK(!(covers_extent_once(out.shape(), out.strides()) &&
+                covers_extent_once(in.shape(), in.strides())),
+              op, ": the output overlaps an input without being the same view (output shape ",
               out.shape(), " strides ", out.strides(), " offset ", out.offset(), "; input strides ",
               in.strides(), " offset ", in.offset(), "); write to a separate tensor");
 }
