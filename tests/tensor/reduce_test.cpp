@@ -65,8 +65,39 @@ double reduce_reference(ReduceOp op, const std::vector<double>& values, DType dt
   return 0;
 }
 
+// The size of the rounding error an f64 accumulation may add to a sum of these values (its terms'
+// magnitudes times a few ulps), 0 for Max/Min which are exact.
+double accumulation_error(ReduceOp op, const std::vector<double>& values) {
+  if (op == ReduceOp::Max || op == ReduceOp::Min) return 0;
+  double magnitude = 0;
+  for (double v : values)
+    magnitude += std::abs(v);
+  if (op == ReduceOp::Mean && !values.empty()) magnitude /= static_cast<double>(values.size());
+  return 1e-13 * magnitude;
+}
+
+// values_match with each element's tolerance widened by its accumulation error.
+::testing::AssertionResult sums_match(const std::vector<double>& got,
+                                      const std::vector<double>& expected,
+                                      const std::vector<double>& error, DType dtype) {
+  if (got.size() != expected.size()) {
+    return ::testing::AssertionFailure() << got.size() << " results, expected " << expected.size();
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = expected[i], g = got[i];
+    const double tol = testing::tolerance(dtype) * std::max(1.0, std::abs(e)) + error[i];
+    if (std::isnan(e) != std::isnan(g) || (!std::isnan(e) && std::abs(g - e) > tol)) {
+      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", expected " << e
+                                           << " (" << dtype_name(dtype) << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The reference along `dim`: each output reduces its row of the input with `dim` moved last.
-std::vector<double> reference_along(ReduceOp op, const Tensor& in, int dim) {
+// `error` receives each output's accumulation error.
+std::vector<double> reference_along(ReduceOp op, const Tensor& in, int dim,
+                                    std::vector<double>* error = nullptr) {
   Dims order;
   for (int d = 0; d < in.rank(); ++d) {
     if (d != dim) order.push_back(d);
@@ -78,7 +109,9 @@ std::vector<double> reference_along(ReduceOp op, const Tensor& in, int dim) {
   std::vector<double> out;
   for (std::int64_t o = 0; o < outputs; ++o) {
     const auto first = values.begin() + o * length;
-    out.push_back(reduce_reference(op, std::vector<double>(first, first + length), in.dtype()));
+    const std::vector<double> row(first, first + length);
+    out.push_back(reduce_reference(op, row, in.dtype()));
+    if (error != nullptr) error->push_back(accumulation_error(op, row));
   }
   return out;
 }
@@ -112,7 +145,9 @@ TEST(Reduce, AlongEveryDimensionMatchesLongDoubleForEveryDType) {
           ASSERT_EQ(out.shape(), expected_shape);
           ASSERT_EQ(out.dtype(), dtype);
           // Sums of many f16/bf16 values carry the result's rounding only (f64 accumulation).
-          ASSERT_TRUE(values_match(read_as_double(out), reference_along(op, in, dim), dtype, 1.0))
+          std::vector<double> error;
+          const auto expected = reference_along(op, in, dim, &error);
+          ASSERT_TRUE(sums_match(read_as_double(out), expected, error, dtype))
               << ops::op_name(op) << " " << dtype_name(dtype) << " " << c.shape << " "
               << testing::layout_name(c.layout) << " dim " << dim;
         }
@@ -154,8 +189,9 @@ TEST(Reduce, AllElementsMatchesLongDouble) {
         const Tensor in = make_input(inputs(rng, c.shape.numel(), dtype), c.shape, dtype, c.layout);
         const Tensor out = ops::reduce_all(op, in);
         ASSERT_EQ(out.rank(), 0);
-        ASSERT_TRUE(values_match(read_as_double(out),
-                                 {reduce_reference(op, read_as_double(in), dtype)}, dtype))
+        const auto values = read_as_double(in);
+        ASSERT_TRUE(sums_match(read_as_double(out), {reduce_reference(op, values, dtype)},
+                               {accumulation_error(op, values)}, dtype))
             << ops::op_name(op) << " " << dtype_name(dtype) << " " << c.shape;
       }
     }
