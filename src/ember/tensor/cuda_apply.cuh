@@ -64,30 +64,6 @@ __device__ __forceinline__ OpMath<T> load_at(const Operand<T>& o, std::uint32_t 
 }
 
 // ---- path 2: strided --------------------------------------------------------------------------
-template <int N>
-__device__ __forceinline__ void offsets_of(const StridedGeometry& g, std::uint32_t linear,
-                                           std::uint32_t (&offset)[N]) {
-#pragma unroll
-  for (int k = 0; k < N; ++k)
-    offset[k] = 0;
-#pragma unroll
-  for (int d = 0; d < kMaxRank; ++d) {
-    if (d == g.rank - 1) {
-      // The outermost dimension needs no division: what is left of the index is its coordinate.
-#pragma unroll
-      for (int k = 0; k < N; ++k)
-        offset[k] += linear * g.strides[d][k];
-      break;
-    }
-    std::uint32_t quotient, coordinate;
-    g.sizes[d].divmod(linear, quotient, coordinate);
-#pragma unroll
-    for (int k = 0; k < N; ++k)
-      offset[k] += coordinate * g.strides[d][k];
-    linear = quotient;
-  }
-}
-
 template <class F, class Out, class... In, std::size_t... K>
 __device__ __forceinline__ void strided_loop(const F& f, Out* out, const Pack<Operand<In>...>& in,
                                              const StridedGeometry& g, std::uint32_t n,
