@@ -43,18 +43,13 @@ struct StridedGeometry {
 
 // Path 2's index math: the element offsets of linear index `linear` for the first N operands,
 // dimensions peeled innermost first with FastDivmod; the outermost needs no division (what is
-// left of the index is its coordinate). Shared by the kernel and the CPU tests.
+// left of the index is its coordinate). Shared by the kernel and the CPU tests. The loops have
+// constant trip counts, which nvcc unrolls at -O3, keeping `offset` in registers.
 template <int N>
 EMBER_HOST_DEVICE inline void offsets_of(const StridedGeometry& g, std::uint32_t linear,
                                          std::uint32_t (&offset)[N]) {
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
   for (int k = 0; k < N; ++k)
     offset[k] = 0;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
   for (int d = 0; d < kMaxRank; ++d) {
     if (d == g.rank - 1) {
       for (int k = 0; k < N; ++k)
