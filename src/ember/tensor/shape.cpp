@@ -1,6 +1,8 @@
 #include "ember/tensor/shape.hpp"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 namespace ember {
 
@@ -80,6 +82,30 @@ int normalize_dim(int dim, int rank, const char* what) {
   const int d = dim < 0 ? dim + rank : dim;
   EMBER_CHECK(d >= 0 && d < rank, what, ": dimension ", dim, " is out of range for rank ", rank);
   return d;
+}
+
+bool covers_extent_once(const Shape& shape, const Strides& strides) {
+  // (stride, size) of the dimensions that move, by increasing stride: each stride must equal the
+  // product of the sizes below it.
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};
+  int n = 0;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return true;  // no elements
+    if (shape[d] == 1) continue;
+    dims[static_cast<std::size_t>(n++)] = {strides[d], shape[d]};
+  }
+  for (int i = 1; i < n; ++i) {  // insertion sort: at most 8 entries
+    for (int j = i;
+         j > 0 && dims[static_cast<std::size_t>(j)] < dims[static_cast<std::size_t>(j - 1)]; --j) {
+      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+    }
+  }
+  std::int64_t expected = 1;
+  for (int i = 0; i < n; ++i) {
+    if (dims[static_cast<std::size_t>(i)].first != expected) return false;
+    expected *= dims[static_cast<std::size_t>(i)].second;
+  }
+  return true;
 }
 
 }  // namespace ember

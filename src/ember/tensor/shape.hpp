@@ -64,6 +64,12 @@ std::ostream& operator<<(std::ostream& os, const Dims& d);
 // Row-major strides (in elements) of a dense tensor of `shape`.
 Strides contiguous_strides(const Shape& shape);
 
+// True when a view of `shape` with (non-negative) `strides` covers every element of its extent,
+// from its first element to its last, exactly once: a dense block in some dimension order (a
+// transposed contiguous tensor, say). Such a view may be processed as flat memory when element
+// order does not matter, and two such views share elements exactly when their extents overlap.
+bool covers_extent_once(const Shape& shape, const Strides& strides);
+
 // NumPy broadcasting of two shapes; throws an error showing both shapes when they do not
 // broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

@@ -1,0 +1,19 @@
+// Grid sizes for grid-stride kernels: as many blocks as are resident on the current device at
+// once (multiprocessors times the kernel's occupancy), never more, since a second, partial wave
+// would leave most of the GPU idle; fewer when the work is small. The occupancy of each kernel is
+// asked for once per device and cached. CUDA builds only; fmt-free.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ember {
+
+// `kernel` is the address of a __global__ function, launched with `threads` threads per block
+// and `shared_bytes` of dynamic shared memory, `work` items, one per thread per loop step.
+unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_t shared_bytes = 0);
+
+// Multiprocessors of the current device.
+int multiprocessor_count();
+
+}  // namespace ember
