@@ -35,7 +35,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Args {
-  bool gpu = false;
+  // The GPU part runs whenever a device is present (scripts/gpu-check passes no flags);
+  // --gpu insists on it, --no-gpu skips it.
+  int gpu = -1;
   bool quick = false;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::int64_t samples = 2000000;  // DLRM-shaped; the multi-hot set has a quarter of it
@@ -53,13 +55,14 @@ Args parse(int argc, char** argv) {
       }
       return std::string(argv[++i]);
     };
-    if (s == "--gpu") a.gpu = true;
+    if (s == "--gpu") a.gpu = 1;
+    else if (s == "--no-gpu") a.gpu = 0;
     else if (s == "--quick") a.quick = true;
     else if (s == "--threads") a.threads = std::stoi(value());
     else if (s == "--samples") a.samples = std::stoll(value());
     else if (s == "--dir") a.dir = value();
     else if (s == "--help" || s == "-h") {
-      std::printf("usage: bench_data [--gpu] [--quick] [--threads N] [--samples N] [--dir DIR]\n");
+      std::printf("usage: bench_data [--gpu|--no-gpu] [--quick] [--threads N] [--samples N] [--dir DIR]\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "bench_data: unknown argument %s\n", s.c_str());
@@ -267,8 +270,9 @@ void run_peer(const Dataset& d, const Args& a, double ember_samples_per_s,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
-  if (a.gpu && !cuda_available()) {
+  Args a = parse(argc, argv);
+  if (a.gpu < 0) a.gpu = (!a.quick && cuda_available()) ? 1 : 0;
+  if (a.gpu == 1 && !cuda_available()) {
     std::fprintf(stderr, "bench_data: --gpu but no CUDA device is available\n");
     return 1;
   }

@@ -74,6 +74,9 @@ using CommunicatorPtr = std::unique_ptr<Communicator>;
 // ranks that never arrived; ranks that call mismatching collectives or sizes all throw an error
 // describing both calls. After such an error the group is broken: every later call throws.
 std::vector<CommunicatorPtr> make_in_process_communicators(int n, double timeout_seconds = 300.0);
+// A communicator of one rank at any place (one GPU, or the host): every collective is a local
+// copy or nothing, with no backend to start.
+CommunicatorPtr make_solo_communicator(Place place);
 
 // True when this build has the NCCL / MPI backends.
 bool nccl_compiled();

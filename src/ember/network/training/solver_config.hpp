@@ -1,0 +1,65 @@
+// The "solver" block of a HugeCTR v3 configuration: how long to train, batch sizes, display,
+// evaluation, snapshots, precision, devices and metrics.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/core/dtype.hpp"
+
+namespace ember::train {
+
+struct EvalMetric {
+  enum class Kind : std::uint8_t { AUC, AverageLoss };
+  Kind kind = Kind::AUC;
+  // "AUC:0.8025": stop training once an evaluation reaches it.
+  std::optional<double> target;
+};
+
+struct SolverConfig {
+  std::string lr_policy = "fixed";
+  std::int64_t display = 200;      // iterations between display lines (0: none)
+  std::int64_t max_iter = 0;       // exactly one of max_iter and num_epochs is set
+  std::int64_t num_epochs = 0;
+  std::int64_t batchsize = 0;
+  std::int64_t batchsize_eval = 0;  // defaults to batchsize
+  std::int64_t snapshot = 0;        // iterations between checkpoints (0: none)
+  std::string snapshot_prefix;      // checkpoints go to <snapshot_prefix>snapshot_<iter>/
+  std::int64_t eval_interval = 0;   // iterations between evaluations (0: only at the end)
+  std::int64_t max_eval_batches = 0;  // 0: the whole evaluation set
+  std::int64_t max_eval_samples = 0;
+  // Initial models (HugeCTR's dense_model_file / sparse_model_file, one sparse entry per
+  // embedding) and optimizer states to start from.
+  std::string dense_model_file;
+  std::vector<std::string> sparse_model_files;
+  std::string dense_opt_states_file;
+  std::vector<std::string> sparse_opt_states_files;
+  bool mixed_precision = false;
+  float loss_scaler = 1.0f;  // mixed_precision's value (128, 256, 512 or 1024)
+  bool enable_tf32_compute = false;
+  // One list of GPU ids per node (a flat list is one node).
+  std::vector<std::vector<int>> gpus;
+  std::vector<EvalMetric> eval_metrics{{EvalMetric::Kind::AUC, std::nullopt}};
+  DType key_type = DType::U32;  // input_key_type I32 / I64
+  std::uint64_t seed = 0;
+  bool algorithm_search = true;
+  std::string export_predictions_prefix;
+  // Ember's additions: "cpu", "cuda", or empty (cuda when a GPU is present, else cpu); and the
+  // number of in-process CPU ranks (data-parallel replicas on the host), default 1.
+  std::string device;
+  int cpu_ranks = 1;
+
+  std::vector<int> gpu_list() const;  // all GPUs of this (single) node
+  std::optional<double> auc_target() const;
+  bool wants(EvalMetric::Kind kind) const;
+};
+
+// Parses the solver object; `where` names it in messages ("solver"). Unknown keys are a
+// ConfigError naming the key, as are missing or malformed required ones.
+SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where);
+
+}  // namespace ember::train
