@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cub/cub.cuh>
 #include <mutex>
@@ -34,6 +35,22 @@ int blocks_for_threads(std::int64_t n) {
 int blocks_for_warps(std::int64_t warps) {
   return static_cast<int>(std::max<std::int64_t>(
       1, std::min<std::int64_t>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks)));
+}
+
+// Blocks of `kernel` (kThreads threads each) that the current device holds at once: the grid of
+// a persistent kernel, so that its items are taken in order, a round of resident warps at a time.
+template <class Kernel>
+int resident_blocks(Kernel kernel) {
+  static std::array<std::atomic<int>, 64> cached{};  // per device; a race computes it twice
+  int device = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 0 && device < 64 && cached[device].load() > 0) return cached[device].load();
+  int sms = 0, per_sm = 0;
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const int blocks = std::max(1, sms * per_sm);
+  if (device >= 0 && device < 64) cached[device].store(blocks);
+  return blocks;
 }
 
 __device__ inline std::int64_t global_thread() {
@@ -448,6 +465,11 @@ struct Lanes<1> {
 // need about 104 registers, which halves the warps an SM holds for the same bytes in flight and
 // leaves the short rows (one or two entries, where the loads are few anyway) with half the warps.
 constexpr int kLoadsInFlight = 4;
+// The last warp of a hot row reads its partial sums (from L2) this many at a time (8 spill at
+// 64 registers). The hottest row of the benchmark's pooling-8 batch has 1448 chunks: some 360
+// L2 round trips at the end of that row, which the persistent grid overlaps with the rest of the
+// batch (hot chunks are the first items).
+constexpr int kPartialsInFlight = 4;
 
 // The sum from zero, in entry order, of grad[bag] * scale[bag] over sorted entries
 // [first, last), for this lane's columns c .. c + W - 1. The entries' bags and scales are fetched
@@ -618,15 +640,15 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
           h.row,
           [&](std::int64_t c, bool active) {
             typename L::T g = L::zero();
-            for (int j = 0; j < chunks; j += kLoadsInFlight) {
-              typename L::T p[kLoadsInFlight];
+            for (int j = 0; j < chunks; j += kPartialsInFlight) {
+              typename L::T p[kPartialsInFlight];
               if (active) {
 #pragma unroll
-                for (int q = 0; q < kLoadsInFlight; ++q) {
+                for (int q = 0; q < kPartialsInFlight; ++q) {
                   if (j + q < chunks) p[q] = L::load_l2(partials + (j + q) * vec_size + c);
                 }
 #pragma unroll
-                for (int q = 0; q < kLoadsInFlight; ++q) {
+                for (int q = 0; q < kPartialsInFlight; ++q) {
                   if (j + q < chunks) L::add(g, p[q]);
                 }
               }
@@ -849,12 +871,16 @@ void update_rows(const Segments& seg, const float* scale, const float* grad, flo
     // carries no catch-up code and stays within its register budget.
     catch_up_rows(seg.unique_rows, n, seg.count, values, vec_size, states, step - 1, *lazy, stream);
   }
-  const int blocks = blocks_for_warps(n + hot_bound);
+  // A persistent grid: items go out in order, so the hot chunks (the first items) finish early
+  // and the last warp of each hot row adds its partial sums while the cold rows still run.
+  const int wanted = blocks_for_warps(n + hot_bound);
   if (vec_size % 4 == 0 && aligned(values) && aligned(grad) && aligned(states.s0) &&
       aligned(states.s1)) {
+    const int blocks = std::min(wanted, resident_blocks(update_kernel<4>));
     update_kernel<4><<<blocks, kThreads, 0, stream>>>(seg, plan, scale, grad, values, vec_size,
                                                       states, step, u);
   } else {
+    const int blocks = std::min(wanted, resident_blocks(update_kernel<1>));
     update_kernel<1><<<blocks, kThreads, 0, stream>>>(seg, plan, scale, grad, values, vec_size,
                                                       states, step, u);
   }
