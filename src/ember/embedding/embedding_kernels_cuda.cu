@@ -473,20 +473,26 @@ constexpr int kPartialsInFlight = 4;
 
 // The sum from zero, in entry order, of grad[bag] * scale[bag] over sorted entries
 // [first, last), for this lane's columns c .. c + W - 1. The entries' bags and scales are fetched
-// 32 at a time (a lane each) and shuffled out; every lane of the warp must call it.
+// 32 at a time (a lane each) and shuffled out; the first entry's bag and scale may come known
+// (first_bag >= 0), which spares a one-entry row two dependent loads before its gradient row.
+// Every lane of the warp must call it.
 template <int W>
 __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bags,
                                             const float* __restrict__ scale,
                                             const float* __restrict__ grad, std::int64_t vec_size,
                                             std::int64_t c, bool active, std::int64_t first,
-                                            std::int64_t last, int lane) {
+                                            std::int64_t last, std::int32_t first_bag,
+                                            float first_scale, int lane) {
   using L = Lanes<W>;
   typename L::T g = L::zero();
   for (std::int64_t base = first; base < last; base += 32) {
     const int m = static_cast<int>(last - base < 32 ? last - base : 32);
     int my_bag = 0;
     float my_scale = 0.f;
-    if (lane < m) {
+    if (base == first && lane == 0 && first_bag >= 0) {
+      my_bag = first_bag;
+      my_scale = first_scale;
+    } else if (lane < m) {
       my_bag = bags[base + lane];
       my_scale = scale[my_bag];
     }
@@ -564,21 +570,39 @@ struct HotChunk {
 };
 static_assert(sizeof(HotChunk) == 32);
 
+// Distinct row k's entries [first, first + count) and its first entry's bag and scale, in one
+// 16-byte load: a row with one entry (most rows under power-law keys) then needs no dependent
+// load before its gradient row.
+struct RowEntries {
+  std::int32_t first, count, first_bag;
+  float first_scale;
+};
+static_assert(sizeof(RowEntries) == 16);
+
 struct UpdatePlan {
+  const RowEntries* rows = nullptr;  // [distinct rows]
   const HotChunk* hot = nullptr;
   const int* hot_count = nullptr;
-  int* arrivals = nullptr;   // per hot row (at its first item): chunks finished
-  float* partials = nullptr; // [hot items, vec_size]
+  int* arrivals = nullptr;    // per hot row (at its first item): chunks finished
+  float* partials = nullptr;  // [hot items, vec_size]
 };
 
-// A thread per distinct row: rows of more than kGradientChunk entries get their chunks listed
-// (consecutive items, taken with one atomic per row) and their arrival counter reset.
-__global__ void plan_kernel(Segments seg, HotChunk* __restrict__ hot, int* __restrict__ hot_count,
-                            int* __restrict__ arrivals) {
+// A thread per distinct row: its RowEntries; rows of more than kGradientChunk entries also get
+// their chunks listed (consecutive items, taken with one atomic per row) and their arrival
+// counter reset.
+__global__ void plan_kernel(Segments seg, const float* __restrict__ scale,
+                            RowEntries* __restrict__ rows, HotChunk* __restrict__ hot,
+                            int* __restrict__ hot_count, int* __restrict__ arrivals) {
   const std::int64_t count = *seg.count;
   for (std::int64_t k = global_thread(); k < count; k += thread_count()) {
     const std::int64_t r = seg.unique_rows[k];
     const std::int64_t begin = seg.offsets[k], end = seg.offsets[k + 1];
+    RowEntries e;
+    e.first = static_cast<std::int32_t>(begin);
+    e.count = static_cast<std::int32_t>(end - begin);
+    e.first_bag = seg.sorted_bags[begin];
+    e.first_scale = scale[e.first_bag];
+    rows[k] = e;
     if (r < 0 || end - begin <= kGradientChunk) continue;
     const int chunks = static_cast<int>((end - begin + kGradientChunk - 1) / kGradientChunk);
     const int first = atomicAdd(hot_count, chunks);
@@ -596,8 +620,9 @@ __global__ void plan_kernel(Segments seg, HotChunk* __restrict__ hot, int* __res
   }
 }
 
-// 4 blocks of 256 threads per SM (64 registers a thread, no spills: see -Xptxas -v): 32 warps,
-// each with up to kLoadsInFlight 16-byte row loads outstanding.
+// 4 blocks of 256 threads per SM (64 registers a thread; -Xptxas -v reports one 8-byte spill for
+// the 16-byte variant, none for the scalar one): 32 warps, each with up to kLoadsInFlight
+// 16-byte row loads outstanding.
 constexpr int kUpdateBlocksPerSm = 4;
 
 // Work items, a warp each, strided over a persistent grid: first the chunks of hot rows (the
@@ -619,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
         const bool active = c < vec_size;
         const typename L::T p = sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active,
-                                               h.begin, h.end, lane);
+                                               h.begin, h.end, -1, 0.f, lane);
         if (active) L::store_l2(plan.partials + item * vec_size + c, p);
       }
       // Publish the partial sum, then count the chunk in; the warp that brings the count to
@@ -658,14 +683,15 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
           values, vec_size, st, step, u, lane);
     } else {
       const std::int64_t k = item - hot_count;
+      const RowEntries e = plan.rows[k];
       const std::int64_t r = seg.unique_rows[k];
-      const std::int64_t first = seg.offsets[k], last = seg.offsets[k + 1];
-      if (r < 0 || last - first > kGradientChunk) continue;
+      if (r < 0 || e.count > kGradientChunk) continue;
       step_row<W>(
           r,
           [&](std::int64_t c, bool active) {
-            return sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active, first, last,
-                                  lane);
+            return sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
+                                  static_cast<std::int64_t>(e.first) + e.count, e.first_bag,
+                                  e.first_scale, lane);
           },
           values, vec_size, st, step, u, lane);
     }
@@ -855,15 +881,17 @@ void update_rows(const Segments& seg, const float* scale, const float* grad, flo
   // A hot row has more than kGradientChunk entries, so its ceil(len / kGradientChunk) chunks
   // are fewer than 2 len / kGradientChunk: all hot chunks together fewer than 2n / kGradientChunk.
   const std::int64_t hot_bound = 2 * n / kGradientChunk + 1;
+  Temp rows(n * sizeof(RowEntries), stream);
   Temp hot(hot_bound * sizeof(HotChunk), stream), hot_count(sizeof(int), stream);
   Temp arrivals(hot_bound * sizeof(int), stream);
   Temp partials(hot_bound * vec_size * sizeof(float), stream);
   EMBER_CUDA_CHECK(cudaMemsetAsync(hot_count.as<int>(), 0, sizeof(int), stream));
-  plan_kernel<<<blocks_for_threads(n), kThreads, 0, stream>>>(seg, hot.as<HotChunk>(),
-                                                              hot_count.as<int>(), arrivals.as<int>());
+  plan_kernel<<<blocks_for_threads(n), kThreads, 0, stream>>>(
+      seg, scale, rows.as<RowEntries>(), hot.as<HotChunk>(), hot_count.as<int>(),
+      arrivals.as<int>());
   EMBER_CUDA_CHECK_LAUNCH();
-  const UpdatePlan plan{hot.as<HotChunk>(), hot_count.as<int>(), arrivals.as<int>(),
-                        partials.as<float>()};
+  const UpdatePlan plan{rows.as<RowEntries>(), hot.as<HotChunk>(), hot_count.as<int>(),
+                        arrivals.as<int>(), partials.as<float>()};
   auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
   if (lazy != nullptr) {
     // LazyGlobal: the batch's rows are first brought to step - 1 (the training forward has
