@@ -183,6 +183,7 @@ TEST(HashTableGpu, AsyncInsertReportsAFullTableAtTheNextCheck) {
   EXPECT_EQ(two.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, -1}));
 }
 
+#if EMBER_WITH_CUDA
 // Runs kernels::segments and kernels::update_rows on a batch on the CPU and on the GPU.
 struct UpdateRun {
   std::vector<std::int32_t> sorted_bags;
@@ -238,12 +239,15 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+#endif  // EMBER_WITH_CUDA
+
 // The GPU's update (hot rows cut into chunks over many warps, the last warp adding the partial
 // sums) against the CPU's plain loop: the same segments, gradient sums bitwise equal (SGD at
 // rate 1 from zero leaves w = -g), the same result on every run (no race in the last-warp
 // hand-over), and AdaGrad and LazyGlobal momentum within float rounding.
 TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
   EMBER_REQUIRE_GPU();
+#if EMBER_WITH_CUDA
   auto rng = ember::testing::make_rng();
   const std::int64_t C = kernels::kGradientChunk;
   std::vector<std::int64_t> lengths = {1, 2, 7, C - 1, C, C + 1, 2 * C, 2 * C + 1, 1023, 65537};
@@ -299,10 +303,12 @@ TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
     EXPECT_LE(testing::max_relative_error(gpu_mom.state, cpu_mom.state), 1e-5) << what;
     EXPECT_EQ(gpu_mom.last_step, cpu_mom.last_step) << what;
   }
+#endif
 }
 
 TEST(EmbeddingKernelsGpu, NewRowsStartLikeTheCpuBitwise) {
   EMBER_REQUIRE_GPU();
+#if EMBER_WITH_CUDA
   auto rng = ember::testing::make_rng();
   for (std::int64_t V : {128, 7}) {
     const std::int64_t rows = 5000;
@@ -340,6 +346,7 @@ TEST(EmbeddingKernelsGpu, NewRowsStartLikeTheCpuBitwise) {
     EXPECT_TRUE(same_bits(values[1], values[0])) << "dim " << V;
     EXPECT_EQ(steps[1], steps[0]) << "dim " << V;
   }
+#endif
 }
 
 // On a GPU the training step does not wait for the device, so a full table and a one-hot key
