@@ -200,8 +200,8 @@ void bench_row_init(bool cuda, int device, double copy_gbs) {
     const double bytes_per_row = 4.0 * V * (with_state ? 2 : 1) + 4;
     const double rate = n / (ms * 1e-3), bound = copy_gbs * 1e9 / bytes_per_row;
     const char* name = with_state ? "row init + state" : "row init";
-    std::printf("%-5s %-5s %-14s %12.2f %10.3f %13.0f%%   (dim 128, G rows/s)\n", "u32", "-",
-                name, rate / 1e9, ms, cuda ? 100.0 * rate / bound : 0.0);
+    std::printf("%-5s %-5s %-14s %12.2f %10.3f %13.0f%%   (dim 128, G rows/s)\n", "u32", "-", name,
+                rate / 1e9, ms, cuda ? 100.0 * rate / bound : 0.0);
     if (cuda && !with_state) {
       summary("new-row init, dim 128 (G rows/s)", rate / 1e9, 2, "-", "-");
       summary("new-row init, dim 128 (% of write bound)", 100.0 * rate / bound, 0, "-", "-");
@@ -350,14 +350,16 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
       hot_chunks += (len + kernels::kGradientChunk - 1) / kernels::kGradientChunk;
     }
     r.largest_segment = per_row.empty() ? 0 : per_row[0];
-    std::printf("    segments: largest %lld (then %lld, %lld); %lld rows of > %lld entries hold "
-                "%.1f%% of the lookups in %lld chunks\n",
-                static_cast<long long>(r.largest_segment),
-                static_cast<long long>(per_row.size() > 1 ? per_row[1] : 0),
-                static_cast<long long>(per_row.size() > 2 ? per_row[2] : 0),
-                static_cast<long long>(hot_rows), static_cast<long long>(kernels::kGradientChunk),
-                100.0 * static_cast<double>(hot_entries) / static_cast<double>(std::max<std::int64_t>(n, 1)),
-                static_cast<long long>(hot_chunks));
+    std::printf(
+        "    segments: largest %lld (then %lld, %lld); %lld rows of > %lld entries hold "
+        "%.1f%% of the lookups in %lld chunks\n",
+        static_cast<long long>(r.largest_segment),
+        static_cast<long long>(per_row.size() > 1 ? per_row[1] : 0),
+        static_cast<long long>(per_row.size() > 2 ? per_row[2] : 0),
+        static_cast<long long>(hot_rows), static_cast<long long>(kernels::kGradientChunk),
+        100.0 * static_cast<double>(hot_entries) /
+            static_cast<double>(std::max<std::int64_t>(n, 1)),
+        static_cast<long long>(hot_chunks));
   }
   Tensor sorted_bags = Tensor::empty({n}, DType::I32, place),
          unique = Tensor::empty({n}, DType::I64, place);
@@ -402,8 +404,7 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   // AdaGrad accumulator).
   const double row = 4.0 * V;
   r.forward_bytes = row * (n + bags);
-  r.update_bytes =
-      row * (n + 2.0 * unique_count_value * (opt == OptimizerType::AdaGrad ? 2 : 1));
+  r.update_bytes = row * (n + 2.0 * unique_count_value * (opt == OptimizerType::AdaGrad ? 2 : 1));
   std::printf("    %lld lookups, %lld distinct rows in the batch\n", static_cast<long long>(n),
               static_cast<long long>(unique_count_value));
   return r;

@@ -270,7 +270,8 @@ TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
     EXPECT_EQ(gpu.unique_rows, cpu.unique_rows) << what;
     EXPECT_EQ(gpu.offsets, cpu.offsets) << what;
     EXPECT_EQ(gpu.sorted_bags, cpu.sorted_bags) << what;
-    EXPECT_TRUE(same_bits(gpu.values, cpu.values)) << what << ": gradient sums differ from the CPU's";
+    EXPECT_TRUE(same_bits(gpu.values, cpu.values))
+        << what << ": gradient sums differ from the CPU's";
     const UpdateRun again = run_update(b, plain, nullptr, zeros, zeros, steps, 1, true);
     EXPECT_TRUE(same_bits(again.values, gpu.values)) << what << ": two GPU runs differ";
 
@@ -329,9 +330,9 @@ TEST(EmbeddingKernelsGpu, NewRowsStartLikeTheCpuBitwise) {
       Tensor w = Tensor::full({rows, V}, 3.0f, DType::F32, place);
       Tensor s0 = Tensor::full({rows, V}, 3.0f, DType::F32, place);
       Tensor last = Tensor::full({rows}, -1, DType::I64, place);
-      using InitNewRows = void (*)(const kernels::NewRows&, const std::int64_t*,
-                                   const kernels::RowInit&, float*, std::int64_t,
-                                   kernels::RowStates, StreamHandle);
+      using InitNewRows =
+          void (*)(const kernels::NewRows&, const std::int64_t*, const kernels::RowInit&, float*,
+                   std::int64_t, kernels::RowStates, StreamHandle);
       const InitNewRows init_rows = cuda ? InitNewRows{kernels::cuda::init_new_rows}
                                          : InitNewRows{kernels::cpu::init_new_rows};
       init_rows(kernels::NewRows{r.data<std::int64_t>(), rows}, k.data<std::int64_t>(), init,
@@ -365,10 +366,9 @@ TEST(SparseEmbeddingGpu, DeviceFoundErrorsAreRaisedByTheNextCall) {
     c.max_vocabulary_size_per_gpu = 5;
     c.key_dtype = DType::I64;
     SparseEmbedding emb(c, o, *comms[0]);
-    const CsrTensor batch(Tensor::from_vector(std::vector<std::int64_t>{0, 4, 8}, Place::cuda(0)),
-                          Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8},
-                                              Place::cuda(0)),
-                          8);
+    const CsrTensor batch(
+        Tensor::from_vector(std::vector<std::int64_t>{0, 4, 8}, Place::cuda(0)),
+        Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, Place::cuda(0)), 8);
     const std::vector<float> out = emb.forward(batch, 0, 2).to_vector<float>();
     emb.backward(Tensor::zeros({2, 1, 8}, DType::F32, Place::cuda(0)));
     emb.update();

@@ -53,9 +53,8 @@ TEST(EmbeddingKernels, InitNewRowsStartsOnlyTheRange) {
     const bool fresh = r >= range[0] && r < range[1];
     EXPECT_EQ(last[r], fresh ? 17 : -5) << r;
     for (std::int64_t c = 0; c < V; ++c) {
-      const float want = fresh ? kernels::initial_value(42, static_cast<std::uint64_t>(keys[r]), c,
-                                                        0.05f)
-                               : 9.0f;
+      const float want =
+          fresh ? kernels::initial_value(42, static_cast<std::uint64_t>(keys[r]), c, 0.05f) : 9.0f;
       EXPECT_TRUE(same_bits(values[r * V + c], want)) << r << "," << c;
       EXPECT_EQ(s0[r * V + c], fresh ? 0.25f : 9.0f) << r << "," << c;
     }
@@ -122,8 +121,8 @@ TEST(EmbeddingKernels, UpdateSumsGradientsInTheChunkOrder) {
     for (std::int64_t r = 0; r < b.rows_in_table; ++r) {
       for (std::int64_t c = 0; c < V; ++c) {
         const std::int64_t i = r * V + c;
-        ASSERT_EQ(-values[i], want[i]) << "row " << r << " (" << lengths[r] << " entries) column "
-                                       << c << ", dim " << V;
+        ASSERT_EQ(-values[i], want[i])
+            << "row " << r << " (" << lengths[r] << " entries) column " << c << ", dim " << V;
         // And the order is a sound one: float32 rounding of a sum of this many terms.
         ASSERT_LE(std::abs(want[i] - exact[i]), 1e-6 * lengths[r] * magnitude[i] + 1e-30)
             << "row " << r << " column " << c;

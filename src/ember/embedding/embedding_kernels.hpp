@@ -129,7 +129,7 @@ struct SelectArgs {
 struct Segments {
   const std::int32_t* sorted_bags = nullptr;  // [entries]: the bag of each entry, in that order
   const std::int64_t* unique_rows = nullptr;  // [*count]
-  const std::int64_t* offsets = nullptr;      // [*count + 1]: row k has entries [offsets[k], offsets[k+1])
+  const std::int64_t* offsets = nullptr;      // [*count + 1]: row k's entries start at offsets[k]
   const std::int64_t* count = nullptr;        // distinct rows (one i64 at the place)
   std::int64_t entries = 0;                   // n, known on the host
 };
@@ -166,22 +166,22 @@ struct OneHotArgs {
   std::int64_t owned_count = 0;
 };
 
-#define EMBER_EMBEDDING_KERNELS(Key)                                                             \
-  /* Returns the number of entries. On CUDA it reads the count back from the device (one wait) */ \
-  /* only when a.selects_all() is false; otherwise it is a.nnz and nothing waits.            */   \
-  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,   \
-                            Key* local_keys, std::int64_t* entry_bag, float* scale,              \
-                            StreamHandle stream);                                                \
+#define EMBER_EMBEDDING_KERNELS(Key)                                                               \
+  /* Returns the number of entries. On CUDA it reads the count back from the device (one wait) */  \
+  /* only when a.selects_all() is false; otherwise it is a.nnz and nothing waits.            */    \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,     \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,                \
+                            StreamHandle stream);                                                  \
   /* rows[e] of one-hot keys. An entry whose key is outside its slot's range gets row -1 and is */ \
   /* reported in bad[0..2] = {first such entry, its key, its bag}; bad[0] = -1 when none (three */ \
-  /* i64 at the place; nothing waits, the caller reads them when it likes). */                    \
-  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,    \
-                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream);  \
-  /* Initial values of rows [first, end) (host-known range). */                                   \
-  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,     \
-                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);  \
-  /* Starts the rows an insert created (range read at the place): values, states, last_step. */  \
-  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,          \
+  /* i64 at the place; nothing waits, the caller reads them when it likes). */                     \
+  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,      \
+                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream);    \
+  /* Initial values of rows [first, end) (host-known range). */                                    \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,       \
+                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);    \
+  /* Starts the rows an insert created (range read at the place): values, states, last_step. */    \
+  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,            \
                      float* values, std::int64_t vec_size, RowStates states, StreamHandle stream);
 
 namespace cpu {
@@ -204,7 +204,7 @@ EMBER_EMBEDDING_KERNELS(std::int64_t)
   void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,           \
                 std::int64_t capacity, std::int32_t* sorted_bags, std::int64_t* unique_rows,       \
                 std::int64_t* offsets, std::int64_t* count, StreamHandle stream);                  \
-  /* Brings rows[i] (or row i when rows is null) for i < *count (bound when count is null; at  */ \
+  /* Brings rows[i] (or row i when rows is null) for i < *count (bound when count is null; at  */  \
   /* most bound) to step `target` (LazyGlobal). */                                                 \
   void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,      \
                      float* values, std::int64_t vec_size, RowStates states, std::int64_t target,  \
@@ -213,8 +213,8 @@ EMBER_EMBEDDING_KERNELS(std::int64_t)
   /* kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up when lazy is    */ \
   /* set); last_step[row] = step.                                                               */ \
   void update_rows(const Segments& seg, const float* scale, const float* grad, float* values,      \
-                   std::int64_t vec_size, RowStates states, std::int64_t step, const UpdateStep& u, \
-                   const LazyParams* lazy, StreamHandle stream);                                   \
+                   std::int64_t vec_size, RowStates states, std::int64_t step,                     \
+                   const UpdateStep& u, const LazyParams* lazy, StreamHandle stream);              \
   /* Global: a zero-gradient step for every row r < *rows_in_use (bound when null; at most      */ \
   /* bound) not yet at `step`. */                                                                  \
   void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float* values,        \

@@ -98,8 +98,8 @@ void init_impl(float* values, std::int64_t vec_size, std::int64_t first, std::in
 }
 
 template <class Key>
-void init_new_impl(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,
-                   float* values, std::int64_t vec_size, RowStates st) {
+void init_new_impl(const NewRows& fresh, const Key* keys_by_row, const RowInit& init, float* values,
+                   std::int64_t vec_size, RowStates st) {
   const std::int64_t first = fresh.range[0], end = fresh.range[1];
 #pragma omp parallel for schedule(static) if (end - first >= 1024)
   for (std::int64_t r = first; r < end; ++r) {
@@ -173,9 +173,9 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
   }
 }
 
-void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,
-              std::int64_t, std::int32_t* sorted_bags, std::int64_t* unique_rows,
-              std::int64_t* offsets, std::int64_t* count, StreamHandle) {
+void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n, std::int64_t,
+              std::int32_t* sorted_bags, std::int64_t* unique_rows, std::int64_t* offsets,
+              std::int64_t* count, StreamHandle) {
   std::vector<std::int64_t> order(n);
   std::iota(order.begin(), order.end(), std::int64_t{0});
   std::stable_sort(order.begin(), order.end(),

@@ -220,7 +220,8 @@ __global__ void init_kernel(float* __restrict__ values, std::int64_t vec_size, s
                             std::uint64_t seed, float bound) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t r = first + global_warp(); r < end; r += warp_count()) {
-    const std::uint64_t row_stream = row_init_stream(seed, static_cast<std::uint64_t>(keys_by_row[r]));
+    const std::uint64_t row_stream =
+        row_init_stream(seed, static_cast<std::uint64_t>(keys_by_row[r]));
     for (std::int64_t c = lane; c < vec_size; c += 32)
       values[r * vec_size + c] = initial_value_at(row_stream, c, bound);
   }
@@ -269,10 +270,9 @@ __device__ inline float4 load_row4(const float* values, std::int64_t row, std::i
 constexpr int kBagsPerWarp = 4;
 
 __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
-                             const std::int64_t* __restrict__ rows,
-                             const float* __restrict__ scale, std::int64_t bags,
-                             const float* __restrict__ values, std::int64_t vec_size,
-                             float* __restrict__ out) {
+                             const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
+                             std::int64_t bags, const float* __restrict__ values,
+                             std::int64_t vec_size, float* __restrict__ out) {
   constexpr int G = kBagsPerWarp;
   const int lane = threadIdx.x & 31;
   const std::int64_t passes = (vec_size + 127) / 128;  // uniform over the warp (shuffles)
@@ -293,7 +293,8 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
       const bool active = c < vec_size;
       float4 acc[G];
 #pragma unroll
-      for (int q = 0; q < G; ++q) acc[q] = zero;
+      for (int q = 0; q < G; ++q)
+        acc[q] = zero;
       for (std::int64_t k = 0;; k += 32) {
         std::int64_t mine[G];
         int n[G];
@@ -427,7 +428,9 @@ struct Lanes<4> {
   __device__ static T load_l2(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
   __device__ static void store(float* p, const T& v) { *reinterpret_cast<float4*>(p) = v; }
   __device__ static void store_l2(float* p, const T& v) { __stcg(reinterpret_cast<float4*>(p), v); }
-  __device__ static float& at(T& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+  __device__ static float& at(T& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+  }
   // g += v * s and g += p with separately rounded multiply and add (no fused multiply-add), so
   // the sums are bitwise the CPU's: Adam and AdaGrad divide by the gradient's own magnitude,
   // which would magnify a last-bit difference in a sum that nearly cancels.
@@ -456,7 +459,9 @@ struct Lanes<1> {
   __device__ static void store(float* p, const T& v) { *p = v; }
   __device__ static void store_l2(float* p, const T& v) { __stcg(p, v); }
   __device__ static float& at(T& v, int) { return v; }
-  __device__ static void add_scaled(T& g, const T& v, float s) { g = __fadd_rn(g, __fmul_rn(v, s)); }
+  __device__ static void add_scaled(T& g, const T& v, float s) {
+    g = __fadd_rn(g, __fmul_rn(v, s));
+  }
   __device__ static void add(T& g, const T& p) { g = __fadd_rn(g, p); }
 };
 
@@ -767,36 +772,36 @@ int blocks_for_new_rows(std::int64_t max_rows) {
 
 }  // namespace
 
-#define EMBER_CUDA_KERNELS(Key)                                                                   \
-  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,    \
-                            Key* local_keys, std::int64_t* entry_bag, float* scale,               \
-                            StreamHandle stream) {                                                \
-    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale, stream);        \
-  }                                                                                               \
-  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,     \
-                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream) {  \
-    EMBER_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(std::int64_t), stream));                   \
-    if (n == 0) return;                                                                           \
-    onehot_kernel<Key><<<blocks_for_threads(n), kThreads, 0, stream>>>(                           \
-        a, local_keys, entry_bag, n, rows, reinterpret_cast<unsigned long long*>(bad));           \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                    \
-    onehot_report_kernel<Key><<<1, 1, 0, stream>>>(local_keys, entry_bag, bad);                   \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                    \
-  }                                                                                               \
-  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,      \
-                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream) {  \
-    if (end <= first) return;                                                                     \
-    init_kernel<Key><<<blocks_for_new_rows(end - first), kThreads, 0, stream>>>(                  \
-        values, vec_size, first, end, keys_by_row, seed, bound);                                  \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                    \
-  }                                                                                               \
-  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,           \
-                     float* values, std::int64_t vec_size, RowStates states,                      \
-                     StreamHandle stream) {                                                       \
-    if (fresh.max_rows <= 0) return;                                                              \
+#define EMBER_CUDA_KERNELS(Key)                                                                  \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,   \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,              \
+                            StreamHandle stream) {                                               \
+    return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale, stream);       \
+  }                                                                                              \
+  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,    \
+                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream) { \
+    EMBER_CUDA_CHECK(cudaMemsetAsync(bad, 0xFF, sizeof(std::int64_t), stream));                  \
+    if (n == 0) return;                                                                          \
+    onehot_kernel<Key><<<blocks_for_threads(n), kThreads, 0, stream>>>(                          \
+        a, local_keys, entry_bag, n, rows, reinterpret_cast<unsigned long long*>(bad));          \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
+    onehot_report_kernel<Key><<<1, 1, 0, stream>>>(local_keys, entry_bag, bad);                  \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
+  }                                                                                              \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,     \
+                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream) { \
+    if (end <= first) return;                                                                    \
+    init_kernel<Key><<<blocks_for_new_rows(end - first), kThreads, 0, stream>>>(                 \
+        values, vec_size, first, end, keys_by_row, seed, bound);                                 \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
+  }                                                                                              \
+  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,          \
+                     float* values, std::int64_t vec_size, RowStates states,                     \
+                     StreamHandle stream) {                                                      \
+    if (fresh.max_rows <= 0) return;                                                             \
     init_new_rows_kernel<Key><<<blocks_for_new_rows(fresh.max_rows), kThreads, 0, stream>>>(     \
-        fresh, keys_by_row, init, values, vec_size, states);                                      \
-    EMBER_CUDA_CHECK_LAUNCH();                                                                    \
+        fresh, keys_by_row, init, values, vec_size, states);                                     \
+    EMBER_CUDA_CHECK_LAUNCH();                                                                   \
   }
 EMBER_CUDA_KERNELS(std::uint32_t)
 EMBER_CUDA_KERNELS(std::int64_t)
@@ -867,8 +872,8 @@ void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int6
                    float* values, std::int64_t vec_size, RowStates states, std::int64_t target,
                    const LazyParams& lazy, StreamHandle stream) {
   if (bound <= 0) return;
-  catch_up_kernel<<<blocks_for_warps(bound), kThreads, 0, stream>>>(
-      rows, bound, count, values, vec_size, states, target, lazy);
+  catch_up_kernel<<<blocks_for_warps(bound), kThreads, 0, stream>>>(rows, bound, count, values,
+                                                                    vec_size, states, target, lazy);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
@@ -953,8 +958,8 @@ void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
                       const std::int64_t* owned_slots, std::int64_t owned_count,
                       const std::int64_t* range, StreamHandle stream) {
   if (n == 0 || owned_count == 0) return;
-  row_slots_kernel<<<blocks_for_threads(n), kThreads, 0, stream>>>(
-      row_slot, rows, entry_bag, n, owned_slots, owned_count, range);
+  row_slots_kernel<<<blocks_for_threads(n), kThreads, 0, stream>>>(row_slot, rows, entry_bag, n,
+                                                                   owned_slots, owned_count, range);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

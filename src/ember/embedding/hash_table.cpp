@@ -154,7 +154,6 @@ struct DeviceScope {
   std::optional<DeviceGuard> guard;
 };
 
-
 }  // namespace
 
 HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::int64_t slot_count,
@@ -261,7 +260,8 @@ void HashTable::take_insert_state(std::uint64_t counter, std::uint64_t bad_index
     EMBER_THROW(owner_, ": key ",
                 key_dtype_ == DType::U32 ? std::to_string(empty_key<std::uint32_t>())
                                          : std::to_string(empty_key<std::int64_t>()),
-                " (", bad_position, ") is reserved as the hash table's empty marker and cannot be "
+                " (", bad_position,
+                ") is reserved as the hash table's empty marker and cannot be "
                 "stored; remap it in the data");
   }
 }

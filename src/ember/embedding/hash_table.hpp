@@ -100,8 +100,8 @@ class HashTable {
   Place place_;
   std::int64_t slot_count_;
   std::string owner_, capacity_hint_;
-  Tensor slots_;                // slot_count_ HashSlot<Key> as bytes
-  Tensor keys_by_row_;          // [capacity] key_dtype_
+  Tensor slots_;         // slot_count_ HashSlot<Key> as bytes
+  Tensor keys_by_row_;   // [capacity] key_dtype_
   Tensor device_state_;  // CUDA only: u64 [cuda::kHashStateWords] (hash_table_cuda.hpp)
   // host mirror of the row counter (CPU: the counter itself), as of the last check
   mutable std::int64_t rows_used_ = 0;

@@ -120,7 +120,8 @@ __global__ void insert_kernel(HashSlot<Key>* __restrict__ slots, std::uint64_t m
     if ((claims | lost) != 0) {
       const int leader = __ffs(claims | lost) - 1;
       if (static_cast<int>(lane) == leader) {
-        first = atomicAdd(&state[0], static_cast<unsigned long long>(__popc(claims) + __popc(lost)));
+        first =
+            atomicAdd(&state[0], static_cast<unsigned long long>(__popc(claims) + __popc(lost)));
       }
       first = __shfl_sync(0xffffffffu, first, leader);
     }

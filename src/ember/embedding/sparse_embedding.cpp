@@ -350,11 +350,11 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
     init.state0 = optimizer_.initial_state(0);
     init.state1 = optimizer_.initial_state(1);
     init.step = step_;
-    EMBER_KERNEL(init_new_rows, kernels::NewRows{table_->new_rows(), n},
-                 table_->reverse_map().data<Key>(), init, values_.data<float>(), V,
-                 kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_),
-                                    ptr<std::int64_t>(last_step_)},
-                 stream());
+    EMBER_KERNEL(
+        init_new_rows, kernels::NewRows{table_->new_rows(), n}, table_->reverse_map().data<Key>(),
+        init, values_.data<float>(), V,
+        kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+        stream());
     if (row_slot_.defined()) {
       EMBER_KERNEL(record_row_slots, row_slot_.data<std::int64_t>(), b.rows.data<std::int64_t>(),
                    b.entry_bag.data<std::int64_t>(), n, owned_slots_dev_.data<std::int64_t>(),
@@ -371,8 +371,7 @@ void SparseEmbedding::throw_onehot_error(std::int64_t entry, std::int64_t key,
   for (std::int64_t q = 0; q < s; ++q)
     begin += config_.slot_size_array[q];
   EMBER_THROW_AS(DataError, where(), ": key ", key, " of sample ", bag / owned, " in slot ", s,
-                 " is outside the slot's range [", begin, ", ",
-                 begin + config_.slot_size_array[s],
+                 " is outside the slot's range [", begin, ", ", begin + config_.slot_size_array[s],
                  ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
                  "lie within slot_size_array)",
                  place_.is_cuda() ? " (found on the GPU in an earlier batch: the step does not "
@@ -520,8 +519,7 @@ void SparseEmbedding::update(float loss_scaler) {
   const Batch& b = *batch_;
   if (b.entries > 0) {
     EMBER_KERNEL(update_rows, b.segments(), b.scale.data<float>(), b.grad.data<float>(),
-                 values_.data<float>(), config_.vec_size, st, t, u, lazy ? &lp : nullptr,
-                 stream());
+                 values_.data<float>(), config_.vec_size, st, t, u, lazy ? &lp : nullptr, stream());
   }
   if (optimizer_.update_type == UpdateType::Global) {
     // Rows in use as the device knows them (the table's word; all rows for one-hot), so the
