@@ -65,8 +65,9 @@ __global__ void find_kernel(const HashSlot<Key>* __restrict__ slots, std::uint64
 }
 
 // Insert-or-find, a warp per 32 keys, in two phases so that rows are handed out with one
-// counter atomic per warp (a counter bumped once per new key serialises the whole insert on one
-// address: about 2.7 G keys/s on an H200 whatever the key size or load):
+// counter atomic per warp: every new key needs the one counter address, and an insert that took
+// an atomic per group of lanes that happened to claim together ran at the same 2.7 G keys/s on an
+// H200 for u32 and i64 keys at load 0.5 and 0.75, the mark of a serial resource:
 //   1. each lane probes for its key and claims an empty slot with a compare-and-swap, without
 //      ever waiting;
 //   2. the warp counts its claims with a ballot, one lane takes that many consecutive rows, and
