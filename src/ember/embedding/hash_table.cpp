@@ -249,20 +249,25 @@ void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream
   });
 }
 
-void HashTable::take_insert_state(std::uint64_t counter, std::uint64_t bad_index,
-                                  const std::string& bad_position) const {
+void HashTable::take_insert_state(std::uint64_t counter, std::uint64_t bad_index, bool late) const {
+  // An asynchronous insert is checked when the next call comes, so its message says so.
+  const char* when =
+      late ? " (found in the batch before this call: the training step does not wait for the "
+             "device; those keys read zeros and took no update)"
+           : "";
   rows_used_ = static_cast<std::int64_t>(counter);
   if (rows_used_ > capacity_) {
     full_ = true;
-    EMBER_THROW(full_message(rows_used_ - capacity_));
+    EMBER_THROW(full_message(rows_used_ - capacity_), when);
   }
   if (bad_index != ~0ull) {
     EMBER_THROW(owner_, ": key ",
                 key_dtype_ == DType::U32 ? std::to_string(empty_key<std::uint32_t>())
                                          : std::to_string(empty_key<std::int64_t>()),
-                " (", bad_position,
-                ") is reserved as the hash table's empty marker and cannot be "
-                "stored; remap it in the data");
+                " (position ", static_cast<std::int64_t>(bad_index),
+                " of the batch) is reserved as the hash table's empty marker and cannot be "
+                "stored; remap it in the data",
+                when);
   }
 }
 
@@ -305,8 +310,7 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
     }
   });
   result.end = std::min(static_cast<std::int64_t>(counter), capacity_);
-  take_insert_state(counter, bad_index,
-                    cat("position ", static_cast<std::int64_t>(bad_index), " of the batch"));
+  take_insert_state(counter, bad_index, false);
   return result;
 }
 
@@ -346,10 +350,7 @@ void HashTable::check() const {
   pending_ready_.synchronize();
   pending_ = false;
   const auto* words = static_cast<const std::uint64_t*>(pending_state_.data());
-  take_insert_state(words[0], words[1],
-                    cat("position ", static_cast<std::int64_t>(words[1]),
-                        " of the batch inserted before this call; the table raises it late "
-                        "because the training step does not wait for the device"));
+  take_insert_state(words[0], words[1], true);
 }
 
 const std::int64_t* HashTable::new_rows() const {

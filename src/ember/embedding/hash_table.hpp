@@ -91,9 +91,9 @@ class HashTable {
 
  private:
   void check_keys(const Tensor& keys, const Tensor& rows, const char* what) const;
-  // Turns the device words of an insert into host state and errors (index: of a reserved key).
-  void take_insert_state(std::uint64_t counter, std::uint64_t bad_index,
-                         const std::string& bad_position) const;
+  // Turns the words of an insert (row counter, index of a reserved key or ~0) into host state
+  // and errors; `late`: the insert was asynchronous and is checked by a later call.
+  void take_insert_state(std::uint64_t counter, std::uint64_t bad_index, bool late) const;
 
   DType key_dtype_;
   std::int64_t capacity_;

@@ -13,8 +13,9 @@
 // On a GPU the training step does not wait for the device (with one rank, or a rank owning
 // every slot; otherwise forward waits once to learn the rank's entry count). Errors found on the
 // device (a full table, a reserved key, a one-hot key outside its slot) are therefore raised by
-// the next forward() or host query (rows_in_use(), snapshot(), save(), load()), naming the
-// numbers; the keys concerned read zeros and take no update meanwhile, never another key's row.
+// the next forward(), snapshot(), save() or load() (table errors by rows_in_use() too), naming
+// the numbers; the keys concerned read zeros and take no update meanwhile, never another key's
+// row.
 #pragma once
 
 #include <cstdint>
