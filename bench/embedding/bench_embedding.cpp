@@ -1,6 +1,7 @@
 // Embedding benchmarks (docs/performance.md, "Sparse embeddings"):
 //   (a) hash table find / insert-or-find throughput at 2^27 slots, load 0.5 and 0.75, u32 and
-//       i64 keys, present and absent keys, against the bandwidth bound;
+//       i64 keys, present and absent keys, against the bandwidth bound (key insertion only: no
+//       embedding vector is touched); then, apart, starting 2^22 new dim-128 rows;
 //   (b) a DLRM-shaped embedding step (26 Criteo-Kaggle tables, dim 128, batch 65536, power-law
 //       keys, pooling 1 and 8): forward, backward + update (SGD, AdaGrad), the whole step, in
 //       samples/s and effective GB/s against the device copy bandwidth measured in the same run,
@@ -167,6 +168,47 @@ void bench_hash_table(bool cuda, int device, std::int64_t slot_count, double cop
   }
 }
 
+// Starting new rows (what a training forward does after inserting new keys), timed apart from
+// the key insertion above: each row's 128 values come from a counter-based random stream (the
+// row's stream mixed once, one 64-bit mix per value), its states are filled and its step set.
+// Bound: the row's writes (512 bytes at dim 128) plus its key read, at copy bandwidth.
+void bench_row_init(bool cuda, int device, double copy_gbs) {
+  const Place place = cuda ? Place::cuda(device) : Place::host();
+  const std::int64_t n = cuda ? std::int64_t{1} << 22 : std::int64_t{1} << 12, V = 128;
+  const Tensor keys = Tensor::from_vector(unique_keys<std::uint32_t>(0, n), place);
+  const Tensor range = Tensor::from_vector(std::vector<std::int64_t>{0, n}, place);
+  Tensor values = Tensor::empty({n, V}, DType::F32, place);
+  Tensor state = Tensor::empty({n, V}, DType::F32, place);
+  kernels::RowInit init;
+  init.seed = 7;
+  init.bound = 0.05f;
+  const StreamHandle s = cuda ? current_stream(device) : nullptr;
+  for (bool with_state : {false, true}) {
+    const kernels::RowStates st{with_state ? state.data<float>() : nullptr, nullptr, nullptr};
+    const kernels::NewRows fresh{range.data<std::int64_t>(), n};
+    const double ms = time_ms(cuda, device, 1, cuda ? 10 : 2, [&] {
+#if EMBER_WITH_CUDA
+      if (cuda) {
+        kernels::cuda::init_new_rows(fresh, keys.data<std::uint32_t>(), init, values.data<float>(),
+                                     V, st, s);
+        return;
+      }
+#endif
+      kernels::cpu::init_new_rows(fresh, keys.data<std::uint32_t>(), init, values.data<float>(), V,
+                                  st, s);
+    });
+    const double bytes_per_row = 4.0 * V * (with_state ? 2 : 1) + 4;
+    const double rate = n / (ms * 1e-3), bound = copy_gbs * 1e9 / bytes_per_row;
+    const char* name = with_state ? "row init + state" : "row init";
+    std::printf("%-5s %-5s %-14s %12.2f %10.3f %13.0f%%   (dim 128, G rows/s)\n", "u32", "-", name,
+                rate / 1e9, ms, cuda ? 100.0 * rate / bound : 0.0);
+    if (cuda && !with_state) {
+      summary("new-row init, dim 128 (G rows/s)", rate / 1e9, 2, "-", "-");
+      summary("new-row init, dim 128 (% of write bound)", 100.0 * rate / bound, 0, "-", "-");
+    }
+  }
+}
+
 // ---- (b) DLRM-shaped embedding step
 // --------------------------------------------------------------
 
@@ -204,6 +246,7 @@ CsrTensor make_batch(const StepShape& s, std::uint64_t seed, Place place) {
 struct StepResult {
   double forward_ms = 0, pool_ms = 0, backward_update_ms = 0, update_kernel_ms = 0, step_ms = 0;
   double forward_bytes = 0, update_bytes = 0;
+  std::int64_t largest_segment = 0;
 };
 
 StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerType opt,
@@ -280,13 +323,10 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
                        scale.data<float>(), bags, values.data<float>(), V, out.data<float>(), s);
   };
   r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
-  // The fused update kernel alone on this batch's segments.
-  Tensor sorted = Tensor::empty({n}, DType::I64, place),
-         unique = Tensor::empty({n}, DType::I64, place);
-  Tensor seg_off = Tensor::empty({n + 1}, DType::I64, place);
+  // The update kernels alone (plan + fused update) on this batch's segments.
   Tensor entry_bag = Tensor::empty({n}, DType::I64, place);
+  std::vector<std::int64_t> eb(n);
   {
-    std::vector<std::int64_t> eb(n);
     const auto off = b0.row_offsets().to(Place::host()).to_vector<std::int64_t>();
     for (std::int64_t bag = 0; bag < bags; ++bag) {
       for (std::int64_t e = off[bag]; e < off[bag + 1]; ++e)
@@ -294,22 +334,55 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
     }
     entry_bag.copy_from(Tensor::from_vector(eb));
   }
+  // Segment lengths, counted on the host: the longest one is what a warp-per-row update would
+  // serialise on.
+  {
+    const auto host_rows = rows.to(Place::host()).to_vector<std::int64_t>();
+    std::vector<std::int64_t> per_row(table.size(), 0);
+    for (auto row : host_rows)
+      ++per_row[row];
+    std::sort(per_row.rbegin(), per_row.rend());
+    std::int64_t hot_rows = 0, hot_entries = 0, hot_chunks = 0;
+    for (auto len : per_row) {
+      if (len <= kernels::kGradientChunk) break;
+      ++hot_rows;
+      hot_entries += len;
+      hot_chunks += (len + kernels::kGradientChunk - 1) / kernels::kGradientChunk;
+    }
+    r.largest_segment = per_row.empty() ? 0 : per_row[0];
+    std::printf(
+        "    segments: largest %lld (then %lld, %lld); %lld rows of > %lld entries hold "
+        "%.1f%% of the lookups in %lld chunks\n",
+        static_cast<long long>(r.largest_segment),
+        static_cast<long long>(per_row.size() > 1 ? per_row[1] : 0),
+        static_cast<long long>(per_row.size() > 2 ? per_row[2] : 0),
+        static_cast<long long>(hot_rows), static_cast<long long>(kernels::kGradientChunk),
+        100.0 * static_cast<double>(hot_entries) /
+            static_cast<double>(std::max<std::int64_t>(n, 1)),
+        static_cast<long long>(hot_chunks));
+  }
+  Tensor sorted_bags = Tensor::empty({n}, DType::I32, place),
+         unique = Tensor::empty({n}, DType::I64, place);
+  Tensor seg_off = Tensor::empty({n + 1}, DType::I64, place);
+  Tensor unique_count = Tensor::empty({1}, DType::I64, place);
   Tensor state = Tensor::zeros({table.size(), V}, DType::F32, place);
-  std::int64_t unique_count = 0;
 #if EMBER_WITH_CUDA
   if (cuda) {
-    unique_count = kernels::cuda::segments(rows.data<std::int64_t>(), n, table.size(),
-                                           sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
-                                           seg_off.data<std::int64_t>(), s);
+    kernels::cuda::segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n,
+                            table.size(), sorted_bags.data<std::int32_t>(),
+                            unique.data<std::int64_t>(), seg_off.data<std::int64_t>(),
+                            unique_count.data<std::int64_t>(), s);
   }
 #endif
   if (!cuda) {
-    unique_count = kernels::cpu::segments(rows.data<std::int64_t>(), n, table.size(),
-                                          sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
-                                          seg_off.data<std::int64_t>(), s);
+    kernels::cpu::segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n,
+                           table.size(), sorted_bags.data<std::int32_t>(),
+                           unique.data<std::int64_t>(), seg_off.data<std::int64_t>(),
+                           unique_count.data<std::int64_t>(), s);
   }
-  const kernels::Segments seg{sorted.data<std::int64_t>(), unique.data<std::int64_t>(),
-                              seg_off.data<std::int64_t>(), unique_count};
+  const std::int64_t unique_count_value = unique_count.to(Place::host()).item<std::int64_t>();
+  const kernels::Segments seg{sorted_bags.data<std::int32_t>(), unique.data<std::int64_t>(),
+                              seg_off.data<std::int64_t>(), unique_count.data<std::int64_t>(), n};
   const kernels::RowStates st{opt == OptimizerType::AdaGrad ? state.data<float>() : nullptr,
                               nullptr, nullptr};
   const UpdateStep u = make_update_step(o, 0.01f, 1);
@@ -317,14 +390,13 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   auto update = [&] {
 #if EMBER_WITH_CUDA
     if (cuda) {
-      kernels::cuda::update_rows(seg, entry_bag.data<std::int64_t>(), scale.data<float>(),
-                                 grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr,
-                                 s);
+      kernels::cuda::update_rows(seg, scale.data<float>(), grad2.data<float>(),
+                                 values.data<float>(), V, st, 1, u, nullptr, s);
       return;
     }
 #endif
-    kernels::cpu::update_rows(seg, entry_bag.data<std::int64_t>(), scale.data<float>(),
-                              grad2.data<float>(), values.data<float>(), V, st, 1, u, nullptr, s);
+    kernels::cpu::update_rows(seg, scale.data<float>(), grad2.data<float>(), values.data<float>(),
+                              V, st, 1, u, nullptr, s);
   };
   r.update_kernel_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, update);
   // Bytes that must move: forward reads every looked-up row and writes every pooled bag;
@@ -332,9 +404,9 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, OptimizerTy
   // AdaGrad accumulator).
   const double row = 4.0 * V;
   r.forward_bytes = row * (n + bags);
-  r.update_bytes = row * (n + 2.0 * unique_count * (opt == OptimizerType::AdaGrad ? 2 : 1));
+  r.update_bytes = row * (n + 2.0 * unique_count_value * (opt == OptimizerType::AdaGrad ? 2 : 1));
   std::printf("    %lld lookups, %lld distinct rows in the batch\n", static_cast<long long>(n),
-              static_cast<long long>(unique_count));
+              static_cast<long long>(unique_count_value));
   return r;
 }
 
@@ -418,10 +490,10 @@ void bench_dlrm(bool cuda, int device, const StepShape& base, double copy_gbs, b
                   r.pool_ms, fwd_gbs, pct(fwd_gbs));
       std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n",
                   "forward, whole (select+hash+pool)", r.forward_ms, fwd_all_gbs, pct(fwd_all_gbs));
-      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n", "update, fused kernel",
-                  r.update_kernel_ms, upd_gbs, pct(upd_gbs));
       std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n",
-                  "backward + update (sort+update)", r.backward_update_ms, bu_all_gbs,
+                  "update kernels (plan + update)", r.update_kernel_ms, upd_gbs, pct(upd_gbs));
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy\n",
+                  "backward + update (whole calls)", r.backward_update_ms, bu_all_gbs,
                   pct(bu_all_gbs));
       const double sps = shape.batch / (r.step_ms * 1e-3);
       std::printf("    %-34s %9.3f ms %9.2f M samples/s\n", "whole step", r.step_ms, sps / 1e6);
@@ -431,8 +503,10 @@ void bench_dlrm(bool cuda, int device, const StepShape& base, double copy_gbs, b
         summary("forward pool kernel, " + tag + " (% of copy)", pct(fwd_gbs), 0, ">= 85",
                 pct(fwd_gbs) >= 85 ? "yes" : "no");
       }
-      summary("update kernel, " + tag + " (% of copy)", pct(upd_gbs), 0, ">= 60",
+      summary("update kernels, " + tag + " (% of copy)", pct(upd_gbs), 0, ">= 60",
               pct(upd_gbs) >= 60 ? "yes" : "no");
+      summary("backward + update, " + tag + " (% of copy)", pct(bu_all_gbs), 0, ">= 60",
+              pct(bu_all_gbs) >= 60 ? "yes" : "no");
       summary("whole step, " + tag + " (M samples/s)", sps / 1e6, 2, "-", "-");
       if (torch) {
         // The peer runs once per pooling, after Ember's SGD case has freed its tables.
@@ -477,6 +551,7 @@ int main(int argc, char** argv) {
     }
     if (!cuda) {
       bench_hash_table(false, 0, 1 << 16, 0);
+      bench_row_init(false, 0, 0);
       StepShape s;
       for (auto v : kCriteoKaggleSizes)
         s.sizes.push_back(std::max<std::int64_t>(1, v / 1000));
@@ -491,6 +566,7 @@ int main(int argc, char** argv) {
     std::printf("device copy bandwidth (read + write): %.1f GB/s\n", copy_gbs);
     summary("device copy bandwidth (GB/s)", copy_gbs, 0, "-", "-");
     bench_hash_table(true, device, std::int64_t{1} << 27, copy_gbs);
+    bench_row_init(true, device, copy_gbs);
     StepShape s;
     s.sizes = kCriteoKaggleSizes;
     s.batch = 65536;

@@ -1,11 +1,17 @@
 // The CUDA hash table and sparse embedding against the CPU ones.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+#include <cstring>
 #include <set>
 #include <unordered_map>
 
 #include "embedding_reference_support.hpp"
+#include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/hash_table.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "support/test_support.hpp"
@@ -128,6 +134,303 @@ TEST(HashTableGpu, FullTableError) {
     }
   }
   EXPECT_EQ(got.size(), 100u);
+}
+
+TEST(HashTableGpu, AsyncInsertReportsAFullTableAtTheNextCheck) {
+  EMBER_REQUIRE_GPU();
+  HashTable table(DType::U32, 100, Place::cuda(0), 0, "embedding layer 'g'");
+  std::vector<std::uint32_t> keys(1000);
+  for (std::uint32_t i = 0; i < 1000; ++i)
+    keys[i] = 7 * i + 1;
+  const Tensor device_keys = Tensor::from_vector(keys, Place::cuda(0));
+  Tensor rows = Tensor::empty({1000}, DType::I64, Place::cuda(0));
+  table.insert_or_find_async(device_keys, rows);  // queued: no error yet
+  std::int64_t range[2] = {-1, -1};
+  copy_bytes(range, Place::host(), table.new_rows(), Place::cuda(0), sizeof range,
+             current_stream(0));
+  synchronize_stream(current_stream(0));
+  EXPECT_EQ(range[0], 0);
+  EXPECT_EQ(range[1], 100);
+  try {
+    table.check();
+    FAIL() << "no error for a full table";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("capacity 100"), std::string::npos) << m;
+    EXPECT_NE(m.find("900 new key(s)"), std::string::npos) << m;
+  }
+  const auto r = rows.to_vector<std::int64_t>();
+  std::set<std::int64_t> got;
+  for (auto x : r) {
+    if (x >= 0) {
+      EXPECT_TRUE(got.insert(x).second) << "row " << x << " given twice";
+    }
+  }
+  EXPECT_EQ(got.size(), 100u);
+  EXPECT_THROW(table.insert_or_find_async(device_keys, rows), Error);  // stays full
+
+  // A reserved key: the next check names it; the other keys got their rows.
+  HashTable other(DType::U32, 100, Place::cuda(0));
+  Tensor two = Tensor::empty({2}, DType::I64, Place::cuda(0));
+  other.insert_or_find_async(
+      Tensor::from_vector(std::vector<std::uint32_t>{5, 4294967295u}, Place::cuda(0)), two);
+  try {
+    (void)other.size();
+    FAIL() << "no error for the reserved key";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("key 4294967295"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(two.to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, -1}));
+}
+
+#if EMBER_WITH_CUDA
+// Runs kernels::segments and kernels::update_rows on a batch on the CPU and on the GPU.
+struct UpdateRun {
+  std::vector<std::int32_t> sorted_bags;
+  std::vector<std::int64_t> unique_rows, offsets, last_step;
+  std::int64_t count = 0;
+  std::vector<float> values, state;
+};
+
+UpdateRun run_update(const testing::UpdateBatch& b, const UpdateStep& u,
+                     const kernels::LazyParams* lazy, const std::vector<float>& values,
+                     const std::vector<float>& state, const std::vector<std::int64_t>& last_step,
+                     std::int64_t step, bool cuda) {
+  const Place place = cuda ? Place::cuda(0) : Place::host();
+  const auto n = static_cast<std::int64_t>(b.rows.size());
+  const Tensor rows = Tensor::from_vector(b.rows, place);
+  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
+  const Tensor scale = Tensor::from_vector(b.scale, place);
+  const Tensor grad = Tensor::from_vector(b.grad, place);
+  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
+  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
+  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
+  Tensor count = Tensor::empty({1}, DType::I64, place);
+  Tensor w = Tensor::from_vector(values, place);
+  Tensor s0 = Tensor::from_vector(state, place);
+  Tensor last = Tensor::from_vector(last_step, place);
+  const kernels::RowStates st{u.type == OptimizerType::SGD ? nullptr : s0.data<float>(), nullptr,
+                              lazy != nullptr ? last.data<std::int64_t>() : nullptr};
+  const StreamHandle s = cuda ? current_stream(0) : nullptr;
+  auto segments = cuda ? kernels::cuda::segments : kernels::cpu::segments;
+  auto update = cuda ? kernels::cuda::update_rows : kernels::cpu::update_rows;
+  segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
+           sorted.data<std::int32_t>(), unique.data<std::int64_t>(), offsets.data<std::int64_t>(),
+           count.data<std::int64_t>(), s);
+  update(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
+                           offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
+         scale.data<float>(), grad.data<float>(), w.data<float>(), b.vec_size, st, step, u, lazy,
+         s);
+  UpdateRun run;
+  run.count = count.to_vector<std::int64_t>()[0];
+  const auto all_sorted = sorted.to_vector<std::int32_t>();
+  run.sorted_bags.assign(all_sorted.begin(), all_sorted.begin() + n);
+  const auto all_unique = unique.to_vector<std::int64_t>();
+  run.unique_rows.assign(all_unique.begin(), all_unique.begin() + run.count);
+  const auto all_offsets = offsets.to_vector<std::int64_t>();
+  run.offsets.assign(all_offsets.begin(), all_offsets.begin() + run.count + 1);
+  run.values = w.to_vector<float>();
+  run.state = s0.to_vector<float>();
+  run.last_step = last.to_vector<std::int64_t>();
+  return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+#endif  // EMBER_WITH_CUDA
+
+// The GPU's update (hot rows cut into chunks over many warps, the last warp adding the partial
+// sums) against the CPU's plain loop: the same segments, gradient sums bitwise equal (SGD at
+// rate 1 from zero leaves w = -g), the same result on every run (no race in the last-warp
+// hand-over), and AdaGrad and LazyGlobal momentum within float rounding.
+TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
+  EMBER_REQUIRE_GPU();
+#if EMBER_WITH_CUDA
+  auto rng = ember::testing::make_rng();
+  const std::int64_t C = kernels::kGradientChunk;
+  std::vector<std::int64_t> lengths = {1, 2, 7, C - 1, C, C + 1, 2 * C, 2 * C + 1, 1023, 65537};
+  for (int i = 0; i < 3000; ++i)
+    lengths.push_back(1 + static_cast<std::int64_t>(rng() % 40));
+  lengths.push_back(0);
+  // 128: 16-byte path, one pass; 260: 16-byte path, three passes (the last one lane wide);
+  // 7: the scalar path.
+  for (std::int64_t V : {128, 260, 7}) {
+    const testing::UpdateBatch b = testing::random_update_batch(lengths, 50, 20000, V, rng);
+    const std::int64_t rows = b.rows_in_table;
+    const std::vector<float> zeros(rows * V, 0.0f);
+    const std::vector<std::int64_t> steps(rows, 0);
+    OptimizerConfig sgd;
+    const UpdateStep plain = make_update_step(sgd, 1.0f, 1);
+    const UpdateRun cpu = run_update(b, plain, nullptr, zeros, zeros, steps, 1, false);
+    const UpdateRun gpu = run_update(b, plain, nullptr, zeros, zeros, steps, 1, true);
+    const std::string what = "dim " + std::to_string(V);
+    EXPECT_EQ(gpu.count, cpu.count) << what;
+    EXPECT_EQ(gpu.unique_rows, cpu.unique_rows) << what;
+    EXPECT_EQ(gpu.offsets, cpu.offsets) << what;
+    EXPECT_EQ(gpu.sorted_bags, cpu.sorted_bags) << what;
+    EXPECT_TRUE(same_bits(gpu.values, cpu.values))
+        << what << ": gradient sums differ from the CPU's";
+    const UpdateRun again = run_update(b, plain, nullptr, zeros, zeros, steps, 1, true);
+    EXPECT_TRUE(same_bits(again.values, gpu.values)) << what << ": two GPU runs differ";
+
+    // AdaGrad from random weights; LazyGlobal momentum with rows behind by up to 5 steps.
+    std::vector<float> w = testing::random_grad(rows * V, rng), acc(rows * V);
+    for (auto& a : acc)
+      a = 0.1f + static_cast<float>(rng() % 100) / 50.0f;
+    OptimizerConfig adagrad;
+    adagrad.type = OptimizerType::AdaGrad;
+    const UpdateStep ada = make_update_step(adagrad, 0.05f, 1);
+    const UpdateRun cpu_ada = run_update(b, ada, nullptr, w, acc, steps, 1, false);
+    const UpdateRun gpu_ada = run_update(b, ada, nullptr, w, acc, steps, 1, true);
+    EXPECT_LE(testing::max_relative_error(gpu_ada.values, cpu_ada.values), 1e-5) << what;
+    EXPECT_LE(testing::max_relative_error(gpu_ada.state, cpu_ada.state), 1e-5) << what;
+
+    OptimizerConfig momentum;
+    momentum.type = OptimizerType::MomentumSGD;
+    momentum.update_type = UpdateType::LazyGlobal;
+    momentum.momentum_factor = 0.9f;
+    const UpdateStep mom = make_update_step(momentum, 0.05f, 6);
+    kernels::LazyParams lazy;
+    lazy.type = OptimizerType::MomentumSGD;
+    lazy.momentum = 0.9f;
+    std::vector<std::int64_t> behind(rows);
+    for (auto& t : behind)
+      t = static_cast<std::int64_t>(rng() % 6);
+    const UpdateRun cpu_mom = run_update(b, mom, &lazy, w, acc, behind, 6, false);
+    const UpdateRun gpu_mom = run_update(b, mom, &lazy, w, acc, behind, 6, true);
+    EXPECT_LE(testing::max_relative_error(gpu_mom.values, cpu_mom.values), 1e-5) << what;
+    EXPECT_LE(testing::max_relative_error(gpu_mom.state, cpu_mom.state), 1e-5) << what;
+    EXPECT_EQ(gpu_mom.last_step, cpu_mom.last_step) << what;
+  }
+#endif
+}
+
+TEST(EmbeddingKernelsGpu, NewRowsStartLikeTheCpuBitwise) {
+  EMBER_REQUIRE_GPU();
+#if EMBER_WITH_CUDA
+  auto rng = ember::testing::make_rng();
+  for (std::int64_t V : {128, 7}) {
+    const std::int64_t rows = 5000;
+    std::vector<std::int64_t> keys(rows);
+    for (auto& k : keys)
+      k = static_cast<std::int64_t>(rng() >> 1);
+    const std::vector<std::int64_t> range = {123, 4321};
+    kernels::RowInit init;
+    init.seed = rng();
+    init.bound = 0.05f;
+    init.state0 = 0.5f;
+    init.step = 9;
+    std::vector<std::vector<float>> values;
+    std::vector<std::vector<std::int64_t>> steps;
+    for (bool cuda : {false, true}) {
+      const Place place = cuda ? Place::cuda(0) : Place::host();
+      const Tensor k = Tensor::from_vector(keys, place), r = Tensor::from_vector(range, place);
+      Tensor w = Tensor::full({rows, V}, 3.0f, DType::F32, place);
+      Tensor s0 = Tensor::full({rows, V}, 3.0f, DType::F32, place);
+      Tensor last = Tensor::full({rows}, -1, DType::I64, place);
+      using InitNewRows =
+          void (*)(const kernels::NewRows&, const std::int64_t*, const kernels::RowInit&, float*,
+                   std::int64_t, kernels::RowStates, StreamHandle);
+      const InitNewRows init_rows = cuda ? InitNewRows{kernels::cuda::init_new_rows}
+                                         : InitNewRows{kernels::cpu::init_new_rows};
+      init_rows(kernels::NewRows{r.data<std::int64_t>(), rows}, k.data<std::int64_t>(), init,
+                w.data<float>(), V,
+                kernels::RowStates{s0.data<float>(), nullptr, last.data<std::int64_t>()},
+                cuda ? current_stream(0) : nullptr);
+      values.push_back(w.to_vector<float>());
+      const auto st = s0.to_vector<float>();
+      values.back().insert(values.back().end(), st.begin(), st.end());
+      steps.push_back(last.to_vector<std::int64_t>());
+    }
+    EXPECT_TRUE(same_bits(values[1], values[0])) << "dim " << V;
+    EXPECT_EQ(steps[1], steps[0]) << "dim " << V;
+  }
+#endif
+}
+
+// On a GPU the training step does not wait for the device, so a full table and a one-hot key
+// outside its slot are raised by the next forward (or host query), naming the numbers.
+TEST(SparseEmbeddingGpu, DeviceFoundErrorsAreRaisedByTheNextCall) {
+  EMBER_REQUIRE_NCCL();
+  auto comms = make_nccl_communicators({0});
+  OptimizerConfig o;
+  o.schedule.base_lr = 0.1f;
+  {
+    EmbeddingConfig c;
+    c.name = "full";
+    c.type = EmbeddingType::DistributedSlotHash;
+    c.vec_size = 8;
+    c.slot_num = 1;
+    c.max_vocabulary_size_per_gpu = 5;
+    c.key_dtype = DType::I64;
+    SparseEmbedding emb(c, o, *comms[0]);
+    const CsrTensor batch(
+        Tensor::from_vector(std::vector<std::int64_t>{0, 4, 8}, Place::cuda(0)),
+        Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, Place::cuda(0)), 8);
+    const std::vector<float> out = emb.forward(batch, 0, 2).to_vector<float>();
+    emb.backward(Tensor::zeros({2, 1, 8}, DType::F32, Place::cuda(0)));
+    emb.update();
+    // Which 5 keys found a row is a race, but each bag must be the sum of the initial rows of
+    // some of its own keys, 5 keys in all; the others read zeros, never another key's row.
+    int explained = 0;
+    for (unsigned s0 = 0; s0 < 16; ++s0) {
+      for (unsigned s1 = 0; s1 < 16; ++s1) {
+        if (std::popcount(s0) + std::popcount(s1) != 5) continue;
+        bool match = true;
+        for (int col = 0; col < 8 && match; ++col) {
+          float a = 0.0f, b = 0.0f;
+          for (int k = 0; k < 4; ++k) {
+            if (s0 >> k & 1u) {
+              a += kernels::initial_value(c.seed, static_cast<std::uint64_t>(1 + k), col,
+                                          c.init_bound);
+            }
+            if (s1 >> k & 1u) {
+              b += kernels::initial_value(c.seed, static_cast<std::uint64_t>(5 + k), col,
+                                          c.init_bound);
+            }
+          }
+          match = std::abs(out[col] - a) <= 1e-6f && std::abs(out[8 + col] - b) <= 1e-6f;
+        }
+        explained += match;
+      }
+    }
+    EXPECT_GE(explained, 1) << "the forward output is not a sum of the batch's own rows";
+    try {
+      emb.forward(batch, 0, 2);
+      FAIL() << "a full table must be an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("'full'"), std::string::npos) << m;
+      EXPECT_NE(m.find("capacity 5"), std::string::npos) << m;
+      EXPECT_NE(m.find("3 new key(s)"), std::string::npos) << m;
+      EXPECT_NE(m.find("max_vocabulary_size_per_gpu"), std::string::npos) << m;
+    }
+  }
+  {
+    EmbeddingConfig c;
+    c.name = "onehot";
+    c.type = EmbeddingType::LocalizedSlotOneHot;
+    c.vec_size = 8;
+    c.slot_num = 2;
+    c.slot_size_array = {4, 6};
+    c.key_dtype = DType::U32;
+    SparseEmbedding emb(c, o, *comms[0]);
+    // Slot 1 spans keys [4, 10); key 2 belongs to slot 0.
+    const CsrTensor bad(Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2}, Place::cuda(0)),
+                        Tensor::from_vector(std::vector<std::uint32_t>{1, 2}, Place::cuda(0)), 2);
+    emb.forward(bad, 0, 1);
+    try {
+      (void)emb.snapshot();
+      FAIL() << "a one-hot key outside its slot must be an error";
+    } catch (const DataError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("key 2"), std::string::npos) << m;
+      EXPECT_NE(m.find("slot 1"), std::string::npos) << m;
+      EXPECT_NE(m.find("[4, 10)"), std::string::npos) << m;
+    }
+  }
 }
 
 EmbeddingConfig gpu_config(EmbeddingType type, Combiner combiner, DType key, std::uint64_t seed,

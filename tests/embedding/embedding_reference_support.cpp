@@ -231,4 +231,65 @@ void expect_same_run(const RunResult& got, const RunResult& want, double toleran
   EXPECT_EQ(got.snapshot.step, want.snapshot.step) << what;
 }
 
+UpdateBatch random_update_batch(const std::vector<std::int64_t>& lengths, std::int64_t absent,
+                                std::int64_t bags, std::int64_t vec_size, std::mt19937_64& rng) {
+  UpdateBatch b;
+  b.rows_in_table = static_cast<std::int64_t>(lengths.size());
+  b.bags = bags;
+  b.vec_size = vec_size;
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    b.rows.insert(b.rows.end(), lengths[r], static_cast<std::int64_t>(r));
+  b.rows.insert(b.rows.end(), absent, -1);
+  std::shuffle(b.rows.begin(), b.rows.end(), rng);
+  b.entry_bag.resize(b.rows.size());
+  for (auto& bag : b.entry_bag)
+    bag = static_cast<std::int64_t>(rng() % bags);
+  b.scale.resize(bags);
+  for (auto& s : b.scale)
+    s = rng() % 3 == 0 ? 1.0f : 1.0f / static_cast<float>(1 + rng() % 9);
+  b.grad = random_grad(bags * vec_size, rng);
+  return b;
+}
+
+std::vector<float> chunked_gradient_sums(const UpdateBatch& b) {
+  const std::int64_t V = b.vec_size;
+  std::vector<float> g(b.rows_in_table * V, 0.0f), chunk(V);
+  std::vector<std::vector<std::int64_t>> entries(b.rows_in_table);
+  for (std::size_t e = 0; e < b.rows.size(); ++e) {
+    if (b.rows[e] >= 0) entries[b.rows[e]].push_back(static_cast<std::int64_t>(e));
+  }
+  for (std::int64_t r = 0; r < b.rows_in_table; ++r) {
+    const auto& list = entries[r];
+    for (std::size_t first = 0; first < list.size(); first += kernels::kGradientChunk) {
+      std::fill(chunk.begin(), chunk.end(), 0.0f);
+      const std::size_t last =
+          std::min(list.size(), first + static_cast<std::size_t>(kernels::kGradientChunk));
+      for (std::size_t i = first; i < last; ++i) {
+        const std::int64_t bag = b.entry_bag[list[i]];
+        for (std::int64_t c = 0; c < V; ++c)
+          chunk[c] += b.grad[bag * V + c] * b.scale[bag];
+      }
+      for (std::int64_t c = 0; c < V; ++c)
+        g[r * V + c] += chunk[c];
+    }
+  }
+  return g;
+}
+
+void exact_gradient_sums(const UpdateBatch& b, std::vector<double>& sum,
+                         std::vector<double>& magnitude) {
+  const std::int64_t V = b.vec_size;
+  sum.assign(b.rows_in_table * V, 0.0);
+  magnitude.assign(b.rows_in_table * V, 0.0);
+  for (std::size_t e = 0; e < b.rows.size(); ++e) {
+    if (b.rows[e] < 0) continue;
+    const std::int64_t bag = b.entry_bag[e];
+    for (std::int64_t c = 0; c < V; ++c) {
+      const double x = static_cast<double>(b.grad[bag * V + c]) * b.scale[bag];
+      sum[b.rows[e] * V + c] += x;
+      magnitude[b.rows[e] * V + c] += std::abs(x);
+    }
+  }
+}
+
 }  // namespace ember::embedding::testing

@@ -56,4 +56,26 @@ double max_relative_error(const std::vector<float>& a, const std::vector<float>&
 void expect_same_run(const RunResult& got, const RunResult& want, double tolerance,
                      const std::string& what);
 
+// ---- the update step alone (kernels::segments + kernels::update_rows) ----
+
+// One rank's batch as the update sees it: entry e looks up rows[e] (-1: an absent key) from bag
+// entry_bag[e]; row i (0 <= i < lengths.size()) occurs lengths[i] times, the entries shuffled.
+struct UpdateBatch {
+  std::int64_t rows_in_table = 0, bags = 0, vec_size = 0;
+  std::vector<std::int64_t> rows, entry_bag;
+  std::vector<float> scale;  // [bags]: 1 or 1 / nnz, like the combiners
+  std::vector<float> grad;   // [bags, vec_size]
+};
+UpdateBatch random_update_batch(const std::vector<std::int64_t>& lengths, std::int64_t absent,
+                                std::int64_t bags, std::int64_t vec_size, std::mt19937_64& rng);
+
+// Row r's gradient in the kGradientChunk order, by a plain loop over the entries (no sort):
+// chunks of kGradientChunk consecutive occurrences in entry order, each summed from zero, the
+// chunk sums added from zero. [rows_in_table, vec_size].
+std::vector<float> chunked_gradient_sums(const UpdateBatch& b);
+
+// The same sums in double precision, in any order, and the sums of magnitudes (error bounds).
+void exact_gradient_sums(const UpdateBatch& b, std::vector<double>& sum,
+                         std::vector<double>& magnitude);
+
 }  // namespace ember::embedding::testing

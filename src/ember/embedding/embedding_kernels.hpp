@@ -1,7 +1,9 @@
 // The device-level steps of a sparse embedding, each with a CPU implementation (namespace
 // kernels::cpu, embedding_kernels_cpu.cpp) and a CUDA one (kernels::cuda,
 // embedding_kernels_cuda.cu) of the same signature. Raw pointers at the rank's place; CUDA calls
-// are queued on `stream` and return at once unless they return a count.
+// are queued on `stream` and return at once (select_local may wait to read its entry count back,
+// see there). Counts that a step produces for later steps (distinct rows, new rows) stay in
+// memory at the place, so a training step never waits for the device to learn them.
 //
 // This header is fmt-free (included by .cu files).
 #pragma once
@@ -25,6 +27,29 @@ EMBER_HOST_DEVICE inline float initial_value(std::uint64_t seed, std::uint64_t k
   const double u = random::uniform01(seed ^ random::mix64(key), static_cast<std::uint64_t>(c));
   return static_cast<float>((2.0 * u - 1.0) * bound);
 }
+
+// initial_value with the per-row work done once: initial_value_at(row_init_stream(seed, key), c,
+// bound) == initial_value(seed, key, c, bound) bitwise (random::bits with its seed mix hoisted;
+// a test holds the two together).
+EMBER_HOST_DEVICE inline std::uint64_t row_init_stream(std::uint64_t seed, std::uint64_t key) {
+  return random::mix64(seed ^ random::mix64(key));
+}
+EMBER_HOST_DEVICE inline float initial_value_at(std::uint64_t row_stream, std::int64_t c,
+                                                float bound) {
+  const std::uint64_t bits =
+      random::mix64(row_stream ^ (static_cast<std::uint64_t>(c) * 0xd1b54a32d192ed03ull));
+  const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;
+  return static_cast<float>((2.0 * u - 1.0) * bound);
+}
+
+// The order of every gradient sum, on every device (so the CPU and the GPU agree bitwise): a
+// row's occurrences, in entry order, are cut into chunks of kGradientChunk (the last one
+// shorter); each chunk is summed from zero in entry order (each grad * scale rounded, then
+// added), and the chunk sums are added from zero in chunk order. A row with at most
+// kGradientChunk occurrences is therefore one plain sequential sum. The chunks are what lets
+// the GPU spread a hot row (tens of thousands of occurrences under power-law keys) over many
+// warps instead of one.
+constexpr std::int64_t kGradientChunk = 256;
 
 // What bringing a LazyGlobal row from one step to a later one needs.
 struct LazyParams {
@@ -87,18 +112,42 @@ struct SelectArgs {
   bool mean = false;
   const std::int64_t* owned_slots = nullptr;  // Localized: [owned_count], at the rank's place
   std::int64_t owned_count = 0;
+  std::int64_t nnz = 0;  // keys in the global batch
   EMBER_HOST_DEVICE std::int64_t bags() const {
     return sharding == Sharding::Distributed ? batch * slot_num : batch * owned_count;
   }
+  // Every key of the batch is this rank's (one rank, or a rank owning every slot): the local
+  // CSR then holds exactly nnz entries, known on the host without reading anything back.
+  EMBER_HOST_DEVICE bool selects_all() const {
+    return sharding == Sharding::Distributed ? ranks == 1 : owned_count == slot_num;
+  }
 };
 
-// The sorted view of a batch's entries by row: entries of one row are consecutive, in entry
-// order; rows ascending. unique_rows may hold -1 (absent keys in evaluation) first.
+// A batch's entries grouped by row (rows ascending, a row's entries in entry order), as the
+// update reads them. unique_rows may start with -1 (absent keys in evaluation). The number of
+// distinct rows is a word at the place (device memory on CUDA), bounded by `entries`.
 struct Segments {
-  const std::int64_t* sorted_entries = nullptr;  // [n]
-  const std::int64_t* unique_rows = nullptr;     // [count]
-  const std::int64_t* offsets = nullptr;         // [count + 1]
-  std::int64_t count = 0;
+  const std::int32_t* sorted_bags = nullptr;  // [entries]: the bag of each entry, in that order
+  const std::int64_t* unique_rows = nullptr;  // [*count]
+  const std::int64_t* offsets = nullptr;      // [*count + 1]: row k's entries start at offsets[k]
+  const std::int64_t* count = nullptr;        // distinct rows (one i64 at the place)
+  std::int64_t entries = 0;                   // n, known on the host
+};
+
+// The rows an insert just created, [range[0], range[1]) (two i64 at the place, written by the
+// hash table), at most max_rows of them.
+struct NewRows {
+  const std::int64_t* range = nullptr;
+  std::int64_t max_rows = 0;
+};
+
+// What a new row starts as: uniform values in [-bound, bound] (initial_value), the optimizer's
+// initial states, and last_step = step (Global / LazyGlobal).
+struct RowInit {
+  std::uint64_t seed = 0;
+  float bound = 0.0f;
+  float state0 = 0.0f, state1 = 0.0f;
+  std::int64_t step = 0;
 };
 
 // Optimizer state columns (nullptr when the optimizer has fewer).
@@ -117,16 +166,23 @@ struct OneHotArgs {
   std::int64_t owned_count = 0;
 };
 
-#define EMBER_EMBEDDING_KERNELS(Key)                                                           \
-  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets, \
-                            Key* local_keys, std::int64_t* entry_bag, float* scale,            \
-                            StreamHandle stream);                                              \
-  /* Returns the first entry whose key is outside its slot's range, or -1. */                  \
-  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
-                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,  \
-                           StreamHandle stream);                                               \
-  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
-                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);
+#define EMBER_EMBEDDING_KERNELS(Key)                                                               \
+  /* Returns the number of entries. On CUDA it reads the count back from the device (one wait) */  \
+  /* only when a.selects_all() is false; otherwise it is a.nnz and nothing waits.            */    \
+  std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,     \
+                            Key* local_keys, std::int64_t* entry_bag, float* scale,                \
+                            StreamHandle stream);                                                  \
+  /* rows[e] of one-hot keys. An entry whose key is outside its slot's range gets row -1 and is */ \
+  /* reported in bad[0..2] = {first such entry, its key, its bag}; bad[0] = -1 when none (three */ \
+  /* i64 at the place; nothing waits, the caller reads them when it likes). */                     \
+  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,      \
+                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream);    \
+  /* Initial values of rows [first, end) (host-known range). */                                    \
+  void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,       \
+                 const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);    \
+  /* Starts the rows an insert created (range read at the place): values, states, last_step. */    \
+  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,            \
+                     float* values, std::int64_t vec_size, RowStates states, StreamHandle stream);
 
 namespace cpu {
 EMBER_EMBEDDING_KERNELS(std::uint32_t)
@@ -143,24 +199,27 @@ EMBER_EMBEDDING_KERNELS(std::int64_t)
   void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,       \
             std::int64_t bags, const float* values, std::int64_t vec_size, float* out,             \
             StreamHandle stream);                                                                  \
-  /* Sorts entries by row; fills the three arrays (capacity n each, offsets n + 1) and returns  */ \
-  /* the number of distinct rows. */                                                               \
-  std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t capacity,           \
-                        std::int64_t* sorted_entries, std::int64_t* unique_rows,                   \
-                        std::int64_t* offsets, StreamHandle stream);                               \
-  /* Brings rows (or rows 0..count-1 when rows is null) to step `target` (LazyGlobal). */          \
-  void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,                  \
-                     std::int64_t vec_size, RowStates states, std::int64_t target,                 \
+  /* Groups the n entries by row (see Segments): sorted_bags [n], unique_rows [n], offsets      */ \
+  /* [n + 1] and *count (one i64). Bags must be < 2^31, rows < capacity. Nothing waits.         */ \
+  void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,           \
+                std::int64_t capacity, std::int32_t* sorted_bags, std::int64_t* unique_rows,       \
+                std::int64_t* offsets, std::int64_t* count, StreamHandle stream);                  \
+  /* Brings rows[i] (or row i when rows is null) for i < *count (bound when count is null; at  */  \
+  /* most bound) to step `target` (LazyGlobal). */                                                 \
+  void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,      \
+                     float* values, std::int64_t vec_size, RowStates states, std::int64_t target,  \
                      const LazyParams& lazy, StreamHandle stream);                                 \
-  /* Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag], then the */ \
-  /* optimizer step (after a LazyGlobal catch-up when lazy is set); last_step[row] = step.      */ \
-  void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float* scale,         \
-                   const float* grad, float* values, std::int64_t vec_size, RowStates states,      \
-                   std::int64_t step, const UpdateStep& u, const LazyParams* lazy,                 \
-                   StreamHandle stream);                                                           \
-  /* Global: a zero-gradient step for every row in [0, rows) not yet at `step`. */                 \
-  void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size, RowStates states, \
-                        std::int64_t step, const UpdateStep& u, StreamHandle stream);              \
+  /* Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag] in the    */ \
+  /* kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up when lazy is    */ \
+  /* set); last_step[row] = step.                                                               */ \
+  void update_rows(const Segments& seg, const float* scale, const float* grad, float* values,      \
+                   std::int64_t vec_size, RowStates states, std::int64_t step,                     \
+                   const UpdateStep& u, const LazyParams* lazy, StreamHandle stream);              \
+  /* Global: a zero-gradient step for every row r < *rows_in_use (bound when null; at most      */ \
+  /* bound) not yet at `step`. */                                                                  \
+  void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float* values,        \
+                        std::int64_t vec_size, RowStates states, std::int64_t step,                \
+                        const UpdateStep& u, StreamHandle stream);                                 \
   /* dst[i] = src[index[i]] row by row (zeros where index is -1). */                               \
   void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,    \
                    std::int64_t vec_size, StreamHandle stream);                                    \
@@ -170,11 +229,12 @@ EMBER_EMBEDDING_KERNELS(std::int64_t)
   /* last_step[r] = value for rows r in [first, end). */                                           \
   void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end,                   \
                   std::int64_t value, StreamHandle stream);                                        \
-  /* row_slot[rows[e]] = owned_slots[entry_bag[e] % owned_count] for rows in [first, end). */      \
+  /* row_slot[rows[e]] = owned_slots[entry_bag[e] % owned_count] for rows in [range[0],         */ \
+  /* range[1]) (two i64 at the place: the rows an insert created). */                              \
   void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,                          \
                         const std::int64_t* entry_bag, std::int64_t n,                             \
                         const std::int64_t* owned_slots, std::int64_t owned_count,                 \
-                        std::int64_t first, std::int64_t end, StreamHandle stream);
+                        const std::int64_t* range, StreamHandle stream);
 
 namespace cpu {
 EMBER_EMBEDDING_ROW_KERNELS

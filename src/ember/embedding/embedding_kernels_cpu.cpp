@@ -1,6 +1,6 @@
 // CPU implementations of the embedding steps (the reference the CUDA ones are tested against).
-// Parallel over bags / rows with OpenMP; every sum runs in entry order, like the CUDA kernels,
-// so the two agree closely.
+// Parallel over bags / rows with OpenMP. Pooling sums in entry order and gradient sums in the
+// kGradientChunk order, like the CUDA kernels, so the gradient sums agree bitwise.
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -63,31 +63,50 @@ std::int64_t select_impl(const SelectArgs& a, const Key* keys, std::int64_t* loc
 }
 
 template <class Key>
-std::int64_t onehot_impl(const OneHotArgs& a, const Key* keys, const std::int64_t* entry_bag,
-                         std::int64_t n, std::int64_t* rows) {
-  std::int64_t bad = -1;
+void onehot_impl(const OneHotArgs& a, const Key* keys, const std::int64_t* entry_bag,
+                 std::int64_t n, std::int64_t* rows, std::int64_t* bad) {
+  bad[0] = -1;
   for (std::int64_t e = 0; e < n; ++e) {
     const std::int64_t j = entry_bag[e] % a.owned_count;
     const auto key = static_cast<std::int64_t>(keys[e]);
     if (key < a.begin[j] || key >= a.begin[j] + a.size[j]) {
       rows[e] = -1;
-      if (bad < 0) bad = e;
+      if (bad[0] < 0) {
+        bad[0] = e;
+        bad[1] = key;
+        bad[2] = entry_bag[e];
+      }
       continue;
     }
     rows[e] = a.local_base[j] + (key - a.begin[j]);
   }
-  return bad;
+}
+
+template <class Key>
+void init_row(float* row, std::int64_t vec_size, Key key, std::uint64_t seed, float bound) {
+  const std::uint64_t stream = row_init_stream(seed, static_cast<std::uint64_t>(key));
+  for (std::int64_t c = 0; c < vec_size; ++c)
+    row[c] = initial_value_at(stream, c, bound);
 }
 
 template <class Key>
 void init_impl(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
                const Key* keys_by_row, std::uint64_t seed, float bound) {
 #pragma omp parallel for schedule(static) if (end - first >= 1024)
+  for (std::int64_t r = first; r < end; ++r)
+    init_row(values + r * vec_size, vec_size, keys_by_row[r], seed, bound);
+}
+
+template <class Key>
+void init_new_impl(const NewRows& fresh, const Key* keys_by_row, const RowInit& init, float* values,
+                   std::int64_t vec_size, RowStates st) {
+  const std::int64_t first = fresh.range[0], end = fresh.range[1];
+#pragma omp parallel for schedule(static) if (end - first >= 1024)
   for (std::int64_t r = first; r < end; ++r) {
-    const auto key = static_cast<std::uint64_t>(keys_by_row[r]);
-    float* row = values + r * vec_size;
-    for (std::int64_t c = 0; c < vec_size; ++c)
-      row[c] = initial_value(seed, key, c, bound);
+    init_row(values + r * vec_size, vec_size, keys_by_row[r], init.seed, init.bound);
+    if (st.s0 != nullptr) std::fill(st.s0 + r * vec_size, st.s0 + (r + 1) * vec_size, init.state0);
+    if (st.s1 != nullptr) std::fill(st.s1 + r * vec_size, st.s1 + (r + 1) * vec_size, init.state1);
+    if (st.last_step != nullptr) st.last_step[r] = init.step;
   }
 }
 
@@ -120,14 +139,17 @@ float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
                             StreamHandle) {                                                    \
     return select_impl<Key>(a, keys, local_offsets, local_keys, entry_bag, scale);             \
   }                                                                                            \
-  std::int64_t onehot_rows(const OneHotArgs& a, const Key* local_keys,                         \
-                           const std::int64_t* entry_bag, std::int64_t n, std::int64_t* rows,  \
-                           StreamHandle) {                                                     \
-    return onehot_impl<Key>(a, local_keys, entry_bag, n, rows);                                \
+  void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,  \
+                   std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle) {      \
+    onehot_impl<Key>(a, local_keys, entry_bag, n, rows, bad);                                  \
   }                                                                                            \
   void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,   \
                  const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle) {      \
     init_impl<Key>(values, vec_size, first, end, keys_by_row, seed, bound);                    \
+  }                                                                                            \
+  void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,        \
+                     float* values, std::int64_t vec_size, RowStates states, StreamHandle) {   \
+    init_new_impl<Key>(fresh, keys_by_row, init, values, vec_size, states);                    \
   }
 EMBER_CPU_KERNELS(std::uint32_t)
 EMBER_CPU_KERNELS(std::int64_t)
@@ -151,29 +173,32 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
   }
 }
 
-std::int64_t segments(const std::int64_t* rows, std::int64_t n, std::int64_t,
-                      std::int64_t* sorted_entries, std::int64_t* unique_rows,
-                      std::int64_t* offsets, StreamHandle) {
-  std::iota(sorted_entries, sorted_entries + n, std::int64_t{0});
-  std::stable_sort(sorted_entries, sorted_entries + n,
+void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n, std::int64_t,
+              std::int32_t* sorted_bags, std::int64_t* unique_rows, std::int64_t* offsets,
+              std::int64_t* count, StreamHandle) {
+  std::vector<std::int64_t> order(n);
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::stable_sort(order.begin(), order.end(),
                    [&](std::int64_t x, std::int64_t y) { return rows[x] < rows[y]; });
-  std::int64_t count = 0;
+  std::int64_t k = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (i == 0 || rows[sorted_entries[i]] != rows[sorted_entries[i - 1]]) {
-      unique_rows[count] = rows[sorted_entries[i]];
-      offsets[count] = i;
-      ++count;
+    sorted_bags[i] = static_cast<std::int32_t>(entry_bag[order[i]]);
+    if (i == 0 || rows[order[i]] != rows[order[i - 1]]) {
+      unique_rows[k] = rows[order[i]];
+      offsets[k] = i;
+      ++k;
     }
   }
-  offsets[count] = n;
-  return count;
+  offsets[k] = n;
+  *count = k;
 }
 
-void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,
-                   std::int64_t vec_size, RowStates st, std::int64_t target, const LazyParams& lazy,
-                   StreamHandle) {
-#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
-  for (std::int64_t i = 0; i < count; ++i) {
+void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
+                   float* values, std::int64_t vec_size, RowStates st, std::int64_t target,
+                   const LazyParams& lazy, StreamHandle) {
+  const std::int64_t n = count == nullptr ? bound : std::min(bound, *count);
+#pragma omp parallel for schedule(static) if (n * vec_size >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t r = rows == nullptr ? i : rows[i];
     if (r < 0 || st.last_step[r] >= target) continue;
     catch_up_row(lazy, row_of(values, r, vec_size), row_of(st.s0, r, vec_size),
@@ -182,23 +207,32 @@ void catch_up_rows(const std::int64_t* rows, std::int64_t count, float* values,
   }
 }
 
-void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float* scale,
-                 const float* grad, float* values, std::int64_t vec_size, RowStates st,
-                 std::int64_t step, const UpdateStep& u, const LazyParams* lazy, StreamHandle) {
-#pragma omp parallel if (seg.count * vec_size >= 65536)
+void update_rows(const Segments& seg, const float* scale, const float* grad, float* values,
+                 std::int64_t vec_size, RowStates st, std::int64_t step, const UpdateStep& u,
+                 const LazyParams* lazy, StreamHandle) {
+  const std::int64_t count = seg.entries == 0 ? 0 : *seg.count;
+#pragma omp parallel if (count * vec_size >= 65536)
   {
-    std::vector<float> g(vec_size);
-#pragma omp for schedule(static)
-    for (std::int64_t k = 0; k < seg.count; ++k) {
+    std::vector<float> g(vec_size), chunk(vec_size);
+#pragma omp for schedule(dynamic, 64)
+    for (std::int64_t k = 0; k < count; ++k) {
       const std::int64_t r = seg.unique_rows[k];
       if (r < 0) continue;
+      // The kGradientChunk order (embedding_kernels.hpp): chunk sums from zero, added from zero.
       std::fill(g.begin(), g.end(), 0.0f);
-      for (std::int64_t i = seg.offsets[k]; i < seg.offsets[k + 1]; ++i) {
-        const std::int64_t bag = entry_bag[seg.sorted_entries[i]];
-        const float s = scale[bag];
-        const float* gb = grad + bag * vec_size;
+      for (std::int64_t first = seg.offsets[k]; first < seg.offsets[k + 1];
+           first += kGradientChunk) {
+        const std::int64_t last = std::min(first + kGradientChunk, seg.offsets[k + 1]);
+        std::fill(chunk.begin(), chunk.end(), 0.0f);
+        for (std::int64_t i = first; i < last; ++i) {
+          const std::int64_t bag = seg.sorted_bags[i];
+          const float s = scale[bag];
+          const float* gb = grad + bag * vec_size;
+          for (std::int64_t c = 0; c < vec_size; ++c)
+            chunk[c] += gb[c] * s;
+        }
         for (std::int64_t c = 0; c < vec_size; ++c)
-          g[c] += gb[c] * s;
+          g[c] += chunk[c];
       }
       float* w = row_of(values, r, vec_size);
       float* s0 = row_of(st.s0, r, vec_size);
@@ -212,8 +246,10 @@ void update_rows(const Segments& seg, const std::int64_t* entry_bag, const float
   }
 }
 
-void update_untouched(std::int64_t rows, float* values, std::int64_t vec_size, RowStates st,
-                      std::int64_t step, const UpdateStep& u, StreamHandle) {
+void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float* values,
+                      std::int64_t vec_size, RowStates st, std::int64_t step, const UpdateStep& u,
+                      StreamHandle) {
+  const std::int64_t rows = rows_in_use == nullptr ? bound : std::min(bound, *rows_in_use);
 #pragma omp parallel for schedule(static) if (rows * vec_size >= 65536)
   for (std::int64_t r = 0; r < rows; ++r) {
     if (st.last_step[r] == step) continue;
@@ -251,8 +287,9 @@ void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, s
 
 void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
                       const std::int64_t* entry_bag, std::int64_t n,
-                      const std::int64_t* owned_slots, std::int64_t owned_count, std::int64_t first,
-                      std::int64_t end, StreamHandle) {
+                      const std::int64_t* owned_slots, std::int64_t owned_count,
+                      const std::int64_t* range, StreamHandle) {
+  const std::int64_t first = range[0], end = range[1];
   for (std::int64_t e = 0; e < n; ++e) {
     const std::int64_t r = rows[e];
     if (r >= first && r < end) row_slot[r] = owned_slots[entry_bag[e] % owned_count];

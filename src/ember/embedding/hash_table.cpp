@@ -18,6 +18,7 @@ namespace ember::embedding {
 
 struct HostCounter {
   std::atomic<std::int64_t> rows{0};
+  std::int64_t new_rows[2] = {0, 0};  // [first, end) of the last insert's rows
 };
 
 namespace {
@@ -153,12 +154,6 @@ struct DeviceScope {
   std::optional<DeviceGuard> guard;
 };
 
-std::string key_text(DType t, const Tensor& keys, std::int64_t index) {
-  const Tensor one = keys.slice(0, index, index + 1).to(Place::host());
-  return t == DType::U32 ? std::to_string(one.item<std::uint32_t>())
-                         : std::to_string(one.item<std::int64_t>());
-}
-
 }  // namespace
 
 HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::int64_t slot_count,
@@ -194,6 +189,7 @@ HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::i
 HashTable::~HashTable() = default;
 
 std::int64_t HashTable::size() const {
+  check();
   const std::int64_t used = place_.is_cuda() ? rows_used_ : host_counter_->rows.load();
   return std::min(used, capacity_);
 }
@@ -202,14 +198,15 @@ void HashTable::clear() {
   const DeviceScope scope(place_);
   ops::fill(slots_, 255);
   if (place_.is_cuda()) {
-    std::uint64_t words[4] = {0, ~0ull, 0, 0};
-    static_assert(sizeof words / sizeof words[0] == cuda::kHashStateWords);
+    std::uint64_t words[cuda::kHashStateWords] = {0, ~0ull, 0, 0, 0, 0, 0, 0};
     copy_bytes(device_state_.data(), place_, words, Place::host(), sizeof words);
     synchronize_stream(current_stream(place_.device()));
   }
   rows_used_ = 0;
   host_counter_->rows = 0;
+  host_counter_->new_rows[0] = host_counter_->new_rows[1] = 0;
   full_ = false;
+  pending_ = false;
 }
 
 std::string HashTable::full_message(std::int64_t not_fitting) const {
@@ -252,16 +249,38 @@ void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream
   });
 }
 
+void HashTable::take_insert_state(std::uint64_t counter, std::uint64_t bad_index, bool late) const {
+  // An asynchronous insert is checked when the next call comes, so its message says so.
+  const char* when =
+      late ? " (found in the batch before this call: the training step does not wait for the "
+             "device; those keys read zeros and took no update)"
+           : "";
+  rows_used_ = static_cast<std::int64_t>(counter);
+  if (rows_used_ > capacity_) {
+    full_ = true;
+    EMBER_THROW(full_message(rows_used_ - capacity_), when);
+  }
+  if (bad_index != ~0ull) {
+    EMBER_THROW(owner_, ": key ",
+                key_dtype_ == DType::U32 ? std::to_string(empty_key<std::uint32_t>())
+                                         : std::to_string(empty_key<std::int64_t>()),
+                " (position ", static_cast<std::int64_t>(bad_index),
+                " of the batch) is reserved as the hash table's empty marker and cannot be "
+                "stored; remap it in the data",
+                when);
+  }
+}
+
 InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
                                        StreamHandle stream) {
   check_keys(keys, rows, "insert_or_find");
   const DeviceScope scope(place_);
+  check();
   if (full_) EMBER_THROW(full_message(0), " (the table filled up in an earlier batch)");
   const std::int64_t n = keys.numel();
   InsertResult result{size(), size()};
-  if (n == 0) return result;
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
-  std::int64_t bad_index = -1, counter = 0;
+  std::uint64_t counter = 0, bad_index = ~0ull;
   dispatch_key(key_dtype_, [&](auto tag) {
     using Key = typename decltype(tag)::type;
     auto* slots = static_cast<HashSlot<Key>*>(slots_.data());
@@ -275,32 +294,70 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
       std::uint64_t host_state[cuda::kHashStateWords];
       copy_bytes(host_state, Place::host(), state, place_, sizeof host_state, s);
       synchronize_stream(s);
-      counter = static_cast<std::int64_t>(host_state[0]);
-      bad_index = host_state[1] == ~0ull ? -1 : static_cast<std::int64_t>(host_state[1]);
-      if (bad_index >= 0) {  // reset the marker so later batches report their own
-        const std::uint64_t none = ~0ull;
-        copy_bytes(state + 1, place_, &none, Place::host(), sizeof none);
-      }
+      counter = host_state[0];
+      bad_index = host_state[1];
 #endif
     } else {
-      bad_index =
-          host_insert_or_find<Key>(slots, mask, keys.data<Key>(), n, rows.data<std::int64_t>(),
-                                   keys_by_row_.data<Key>(), capacity_, host_counter_->rows);
-      counter = host_counter_->rows.load();
+      const std::int64_t b =
+          n == 0 ? -1
+                 : host_insert_or_find<Key>(slots, mask, keys.data<Key>(), n,
+                                            rows.data<std::int64_t>(), keys_by_row_.data<Key>(),
+                                            capacity_, host_counter_->rows);
+      counter = static_cast<std::uint64_t>(host_counter_->rows.load());
+      bad_index = b < 0 ? ~0ull : static_cast<std::uint64_t>(b);
+      host_counter_->new_rows[0] = result.first;
+      host_counter_->new_rows[1] = std::min(static_cast<std::int64_t>(counter), capacity_);
     }
   });
-  rows_used_ = counter;
-  result.end = std::min(counter, capacity_);
-  if (counter > capacity_) {
-    full_ = true;
-    EMBER_THROW(full_message(counter - capacity_));
-  }
-  if (bad_index >= 0) {
-    EMBER_THROW(owner_, ": key ", key_text(key_dtype_, keys, bad_index), " (position ", bad_index,
-                " of the batch) is reserved as the hash table's empty marker and cannot be "
-                "stored; remap it in the data");
-  }
+  result.end = std::min(static_cast<std::int64_t>(counter), capacity_);
+  take_insert_state(counter, bad_index, false);
   return result;
+}
+
+void HashTable::insert_or_find_async(const Tensor& keys, const Tensor& rows, StreamHandle stream) {
+  if (!place_.is_cuda()) {
+    insert_or_find(keys, rows, stream);
+    return;
+  }
+#if EMBER_WITH_CUDA
+  check_keys(keys, rows, "insert_or_find");
+  const DeviceScope scope(place_);
+  check();
+  if (full_) EMBER_THROW(full_message(0), " (the table filled up in an earlier batch)");
+  const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
+  const StreamHandle s = stream != nullptr ? stream : current_stream(place_.device());
+  auto* state = static_cast<unsigned long long*>(device_state_.data());
+  dispatch_key(key_dtype_, [&](auto tag) {
+    using Key = typename decltype(tag)::type;
+    cuda::hash_insert_or_find<Key>(static_cast<HashSlot<Key>*>(slots_.data()), mask,
+                                   keys.data<Key>(), keys.numel(), rows.data<std::int64_t>(),
+                                   keys_by_row_.data<Key>(), static_cast<std::uint64_t>(capacity_),
+                                   state, s);
+  });
+  if (!pending_state_.defined()) {
+    pending_state_ = Tensor::empty({cuda::kHashStateWords}, DType::U64, Place::pinned());
+    pending_ready_ = Event::create(place_.device());
+  }
+  copy_bytes(pending_state_.data(), Place::pinned(), state, place_,
+             sizeof(std::uint64_t) * cuda::kHashStateWords, s);
+  pending_ready_.record(s);
+  pending_ = true;
+#endif
+}
+
+void HashTable::check() const {
+  if (!pending_) return;
+  pending_ready_.synchronize();
+  pending_ = false;
+  const auto* words = static_cast<const std::uint64_t*>(pending_state_.data());
+  take_insert_state(words[0], words[1], true);
+}
+
+const std::int64_t* HashTable::new_rows() const {
+  if (place_.is_cuda()) {
+    return static_cast<const std::int64_t*>(device_state_.data()) + cuda::kHashNewRowsWord;
+  }
+  return host_counter_->new_rows;
 }
 
 Tensor HashTable::keys_by_row() const {
@@ -342,7 +399,8 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
       copy_bytes(host_state, Place::host(), state, place_, sizeof host_state, s);
       synchronize_stream(s);
       duplicates = static_cast<std::int64_t>(host_state[2]);
-      const std::uint64_t words[2] = {static_cast<std::uint64_t>(n), ~0ull};
+      const std::uint64_t words[cuda::kHashStateWords] = {
+          static_cast<std::uint64_t>(n), ~0ull, 0, 0, 0, static_cast<std::uint64_t>(n), 0, 0};
       copy_bytes(state, place_, words, Place::host(), sizeof words);
 #endif
     } else {
@@ -356,6 +414,8 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
   }
   rows_used_ = n;
   host_counter_->rows = n;
+  host_counter_->new_rows[0] = 0;
+  host_counter_->new_rows[1] = n;
 }
 
 }  // namespace ember::embedding

@@ -8,14 +8,21 @@
 
 namespace ember::embedding::cuda {
 
-// state[0]: row counter; state[1]: smallest index of a reserved (all-ones) key, or ~0;
-// state[2]: keys met twice by insert_with_rows.
-constexpr int kHashStateWords = 4;
+// The table's device words (u64):
+//   [0] row counter: keys that claimed a row (or wanted one and found no slot); may exceed the
+//       capacity, by the number of keys that did not fit
+//   [1] smallest batch index of a reserved (all-ones) key in the last insert, or ~0
+//   [2] keys met twice by insert_with_rows
+//   [4], [5] (as i64): the rows the last insert created, [first, end); [5] is also the rows in
+//       use, min(counter, capacity), for kernels that must not wait to learn it
+constexpr int kHashStateWords = 8;
+constexpr int kHashNewRowsWord = 4;
 
 template <class Key>
 void hash_find(const HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, std::int64_t n,
                std::int64_t* rows, StreamHandle stream);
 
+// Queues the insert (and the update of words [1], [4], [5]); waits for nothing.
 template <class Key>
 void hash_insert_or_find(HashSlot<Key>* slots, std::uint64_t mask, const Key* keys, std::int64_t n,
                          std::int64_t* rows, Key* keys_by_row, std::uint64_t capacity,

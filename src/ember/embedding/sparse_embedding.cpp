@@ -1,9 +1,11 @@
 #include "ember/embedding/sparse_embedding.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <numeric>
 #include <optional>
 
+#include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
@@ -55,9 +57,15 @@ struct PlaceGuard {
 struct SparseEmbedding::Batch {
   std::int64_t global_batch = 0, local_size = 0, bags = 0, entries = 0;
   Tensor local_offsets, local_keys, entry_bag, scale, rows;
-  Tensor sorted_entries, unique_rows, segment_offsets;
-  std::int64_t unique = 0;
+  // The entries grouped by row (kernels::segments); the distinct-row count is a word at the
+  // rank's place, so nothing waits for it.
+  Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
   Tensor grad;  // [bags, vec_size] after backward
+  kernels::Segments segments() const {
+    return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
+                             segment_offsets.data<std::int64_t>(),
+                             unique_count.data<std::int64_t>(), entries};
+  }
 };
 
 SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const OptimizerConfig& optimizer,
@@ -215,6 +223,7 @@ void SparseEmbedding::check_batch(const CsrTensor& batch, std::int64_t local_off
 Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offset,
                                 std::int64_t local_size, bool training) {
   PlaceGuard guard(place_);
+  check_deferred_errors();
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);
   const std::int64_t S = config_.slot_num, V = config_.vec_size;
@@ -235,7 +244,10 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   a.mean = config_.combiner == Combiner::Mean;
   a.owned_slots = ptr<std::int64_t>(owned_slots_dev_);
   a.owned_count = static_cast<std::int64_t>(owned_slots_.size());
+  a.nnz = batch.nnz();
   b->bags = a.bags();
+  EMBER_CHECK(b->bags < INT32_MAX, where(), ": ", b->bags,
+              " (sample, slot) pairs in one batch on one rank exceed 2^31 - 1");
   const std::int64_t nnz = batch.nnz();
   b->local_offsets = scratch(tag + "local_offsets", b->bags + 1, DType::I64);
   b->local_keys = scratch(tag + "local_keys", nnz, config_.key_dtype);
@@ -253,16 +265,16 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
 
   const bool lazy = optimizer_.update_type == UpdateType::LazyGlobal;
   if (training || lazy) {
-    b->sorted_entries = scratch(tag + "sorted_entries", b->entries, DType::I64);
+    b->sorted_bags = scratch(tag + "sorted_bags", b->entries, DType::I32);
     b->unique_rows = scratch(tag + "unique_rows", b->entries, DType::I64);
     b->segment_offsets = scratch(tag + "segment_offsets", b->entries + 1, DType::I64);
-    b->unique = b->entries == 0 ? 0
-                                : EMBER_KERNEL(segments, b->rows.data<std::int64_t>(), b->entries,
-                                               capacity_, b->sorted_entries.data<std::int64_t>(),
-                                               b->unique_rows.data<std::int64_t>(),
-                                               b->segment_offsets.data<std::int64_t>(), stream());
+    b->unique_count = scratch(tag + "unique_count", 1, DType::I64);
+    EMBER_KERNEL(segments, b->rows.data<std::int64_t>(), b->entry_bag.data<std::int64_t>(),
+                 b->entries, capacity_, b->sorted_bags.data<std::int32_t>(),
+                 b->unique_rows.data<std::int64_t>(), b->segment_offsets.data<std::int64_t>(),
+                 b->unique_count.data<std::int64_t>(), stream());
   }
-  if (lazy && b->unique > 0) {
+  if (lazy && b->entries > 0) {
     kernels::LazyParams lp;
     lp.type = optimizer_.type;
     lp.momentum = optimizer_.momentum_factor;
@@ -272,7 +284,8 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
     ensure_adam_alpha(step_);
     lp.adam_alpha = ptr<float>(adam_alpha_);
     EMBER_KERNEL(
-        catch_up_rows, b->unique_rows.data<std::int64_t>(), b->unique, ptr<float>(values_), V,
+        catch_up_rows, b->unique_rows.data<std::int64_t>(), b->entries,
+        b->unique_count.data<std::int64_t>(), ptr<float>(values_), V,
         kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
         step_, lp, stream());
   }
@@ -303,23 +316,24 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
       oh.size = onehot_size_.data<std::int64_t>();
       oh.local_base = onehot_base_.data<std::int64_t>();
       oh.owned_count = static_cast<std::int64_t>(owned_slots_.size());
-      const std::int64_t bad =
-          EMBER_KERNEL(onehot_rows, oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n,
-                       b.rows.data<std::int64_t>(), stream());
-      if (bad >= 0) {
-        const Tensor key = keys.slice(0, bad, bad + 1).to(Place::host());
-        const std::int64_t bag =
-            b.entry_bag.slice(0, bad, bad + 1).to(Place::host()).item<std::int64_t>();
-        const std::int64_t j = bag % oh.owned_count, s = owned_slots_[j];
-        std::int64_t begin = 0;
-        for (std::int64_t q = 0; q < s; ++q)
-          begin += config_.slot_size_array[q];
-        EMBER_THROW_AS(DataError, where(), ": key ", static_cast<std::int64_t>(key.item<Key>()),
-                       " of sample ", bag / oh.owned_count, " in slot ", s,
-                       " is outside the slot's range [", begin, ", ",
-                       begin + config_.slot_size_array[s],
-                       ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
-                       "lie within slot_size_array)");
+      if (!onehot_bad_.defined()) {
+        onehot_bad_ = Tensor::empty({3}, DType::I64, place_);
+        if (place_.is_cuda()) {
+          onehot_bad_host_ = Tensor::empty({3}, DType::I64, Place::pinned());
+          onehot_bad_ready_ = Event::create(place_.device());
+        }
+      }
+      EMBER_KERNEL(onehot_rows, oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n,
+                   b.rows.data<std::int64_t>(), onehot_bad_.data<std::int64_t>(), stream());
+      if (place_.is_cuda()) {
+        // Read after the batch (check_deferred_errors), so the step does not wait here.
+        copy_bytes(onehot_bad_host_.data(), Place::pinned(), onehot_bad_.data(), place_,
+                   3 * sizeof(std::int64_t), stream());
+        onehot_bad_ready_.record(stream());
+        onehot_bad_pending_ = true;
+      } else {
+        const auto* bad = onehot_bad_.data<std::int64_t>();
+        if (bad[0] >= 0) throw_onehot_error(bad[0], bad[1], bad[2]);
       }
       return;
     }
@@ -327,26 +341,52 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
       table_->find(keys, b.rows, stream());
       return;
     }
-    const InsertResult fresh = table_->insert_or_find(keys, b.rows, stream());
-    if (fresh.count() == 0) return;
-    EMBER_KERNEL(init_rows, values_.data<float>(), V, fresh.first, fresh.end,
-                 table_->keys_by_row().data<Key>(), config_.seed, config_.init_bound, stream());
-    for (Tensor* st : {&state0_, &state1_}) {
-      if (!st->defined()) continue;
-      ops::fill(st->slice(0, fresh.first, fresh.end),
-                optimizer_.initial_state(st == &state0_ ? 0 : 1), stream());
-    }
-    if (last_step_.defined()) {
-      EMBER_KERNEL(fill_steps, last_step_.data<std::int64_t>(), fresh.first, fresh.end, step_,
-                   stream());
-    }
+    // No wait: the new rows' range stays on the device, and a full table or a reserved key is
+    // raised by the next check (on the host, at once).
+    table_->insert_or_find_async(keys, b.rows, stream());
+    kernels::RowInit init;
+    init.seed = config_.seed;
+    init.bound = config_.init_bound;
+    init.state0 = optimizer_.initial_state(0);
+    init.state1 = optimizer_.initial_state(1);
+    init.step = step_;
+    EMBER_KERNEL(
+        init_new_rows, kernels::NewRows{table_->new_rows(), n}, table_->reverse_map().data<Key>(),
+        init, values_.data<float>(), V,
+        kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
+        stream());
     if (row_slot_.defined()) {
       EMBER_KERNEL(record_row_slots, row_slot_.data<std::int64_t>(), b.rows.data<std::int64_t>(),
                    b.entry_bag.data<std::int64_t>(), n, owned_slots_dev_.data<std::int64_t>(),
-                   static_cast<std::int64_t>(owned_slots_.size()), fresh.first, fresh.end,
-                   stream());
+                   static_cast<std::int64_t>(owned_slots_.size()), table_->new_rows(), stream());
     }
   });
+}
+
+void SparseEmbedding::throw_onehot_error(std::int64_t entry, std::int64_t key,
+                                         std::int64_t bag) const {
+  const auto owned = static_cast<std::int64_t>(owned_slots_.size());
+  const std::int64_t j = bag % owned, s = owned_slots_[j];
+  std::int64_t begin = 0;
+  for (std::int64_t q = 0; q < s; ++q)
+    begin += config_.slot_size_array[q];
+  EMBER_THROW_AS(DataError, where(), ": key ", key, " of sample ", bag / owned, " in slot ", s,
+                 " is outside the slot's range [", begin, ", ", begin + config_.slot_size_array[s],
+                 ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
+                 "lie within slot_size_array)",
+                 place_.is_cuda() ? " (found on the GPU in an earlier batch: the step does not "
+                                    "wait for the device)"
+                                  : "");
+}
+
+void SparseEmbedding::check_deferred_errors() {
+  if (table_) table_->check();
+  if (onehot_bad_pending_) {
+    onehot_bad_ready_.synchronize();
+    onehot_bad_pending_ = false;
+    const auto* bad = onehot_bad_host_.data<std::int64_t>();
+    if (bad[0] >= 0) throw_onehot_error(bad[0], bad[1], bad[2]);
+  }
 }
 
 void SparseEmbedding::ensure_adam_alpha(std::int64_t steps) {
@@ -477,16 +517,15 @@ void SparseEmbedding::update(float loss_scaler) {
     lp.adam_alpha = ptr<float>(adam_alpha_);
   }
   const Batch& b = *batch_;
-  if (b.unique > 0) {
-    kernels::Segments seg{b.sorted_entries.data<std::int64_t>(), b.unique_rows.data<std::int64_t>(),
-                          b.segment_offsets.data<std::int64_t>(), b.unique};
-    EMBER_KERNEL(update_rows, seg, b.entry_bag.data<std::int64_t>(), b.scale.data<float>(),
-                 b.grad.data<float>(), values_.data<float>(), config_.vec_size, st, t, u,
-                 lazy ? &lp : nullptr, stream());
+  if (b.entries > 0) {
+    EMBER_KERNEL(update_rows, b.segments(), b.scale.data<float>(), b.grad.data<float>(),
+                 values_.data<float>(), config_.vec_size, st, t, u, lazy ? &lp : nullptr, stream());
   }
-  if (optimizer_.update_type == UpdateType::Global && rows_in_use() > 0) {
-    EMBER_KERNEL(update_untouched, rows_in_use(), values_.data<float>(), config_.vec_size, st, t, u,
-                 stream());
+  if (optimizer_.update_type == UpdateType::Global) {
+    // Rows in use as the device knows them (the table's word; all rows for one-hot), so the
+    // step does not wait to learn the count.
+    EMBER_KERNEL(update_untouched, capacity_, table_ ? table_->new_rows() + 1 : nullptr,
+                 values_.data<float>(), config_.vec_size, st, t, u, stream());
   }
   step_ = t;
   batch_.reset();
@@ -507,7 +546,7 @@ void SparseEmbedding::catch_up_all() {
   ensure_adam_alpha(step_);
   lp.adam_alpha = ptr<float>(adam_alpha_);
   EMBER_KERNEL(
-      catch_up_rows, nullptr, rows_in_use(), values_.data<float>(), config_.vec_size,
+      catch_up_rows, nullptr, rows_in_use(), nullptr, values_.data<float>(), config_.vec_size,
       kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_), ptr<std::int64_t>(last_step_)},
       step_, lp, stream());
 }

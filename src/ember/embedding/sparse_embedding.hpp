@@ -9,6 +9,13 @@
 // LocalizedSlot (hash and one-hot): slot s on rank s mod D (pools travel by all-to-all).
 // Backward routes the output gradient back to the owners (all-gather / all-to-all), and update()
 // sums each touched row's gradients and applies the optimizer once per row.
+//
+// On a GPU the training step does not wait for the device (with one rank, or a rank owning
+// every slot; otherwise forward waits once to learn the rank's entry count). Errors found on the
+// device (a full table, a reserved key, a one-hot key outside its slot) are therefore raised by
+// the next forward(), snapshot(), save() or load() (table errors by rows_in_use() too), naming
+// the numbers; the keys concerned read zeros and take no update meanwhile, never another key's
+// row.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_config.hpp"
 #include "ember/embedding/hash_table.hpp"
 #include "ember/embedding/optimizer.hpp"
@@ -61,7 +69,8 @@ class SparseEmbedding {
   std::vector<std::string> state_names() const;
 
   // training: unknown keys are inserted (initialised rows) and the batch is kept for backward;
-  // evaluation: unknown keys read zeros and nothing is inserted.
+  // evaluation: unknown keys read zeros and nothing is inserted. First raises any error of an
+  // earlier batch that the device found (see above).
   Tensor forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                  bool training = true);
   // grad: [local_size, slot_num, vec_size] f32 at place(), the gradient of forward's output.
@@ -85,6 +94,9 @@ class SparseEmbedding {
   std::string where() const;
   Tensor scratch(const std::string& name, std::int64_t numel, DType dtype);
   StreamHandle stream() const;
+  // Raises the errors of earlier batches found on the device (GPU ranks).
+  void check_deferred_errors();
+  void throw_onehot_error(std::int64_t entry, std::int64_t key, std::int64_t bag) const;
   void check_batch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                    std::int64_t* global_batch) const;
   void lookup(Batch& b, bool training);
@@ -109,6 +121,11 @@ class SparseEmbedding {
   Tensor row_slot_;                                  // LocalizedSlot hash: i64 [capacity]
   Tensor onehot_keys_;                               // one-hot: key of each local row
   Tensor onehot_begin_, onehot_size_, onehot_base_;  // one-hot geometry per owned slot
+  // One-hot keys outside their slot (kernels::onehot_rows' three words), on a GPU read after
+  // the batch: the device words, their pinned copy and the event after the copy.
+  Tensor onehot_bad_, onehot_bad_host_;
+  Event onehot_bad_ready_;
+  bool onehot_bad_pending_ = false;
   LearningRateSchedule schedule_;
   std::int64_t step_ = 0;
   std::vector<float> adam_alpha_host_;  // LazyGlobal Adam: alpha of steps 1..n

@@ -109,6 +109,7 @@ std::vector<T> read_array(const fs::path& path, std::int64_t expected_count,
 
 EmbeddingSnapshot SparseEmbedding::snapshot() {
   PlaceGuard guard(place_);
+  check_deferred_errors();
   catch_up_all();
   const std::int64_t n = rows_in_use(), V = config_.vec_size;
   const int D = comm_.size();
@@ -215,6 +216,7 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
 
 void SparseEmbedding::load(const fs::path& dir) {
   PlaceGuard guard(place_);
+  check_deferred_errors();
   EMBER_CHECK(fs::is_directory(dir), where(), ": no saved embedding at ", dir.string());
   const std::int64_t V = config_.vec_size;
   const int D = comm_.size(), r = comm_.rank();

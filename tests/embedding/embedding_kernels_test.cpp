@@ -1,0 +1,135 @@
+// The CPU embedding steps against plain loops: the hoisted row initialisation, the grouping of a
+// batch's entries by row, and the kGradientChunk order of gradient sums (the order the GPU
+// follows bitwise; embedding_gpu_test.cpp holds the GPU to it).
+#include "ember/embedding/embedding_kernels.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "embedding_reference_support.hpp"
+#include "support/test_support.hpp"
+
+namespace ember::embedding {
+namespace {
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+TEST(EmbeddingKernels, HoistedRowInitIsInitialValueBitwise) {
+  auto rng = ember::testing::make_rng();
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint64_t seed = rng();
+    const std::uint64_t key = i % 3 == 0 ? rng() % 100 : rng();
+    const std::int64_t c = static_cast<std::int64_t>(rng() % 1025);
+    const float bound = i % 2 ? 0.05f : 1.5f;
+    const float want = kernels::initial_value(seed, key, c, bound);
+    const float got = kernels::initial_value_at(kernels::row_init_stream(seed, key), c, bound);
+    ASSERT_TRUE(same_bits(got, want))
+        << "seed " << seed << " key " << key << " column " << c << ": " << got << " vs " << want;
+  }
+}
+
+TEST(EmbeddingKernels, InitNewRowsStartsOnlyTheRange) {
+  const std::int64_t V = 7, rows = 20;
+  std::vector<std::int64_t> keys(rows);
+  for (std::int64_t r = 0; r < rows; ++r)
+    keys[r] = 1000 + 37 * r;
+  std::vector<float> values(rows * V, 9.0f), s0(rows * V, 9.0f);
+  std::vector<std::int64_t> last(rows, -5);
+  const std::int64_t range[2] = {3, 11};
+  kernels::RowInit init;
+  init.seed = 42;
+  init.bound = 0.05f;
+  init.state0 = 0.25f;
+  init.step = 17;
+  kernels::cpu::init_new_rows(kernels::NewRows{range, rows}, keys.data(), init, values.data(), V,
+                              kernels::RowStates{s0.data(), nullptr, last.data()}, nullptr);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const bool fresh = r >= range[0] && r < range[1];
+    EXPECT_EQ(last[r], fresh ? 17 : -5) << r;
+    for (std::int64_t c = 0; c < V; ++c) {
+      const float want =
+          fresh ? kernels::initial_value(42, static_cast<std::uint64_t>(keys[r]), c, 0.05f) : 9.0f;
+      EXPECT_TRUE(same_bits(values[r * V + c], want)) << r << "," << c;
+      EXPECT_EQ(s0[r * V + c], fresh ? 0.25f : 9.0f) << r << "," << c;
+    }
+  }
+}
+
+// The three arrays of kernels::segments against a map from row to its entries in entry order.
+TEST(EmbeddingKernels, SegmentsGroupEntriesByRowInEntryOrder) {
+  auto rng = ember::testing::make_rng();
+  for (std::int64_t n : {0, 1, 7, 1023, 65537}) {
+    std::vector<std::int64_t> rows(n), bags(n);
+    for (std::int64_t e = 0; e < n; ++e) {
+      rows[e] = static_cast<std::int64_t>(rng() % (n / 3 + 2)) - 1;  // some -1 (absent)
+      bags[e] = static_cast<std::int64_t>(rng() % 1000);
+    }
+    std::map<std::int64_t, std::vector<std::int32_t>> want;
+    for (std::int64_t e = 0; e < n; ++e)
+      want[rows[e]].push_back(static_cast<std::int32_t>(bags[e]));
+    std::vector<std::int32_t> sorted(n);
+    std::vector<std::int64_t> unique(n), offsets(n + 1);
+    std::int64_t count = -1;
+    kernels::cpu::segments(rows.data(), bags.data(), n, n, sorted.data(), unique.data(),
+                           offsets.data(), &count, nullptr);
+    ASSERT_EQ(count, static_cast<std::int64_t>(want.size())) << n;
+    std::int64_t k = 0;
+    for (const auto& [row, list] : want) {
+      ASSERT_EQ(unique[k], row) << n;
+      ASSERT_EQ(offsets[k + 1] - offsets[k], static_cast<std::int64_t>(list.size())) << row;
+      for (std::size_t i = 0; i < list.size(); ++i)
+        ASSERT_EQ(sorted[offsets[k] + i], list[i]) << "row " << row << " entry " << i;
+      ++k;
+    }
+    EXPECT_EQ(offsets[count], n);
+  }
+}
+
+// SGD with rate 1 from zero weights leaves w = -g exactly, which exposes the gradient sums bit
+// for bit; rows far longer than kGradientChunk, at and around its multiples, and absent keys.
+TEST(EmbeddingKernels, UpdateSumsGradientsInTheChunkOrder) {
+  auto rng = ember::testing::make_rng();
+  const std::int64_t C = kernels::kGradientChunk;
+  std::vector<std::int64_t> lengths = {1, 2, 7, C - 1, C, C + 1, 2 * C - 1, 2 * C + 1, 1023, 65537};
+  for (int i = 0; i < 200; ++i)
+    lengths.push_back(1 + static_cast<std::int64_t>(rng() % 40));
+  lengths.push_back(0);  // a row of the table the batch does not touch
+  for (std::int64_t V : {7, 128}) {
+    const testing::UpdateBatch b = testing::random_update_batch(lengths, 100, 3000, V, rng);
+    const auto n = static_cast<std::int64_t>(b.rows.size());
+    std::vector<std::int32_t> sorted(n);
+    std::vector<std::int64_t> unique(n), offsets(n + 1);
+    std::int64_t count = 0;
+    kernels::cpu::segments(b.rows.data(), b.entry_bag.data(), n, b.rows_in_table, sorted.data(),
+                           unique.data(), offsets.data(), &count, nullptr);
+    std::vector<float> values(b.rows_in_table * V, 0.0f);
+    OptimizerConfig sgd;
+    sgd.type = OptimizerType::SGD;
+    const UpdateStep u = make_update_step(sgd, 1.0f, 1);
+    kernels::cpu::update_rows(
+        kernels::Segments{sorted.data(), unique.data(), offsets.data(), &count, n}, b.scale.data(),
+        b.grad.data(), values.data(), V, kernels::RowStates{}, 1, u, nullptr, nullptr);
+    const std::vector<float> want = testing::chunked_gradient_sums(b);
+    std::vector<double> exact, magnitude;
+    testing::exact_gradient_sums(b, exact, magnitude);
+    for (std::int64_t r = 0; r < b.rows_in_table; ++r) {
+      for (std::int64_t c = 0; c < V; ++c) {
+        const std::int64_t i = r * V + c;
+        ASSERT_EQ(-values[i], want[i])
+            << "row " << r << " (" << lengths[r] << " entries) column " << c << ", dim " << V;
+        // And the order is a sound one: float32 rounding of a sum of this many terms.
+        ASSERT_LE(std::abs(want[i] - exact[i]), 1e-6 * lengths[r] * magnitude[i] + 1e-30)
+            << "row " << r << " column " << c;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::embedding
