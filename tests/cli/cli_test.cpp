@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ember/data/dataset_description.hpp"
+#include "cli/cli_run_support.hpp"
 #include "support/test_support.hpp"
 
 namespace ember {
@@ -19,48 +20,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-  std::vector<std::string> lines() const {
-    std::vector<std::string> v;
-    std::istringstream in(out);
-    for (std::string l; std::getline(in, l);) v.push_back(l);
-    return v;
-  }
-};
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs `ember <args>`, capturing stdout and stderr.
-Outcome ember(const std::string& args, const testing::ScratchDir& dir) {
-  const auto err_file = dir / "stderr.txt";
-  const std::string cmd =
-      std::string(EMBER_EXE_PATH) + " " + args + " 2> '" + err_file.string() + "'";
-  Outcome r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << cmd;
-    return r;
-  }
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err_file);
-  return r;
-}
-
 TEST(Cli, HelpListsTheCommands) {
   testing::ScratchDir dir;
   const Outcome r = ember("--help", dir);
   EXPECT_EQ(r.status, 0);
-  for (const char* cmd : {"inspect", "datagen", "convert"}) EXPECT_THAT(r.out, HasSubstr(cmd));
-  for (const char* cmd : {"inspect --help", "datagen --help", "convert criteo --help"}) {
+  for (const char* cmd : {"train", "eval", "predict", "plot", "inspect", "datagen", "convert"}) EXPECT_THAT(r.out, HasSubstr(cmd));
+  for (const char* cmd : {"train --help", "eval --help", "predict --help", "plot --help", "inspect --help", "datagen --help", "convert criteo --help"}) {
     const Outcome h = ember(cmd, dir);
     EXPECT_EQ(h.status, 0) << cmd;
     EXPECT_THAT(h.out, HasSubstr("--")) << cmd;

@@ -241,9 +241,14 @@ TEST(Pipeline, SplitsEvenlyOverHostDevicesWithTheGlobalCsrEverywhere) {
       EXPECT_EQ(seen, reference) << "deterministic batches should not depend on D";
     }
   }
+  // Blocks of ceil(n / parts): what an embedding padding the batch to equal blocks computes.
   EXPECT_EQ(split_evenly(4, 3)[0].size, 2);
-  EXPECT_EQ(split_evenly(4, 3)[1].size, 1);
-  EXPECT_EQ(split_evenly(4, 3)[2].offset, 3);
+  EXPECT_EQ(split_evenly(4, 3)[1].size, 2);
+  EXPECT_EQ(split_evenly(4, 3)[2].offset, 4);
+  EXPECT_EQ(split_evenly(4, 3)[2].size, 0);
+  EXPECT_EQ(split_evenly(160, 3)[2].offset, 108);
+  EXPECT_EQ(split_evenly(160, 3)[2].size, 52);
+  EXPECT_EQ(split_evenly(1, 4)[3].size, 0);
   PipelineOptions bad;
   bad.batch_size = 7;
   bad.devices.assign(2, Place::host());

@@ -30,6 +30,8 @@ std::mt19937_64 make_rng(std::uint64_t salt) {
   return std::mt19937_64(h);
 }
 
+std::filesystem::path source_dir() { return std::filesystem::path(EMBER_SOURCE_DIR); }
+
 std::optional<std::filesystem::path> shared_data_dir() {
   namespace fs = std::filesystem;
   const fs::path source(EMBER_SOURCE_DIR);

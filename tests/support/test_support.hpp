@@ -22,6 +22,9 @@ std::uint64_t run_seed();
 // stream and a test's inputs do not depend on which other tests ran.
 std::mt19937_64 make_rng(std::uint64_t salt = 0);
 
+// The repository's root (for configs/ and other checked-in files).
+std::filesystem::path source_dir();
+
 // ../shared/data next to the checkout, or nothing (a user's fresh clone has no ../shared).
 std::optional<std::filesystem::path> shared_data_dir();
 

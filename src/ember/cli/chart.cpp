@@ -205,7 +205,10 @@ void draw_panel(Canvas& canvas, TextRenderer& text, const Panel& panel, int top,
     return;
   }
   if (x_hi == x_lo) x_lo -= 1, x_hi += 1;
-  if (y_hi == y_lo) y_lo -= 0.5, y_hi += 0.5;
+  if (y_hi == y_lo) {  // a constant series: a band around its value, scaled to it
+    const double d = y_hi != 0 ? std::fabs(y_hi) * 0.1 : 0.5;
+    y_lo -= d, y_hi += d;
+  }
   const double pad = (y_hi - y_lo) * 0.05;
   y_lo -= pad, y_hi += pad;
   const auto xs = nice_ticks(x_lo, x_hi), ys = nice_ticks(y_lo, y_hi);

@@ -8,9 +8,11 @@
 //          device's place: rows = global_size * slot_num (row = sample * slot_num + slot),
 //          row offsets i64, values u32 or i64 (the key type). Raw/Parquet slot offsets are
 //          already applied. Model-parallel embeddings pick their keys out of it themselves.
-// Samples are split evenly (HugeCTR's rule: the training batch size is a multiple of D); the last
-// partial batch of an epoch is split as evenly as possible (the first global_size % D devices
-// get one sample more).
+// Samples are split evenly (HugeCTR's rule: the training batch size is a multiple of D). A batch
+// that does not divide (the last partial batch of an epoch, evaluation) is cut in blocks of
+// ceil(global_size / D): device d gets [d * block, min(global_size, (d + 1) * block)), so the
+// last devices get fewer samples, or none. These are the shares a model-parallel embedding
+// computes when it pads the batch to D blocks of that size.
 //
 // Places: Place::cuda(d) for GPUs; Place::host() for CPU "devices" (D of them share the host and
 // the same memory; label/dense are views into one host buffer).
@@ -59,7 +61,8 @@ struct Batch {
   bool end_of_epoch = false;
 };
 
-// How `n` samples are shared among `parts` devices: the first n % parts get one more.
+// How `n` samples are shared among `parts` devices: blocks of ceil(n / parts), the last ones
+// shorter (or empty).
 struct Share {
   std::int64_t offset = 0;
   std::int64_t size = 0;

@@ -73,7 +73,7 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::commit(nlohmann::json meta) {
+void CheckpointWriter::commit(nlohmann::json meta, const std::vector<std::string>& keep) {
   nlohmann::json files = nlohmann::json::array();
   for (const auto& entry : fs::recursive_directory_iterator(staging_)) {
     if (!entry.is_regular_file()) continue;
@@ -96,6 +96,9 @@ void CheckpointWriter::commit(nlohmann::json meta) {
   // Swap in: an existing checkpoint of the same name is moved aside first and removed after.
   fs::path old;
   if (fs::exists(final_)) {
+    for (const std::string& name : keep) {
+      if (fs::exists(final_ / name) && !fs::exists(staging_ / name)) fs::rename(final_ / name, staging_ / name);
+    }
     old = final_;
     old += ".old-" + std::to_string(::getpid());
     fs::remove_all(old);

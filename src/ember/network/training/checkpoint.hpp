@@ -47,8 +47,10 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   const std::filesystem::path& staging() const { return staging_; }
-  // `meta` gets "format", "version" and "files" added.
-  void commit(nlohmann::json meta);
+  // `meta` gets "format", "version" and "files" added. Files named in `keep` that sit in an
+  // existing checkpoint of the same name (a run's metrics.csv, say) move into the new one by
+  // rename, so open handles to them stay valid; they are not part of the checkpoint's contents.
+  void commit(nlohmann::json meta, const std::vector<std::string>& keep = {});
 
  private:
   std::filesystem::path final_, staging_;

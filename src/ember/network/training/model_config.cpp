@@ -9,6 +9,7 @@
 #include "ember/core/log.hpp"
 #include "ember/embedding/optimizer_json.hpp"
 #include "ember/network/layer_registry.hpp"
+#include "ember/network/training/dense_network.hpp"
 
 namespace ember::train {
 
@@ -141,6 +142,23 @@ void check_graph(const ModelConfig& c, const json& layers) {
   }
 }
 
+// Builds the dense layers once on the host, reserving but allocating nothing, so that unknown or
+// missing keys and shape mismatches are reported when the configuration is read, not later.
+void dry_build(const ModelConfig& c) {
+  auto store = std::make_shared<nn::ParameterStore>(Place::host());
+  nn::BuildContext ctx(nn::BuildOptions{}, store);
+  std::map<std::string, nn::BlobPtr> inputs;
+  const Place host = Place::host();
+  inputs[c.data.label_top] = nn::make_input_blob(c.data.label_top, {1, c.data.label_dim}, DType::F32, host, false);
+  if (c.data.dense_dim > 0) {
+    inputs[c.data.dense_top] = nn::make_input_blob(c.data.dense_top, {1, c.data.dense_dim}, DType::F32, host, false);
+  }
+  for (const auto& e : c.embeddings) {
+    inputs[e.top] = nn::make_input_blob(e.top, {1, e.slot_num, e.vec_size}, DType::F32, host, true);
+  }
+  nn::DenseNetwork network(c.dense_layers, inputs, ctx);
+}
+
 }  // namespace
 
 const embedding::EmbeddingConfig* ModelConfig::embedding_reading(const std::string& sparse_top) const {
@@ -183,6 +201,11 @@ ModelConfig parse_model_config(json root, const std::string& where) {
         EMBER_THROW_AS(ConfigError, at, ": missing string key '", key, "'");
       }
     }
+    if (i == 0 && layer["type"] != "Data") {
+      EMBER_THROW_AS(ConfigError, "layer '", layer["name"].get<std::string>(),
+                     "': the first layer must be the Data layer, got type '",
+                     layer["type"].get<std::string>(), "'");
+    }
     if (i > 0) {
       for (const char* key : {"bottom", "top"}) {
         if (!layer.contains(key)) {
@@ -191,11 +214,6 @@ ModelConfig parse_model_config(json root, const std::string& where) {
         }
       }
     }
-  }
-  if (layers[0]["type"] != "Data") {
-    EMBER_THROW_AS(ConfigError, "layer '", layers[0]["name"].get<std::string>(),
-                   "': the first layer must be the Data layer, got type '",
-                   layers[0]["type"].get<std::string>(), "'");
   }
   c.data = data::parse_data_layer(layers[0], "layer '" + layers[0]["name"].get<std::string>() + "'");
   c.data.name = layers[0]["name"].get<std::string>();
@@ -250,6 +268,7 @@ ModelConfig parse_model_config(json root, const std::string& where) {
                                        "MultiCrossEntropyLoss) at the end of 'layers'");
   }
   check_graph(c, layers);
+  dry_build(c);
   c.json = std::move(root);
   return c;
 }

@@ -95,6 +95,16 @@ StreamHandle Replica::stream() const {
 void Replica::initialize_dense(std::uint64_t seed) { store_->initialize(seed); }
 
 namespace {
+// The CSR with empty rows appended up to `rows`: a batch that does not divide over the ranks is
+// padded to equal blocks, the shares the input pipeline hands out (see data/batch.hpp).
+CsrTensor pad_rows(const CsrTensor& csr, std::int64_t rows, StreamHandle stream) {
+  if (csr.rows() == rows) return csr;
+  Tensor offsets = Tensor::empty({rows + 1}, DType::I64, csr.place());
+  ops::copy(offsets.slice(0, 0, csr.rows() + 1), csr.row_offsets(), stream);
+  ops::fill(offsets.slice(0, csr.rows() + 1, rows + 1), static_cast<double>(csr.nnz()), stream);
+  return CsrTensor(offsets, csr.value_buffer(), csr.nnz());
+}
+
 // Copies `src` ([n, ...]) into the first n rows of `dst` and zeroes the rest, converting dtype.
 void fill_rows(const Tensor& dst, const Tensor& src, std::int64_t n, StreamHandle stream) {
   if (n > 0) ops::copy(dst.slice(0, 0, n), src, stream);
@@ -108,10 +118,15 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
               in.rows, " rows the network was built for");
   EMBER_CHECK(!training || n == in.rows, "rank ", rank(), ": training batches must be full (",
               in.rows, " samples per rank), got ", n);
+  const std::int64_t ranks = comm_->size(), block = (batch.global_size + ranks - 1) / ranks;
+  EMBER_CHECK(batch.local_offset == std::min(batch.global_size, rank() * block),
+              "rank ", rank(), ": the batch share starts at sample ", batch.local_offset,
+              ", not at the equal-block offset ", rank() * block);
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
-    const CsrTensor& keys = batch.sparse.at(embedding_input_[i]);
-    const Tensor out = embeddings_[i]->forward(keys, batch.local_offset, n, training);
-    fill_rows(in.embeddings[i]->value(), out, n, s);
+    const std::int64_t slots = config_.embeddings[i].slot_num;
+    const CsrTensor keys = pad_rows(batch.sparse.at(embedding_input_[i]), block * ranks * slots, s);
+    const Tensor out = embeddings_[i]->forward(keys, rank() * block, block, training);
+    fill_rows(in.embeddings[i]->value(), out.slice(0, 0, n), n, s);
   }
   fill_rows(in.label->value(), batch.label, n, s);
   if (in.dense) fill_rows(in.dense->value(), batch.dense, n, s);

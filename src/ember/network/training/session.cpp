@@ -332,7 +332,7 @@ void Session::save(const fs::path& dir) {
   nlohmann::json names = nlohmann::json::array();
   for (const auto& e : config_.embeddings) names.push_back(e.name);
   meta["embeddings"] = names;
-  writer.commit(meta);
+  writer.commit(meta, {"metrics.csv", "metrics.png"});
 }
 
 void Session::load(const fs::path& dir, bool with_optimizer_states) {

@@ -1,0 +1,29 @@
+// Flags every command that builds a training session shares (train, eval, predict): devices,
+// CPU ranks and configuration overrides.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ember/network/training/model_config.hpp"
+#include "ember/network/training/session.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace ember::cli {
+
+struct SessionFlags {
+  std::string config;
+  std::string device;
+  std::string gpus;  // "0,1"
+  int cpu_ranks = 0;
+  std::vector<std::string> overrides;
+
+  void add_to(CLI::App& cmd);
+  train::ModelConfig load_config() const;
+  train::SessionOptions session_options() const;
+};
+
+}  // namespace ember::cli

@@ -1,0 +1,23 @@
+// Running the built `ember` binary from tests, as a user would.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support/test_support.hpp"
+
+namespace ember {
+
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+  std::vector<std::string> lines() const;
+};
+
+std::string slurp(const std::filesystem::path& p);
+
+// Runs `ember <args>` (a shell command line: quote paths), capturing stdout and stderr.
+Outcome ember(const std::string& args, const testing::ScratchDir& dir);
+
+}  // namespace ember
