@@ -55,9 +55,7 @@ function(_ember_test_executable name labels)
                                         GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   ember_common_options(${name})
-  # Passive OpenMP waiting: spinning idle threads starve everything else on small machines.
-  set(props LABELS "${labels}" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
-      ENVIRONMENT "OMP_WAIT_POLICY=passive")
+  set(props LABELS "${labels}" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES ${props})
 endfunction()

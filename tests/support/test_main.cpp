@@ -4,9 +4,11 @@
 #include <cstdlib>
 
 #include "ember/core/log.hpp"
+#include "ember/core/openmp_policy.hpp"
 #include "support/test_support.hpp"
 
 int main(int argc, char** argv) {
+  ember::prefer_passive_openmp(argv);
   ::testing::InitGoogleTest(&argc, argv);
   if (std::getenv("EMBER_LOG_LEVEL") == nullptr) ember::set_log_level("warn");
   std::printf("EMBER_TEST_SEED=%llu\n",

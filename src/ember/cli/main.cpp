@@ -1,30 +1,16 @@
 // ember: the command line. Errors end as one line "ember: error: <message>" and exit status 1.
 #include <CLI/CLI.hpp>
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <exception>
 #include <iostream>
 
 #include "ember/cli/commands.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
-
-namespace {
-// OpenMP's idle threads spin by default, which on a machine with few cores starves OpenBLAS's
-// and the input pipeline's threads (measured on 2 cores: 5.5k training samples/s spinning,
-// 30k passive). libgomp reads the policy once, when it loads, so it cannot be changed from here:
-// when the user has not chosen one, run again with it set.
-void prefer_passive_openmp(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
-}
-}  // namespace
+#include "ember/core/openmp_policy.hpp"
 
 int main(int argc, char** argv) {
-  prefer_passive_openmp(argv);
+  ember::prefer_passive_openmp(argv);
   CLI::App app{"Ember: CTR model training on HugeCTR's data and configurations", "ember"};
   app.require_subcommand(1);
   // Subcommands inherit this: --log-level may come after the command's name too.
