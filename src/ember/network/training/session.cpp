@@ -192,6 +192,7 @@ TrainResult Session::train() {
       m.log.add(iteration_, "train", "samples_per_s", rate);
       result.last_loss = loss;
       result.losses.emplace_back(iteration_, loss);
+      result.rates.push_back(rate);
       window_start = Clock::now();
       window_samples = 0;
     }
@@ -332,6 +333,12 @@ void Session::save(const fs::path& dir) {
   nlohmann::json names = nlohmann::json::array();
   for (const auto& e : config_.embeddings) names.push_back(e.name);
   meta["embeddings"] = names;
+  // What dense.model (trainable, in order) and dense.non_trainable hold, for tools reading them.
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : m.replicas.front()->parameters().parameters()) {
+    params.push_back({{"name", p->name()}, {"shape", p->shape().to_vector()}, {"trainable", p->trainable()}});
+  }
+  meta["dense_parameters"] = params;
   writer.commit(meta, {"metrics.csv", "metrics.png"});
 }
 

@@ -37,6 +37,7 @@ struct TrainResult {
   double seconds = 0;
   double samples_per_second = 0;
   std::vector<std::pair<std::int64_t, double>> losses;  // (iteration, loss) at display points
+  std::vector<double> rates;  // samples/s over each display window, in order
 };
 
 class Session {
