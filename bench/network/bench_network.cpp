@@ -2,18 +2,28 @@
 //
 //   bench_network            (GPU) forward + backward of DLRM's MLPs at batch 65536 (bottom
 //                            13-512-256-128, top 480-1024-1024-512-256-1) in fp32 (TF32 off), TF32
-//                            and bf16; one FC 1024->1024 + ReLU and the top MLP, fused (chained)
-//                            against InnerProduct + ReLU layers and against a fully unfused
-//                            GEMM + bias + ReLU kernels version; the dot interaction (26 x 128)
-//                            forward + backward. PyTorch's numbers come from torch_mlp.py when
-//                            `python3 -c 'import torch'` works. Ends with "SUMMARY |" lines.
+//                            and bf16, with the FC layers' algorithm search on (the default) and
+//                            off; one FC 1024->1024 + ReLU and the top MLP, fused (chained where
+//                            the search says so) against InnerProduct + ReLU layers and against a
+//                            fully unfused plain GEMM + bias + ReLU kernels version; the dot
+//                            interaction (26 x 128) forward + backward. PyTorch's numbers come
+//                            from torch_mlp.py when `python3 -c 'import torch'` works. Ends with
+//                            "SUMMARY |" lines.
 //   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
 //   Options: --batch N, --no-torch, --repeats N.
 //
-// Timing: CUDA events around each forward + backward, 5 warm-up iterations (which also plan the
-// cuBLASLt products), median of the repeats.
+// Like with like: both sides compute every bias and ReLU and all three products of every layer
+// except the input gradient of the bottom MLP's first layer (its input, the dense features,
+// needs none: HugeCTR's skip_dgrad, PyTorch's requires_grad=False); the top MLP's input gets a
+// gradient on both sides. Ember keeps f32 master weights and writes f32 weight gradients in
+// bf16 mode (PyTorch's bf16 model writes bf16 ones); the optimizer is outside both timings.
+//
+// Timing: CUDA events around each forward + backward, 5 warm-up iterations, median of the
+// repeats. Planning (the algorithm search, which times each distinct product once per process)
+// happens when a network is built and is reported separately.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -26,6 +36,7 @@
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/build_context.hpp"
+#include "ember/network/cublaslt_matmul.hpp"
 #include "ember/network/fc_chain.hpp"
 #include "ember/network/layer_registry.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
@@ -47,13 +58,17 @@ struct Net {
   std::map<std::string, BlobPtr> blobs;
   int chained = 0;
 
-  Net(Place place, DType dtype, bool tf32) {
+  double setup_ms = 0;  // chaining + planning (the algorithm search) at build
+  std::int64_t searched = 0;  // products timed by that search (0: all from the cache)
+
+  Net(Place place, DType dtype, bool tf32, bool search = true) {
     const bool half = dtype == DType::F16 || dtype == DType::BF16;
     store = std::make_shared<ParameterStore>(place, DType::F32, half ? dtype : DType::F32);
     BuildOptions o;
     o.place = place;
     o.activation_dtype = dtype;
     o.allow_tf32 = tf32;
+    o.algorithm_search = search;
     ctx = std::make_unique<BuildContext>(o, store);
   }
   void input(const std::string& name, const Shape& shape, bool grad) {
@@ -70,11 +85,37 @@ struct Net {
     ctx->allocate();
     for (auto& l : layers) l->bind();
     store->initialize(1234);
+    std::vector<Layer*> ptrs;
+    for (auto& l : layers) ptrs.push_back(l.get());
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t before = nn::cuda::searched_product_count();
     if (chain) {
-      std::vector<Layer*> ptrs;
-      for (auto& l : layers) ptrs.push_back(l.get());
       chained = chain_fully_connected_layers(ptrs);
+    } else {
+      for (Layer* l : ptrs) {
+        if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l)) fc->plan();
+      }
     }
+    setup_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    searched = nn::cuda::searched_product_count() - before;
+  }
+  void print_plans() const {
+    std::printf("    setup %.0f ms (%lld products timed), chained FC pairs: %d\n", setup_ms,
+                static_cast<long long>(searched), chained);
+    for (const auto& l : layers) {
+      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) {
+        std::printf("    %s: %s\n", fc->name().c_str(), fc->plan_summary().c_str());
+      }
+    }
+  }
+  // Milliseconds of the FC layers' cuBLASLt products alone, as the search timed them.
+  double product_ms() const {
+    double ms = 0;
+    for (const auto& l : layers) {
+      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) ms += fc->product_ms();
+    }
+    return ms;
   }
   void fill_random(const std::string& name, std::uint64_t seed) {
     const BlobPtr& b = blobs.at(name);
@@ -95,18 +136,20 @@ struct Net {
 };
 
 // How an MLP's FC + ReLU pairs are built:
-//   Fused   FusedInnerProduct layers, chained (the way Ember runs them)
-//   Layers  InnerProduct layers (bias in the product's epilogue) + ReLU layers
-//   Plain   InnerProduct layers with epilogues off (plain product, then Ember's bias kernel;
+//   Fused   FusedInnerProduct layers, chained where it pays (the way Ember runs them)
+//   Layers  InnerProduct layers (bias in the product's epilogue where the search picks it) +
+//           ReLU layers
+//   Plain   InnerProduct layers with plain products (FcFusion::Plain: Ember's bias kernel,
 //           column-sum kernel for the bias gradient) + ReLU layers: a fully unfused FC + ReLU
 enum class FcBuild { Fused, Layers, Plain };
 
 // An MLP; the last layer without ReLU unless `last_relu`.
 std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t batch,
                                const std::vector<std::int64_t>& dims, bool last_relu,
-                               bool input_grad, FcBuild how = FcBuild::Fused) {
+                               bool input_grad, FcBuild how = FcBuild::Fused,
+                               bool search = true) {
   const bool fused = how == FcBuild::Fused;
-  auto net = std::make_unique<Net>(place, dtype, tf32);
+  auto net = std::make_unique<Net>(place, dtype, tf32, search);
   net->input("x0", {batch, dims[0]}, input_grad);
   std::string prev = "x0";
   for (std::size_t i = 1; i < dims.size(); ++i) {
@@ -131,7 +174,7 @@ std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t
   }
   if (how == FcBuild::Plain && place.is_cuda()) {
     for (auto& l : net->layers) {
-      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) fc->set_epilogues(false);
+      if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) fc->set_fusion(FcFusion::Plain);
     }
   }
   net->finalize(fused);
@@ -273,22 +316,21 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
 
   std::printf("\nDLRM MLPs, forward + backward:\n");
   for (const Mode& m : kModes) {
-    {
-      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kBottom, true, false);
-      compare(cat("bottom MLP 13-512-256-128 ", m.name), time_gpu_ms(*net, 5, repeats),
-              torch, {"mlp", "bottom", m.name});
-    }
-    {
-      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true);
-      const double ms = time_gpu_ms(*net, 5, repeats);
-      compare(cat("top MLP 480-1024-1024-512-256-1 ", m.name), ms, torch,
-              {"mlp", "top", m.name});
-      std::printf("    chained FC pairs: %d\n", net->chained);
-      for (const auto& l : net->layers) {
-        if (auto* fc = dynamic_cast<FullyConnectedLayer*>(l.get())) {
-          std::printf("    %s: %s\n", fc->name().c_str(), fc->plan_summary().c_str());
-        }
-      }
+    for (bool top : {false, true}) {
+      const auto& dims = top ? kTop : kBottom;
+      const std::string name =
+          cat(top ? "top MLP 480-1024-1024-512-256-1 " : "bottom MLP 13-512-256-128 ", m.name);
+      auto net = build_mlp(gpu, m.dtype, m.tf32, batch, dims, !top, top);
+      compare(name, time_gpu_ms(*net, 5, repeats), torch,
+              {"mlp", top ? "top" : "bottom", m.name});
+      net->print_plans();
+      // The same network with the search off (cuBLASLt's first choice, epilogues everywhere):
+      // what the search gains.
+      auto plain_choice = build_mlp(gpu, m.dtype, m.tf32, batch, dims, !top, top,
+                                    FcBuild::Fused, false);
+      const double off = time_gpu_ms(*plain_choice, 5, repeats);
+      std::printf("    algorithm search off: %.3f ms, %d chained pair(s)\n", off,
+                  plain_choice->chained);
     }
   }
 
@@ -302,6 +344,16 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
     std::printf("  FC 1024->1024 + ReLU %s: fused %.3f ms; InnerProduct + ReLU layers %.3f ms "
                 "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
                 m.name, f, l, l / f, p, p / f);
+    fused->print_plans();
+    // The ceiling of any fusion: the plain network's three products alone, as timed by the
+    // search. When they are most of the unfused time (fp32 without TF32), no fusion of the
+    // element-wise work can reach the 1.2x target.
+    const double products = plain->product_ms();
+    if (std::isfinite(products) && products > 0) {
+      std::printf("    the three products alone: %.3f ms of the unfused %.3f ms (%.0f%%): even "
+                  "free element-wise work caps fusion at %.2fx\n",
+                  products, p, 100.0 * products / p, p / products);
+    }
     compare(cat("FC 1024x1024+ReLU ", m.name), f, torch, {"fc_relu", m.name});
     summaries.push_back({cat("fused FC+ReLU vs GEMM + bias + ReLU kernels, 1024x1024 ",
                              m.name),
@@ -314,10 +366,10 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
     auto top_layers = build_mlp(gpu, m.dtype, m.tf32, batch, kTop, false, true, FcBuild::Layers);
     const double tf = time_gpu_ms(*top_fused, 5, repeats), tp = time_gpu_ms(*top_plain, 5, repeats),
                  tl = time_gpu_ms(*top_layers, 5, repeats);
-    std::printf("  top MLP %s: fused + chained %.3f ms; InnerProduct + ReLU layers %.3f ms "
+    std::printf("  top MLP %s: FusedInnerProduct %.3f ms; InnerProduct + ReLU layers %.3f ms "
                 "(%.2fx); GEMM + bias + ReLU kernels %.3f ms (%.2fx)\n",
                 m.name, tf, tl, tl / tf, tp, tp / tf);
-    summaries.push_back({cat("fused+chained top MLP vs GEMM + bias + ReLU kernels ",
+    summaries.push_back({cat("FusedInnerProduct top MLP vs GEMM + bias + ReLU kernels ",
                              m.name),
                          cat(fmt(tp / tf, 2), "x"), ">= 1.2x", tp / tf >= 1.2 ? "yes" : "no"});
   }

@@ -60,6 +60,25 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                 R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
                     "fc_param": {"num_output": 3}})"},
                true});
+  // DLRM's first layer reads 13 dense features (26 bytes per row in 16 bits): on CUDA the FC
+  // layer runs its products on a zero-padded copy (fully_connected_layer.hpp).
+  c.push_back({"BottomMlp", {in("x", {b, 13}, false)},
+               {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h",
+                    "fc_param": {"num_output": )", k, R"(}})"),
+                cat(R"({"name": "fc2", "type": "FusedInnerProduct", "bottom": "h", "top": "y",
+                    "fc_param": {"num_output": )", m, R"(, "bias_init": "Uniform"}})")},
+               true});
+  // The chain with every width a multiple of 8: no padding anywhere, so chaining and the plain
+  // products run on the layers' own buffers.
+  const auto by8 = [](std::int64_t v) { return (v + 7) / 8 * 8; };
+  c.push_back({"MlpChainAligned", {in("x", {b, by8(n)}, false)},
+               {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h1",
+                    "fc_param": {"num_output": )", by8(k), R"(}})"),
+                cat(R"({"name": "fc2", "type": "FusedInnerProduct", "bottom": "h1", "top": "h2",
+                    "fc_param": {"num_output": )", by8(m), R"(, "bias_init": "Uniform"}})"),
+                R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
+                    "fc_param": {"num_output": 8}})"},
+               true});
   c.push_back({"Cast", {in("x", {b, n})},
                {R"({"name": "cast", "type": "Cast", "bottom": "x", "top": "y"})"}, true});
   c.push_back({"Concat", {in("a", {b, n}), in("c", {b, 2})},

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ember/core/half.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/layer_registry.hpp"
 #include "ember/network/layers/dropout_layer.hpp"
@@ -88,15 +89,57 @@ void Graph::forward(bool training) {
   for (auto& l : layers_) {
     if (auto* d = dynamic_cast<DropoutLayer*>(l.get())) d->set_steps(0);
     l->forward(training);
+    if (storage_of_ != nullptr) {
+      for (const auto& t : l->tops()) round_like_device(t, false);
+    }
   }
   if (place_.is_cuda()) synchronize_device(place_.device());
 }
 
 void Graph::backward() {
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if ((*it)->needs_backward()) (*it)->backward();
+    if (!(*it)->needs_backward()) continue;
+    (*it)->backward();
+    if (storage_of_ != nullptr) {
+      for (const auto& b : (*it)->bottoms()) {
+        if (b->requires_grad()) round_like_device(b, true);
+      }
+    }
   }
   if (place_.is_cuda()) synchronize_device(place_.device());
+}
+
+void Graph::emulate_storage_of(const Graph& device) {
+  EMBER_CHECK(place_.is_host() && dtype_ == DType::F32,
+              "emulate_storage_of: the reference must be an f32 graph on the CPU");
+  storage_of_ = &device;
+  const DType compute = device.store().compute_dtype();
+  if (compute != DType::F16 && compute != DType::BF16) return;
+  for (const auto& p : store_->parameters()) {
+    if (!p->trainable()) continue;
+    const ParameterPtr dp = device.store().find(p->name());
+    EMBER_CHECK(dp != nullptr, "emulate_storage_of: the device has no parameter ", p->name());
+    from_doubles(p->value(), to_doubles(dp->compute(compute)));
+  }
+}
+
+void Graph::round_like_device(const BlobPtr& blob, bool gradient) const {
+  const auto it = storage_of_->blobs_.find(blob->name());
+  if (it == storage_of_->blobs_.end()) return;
+  const DType stored = it->second->dtype();
+  if (stored != DType::F16 && stored != DType::BF16) return;
+  if (blob->shape().numel() == 0) return;  // placeholder tops
+  const Tensor& t = gradient ? blob->grad() : blob->value();
+  from_doubles(t, rounded(to_doubles(t), stored));
+}
+
+std::vector<double> rounded(std::vector<double> v, DType dtype) {
+  for (auto& x : v) {
+    if (dtype == DType::F16) x = static_cast<float>(Half(static_cast<float>(x)));
+    if (dtype == DType::BF16) x = static_cast<float>(BFloat16(static_cast<float>(x)));
+    if (dtype == DType::F32) x = static_cast<float>(x);
+  }
+  return v;
 }
 
 BlobPtr Graph::blob(const std::string& name) const {

@@ -37,6 +37,15 @@ class Graph {
   void forward(bool training = true);
   void backward();
 
+  // Makes this (CPU, f32) graph the exact-input reference of `device`, a graph of the same
+  // layers whose activations are f16/bf16: its parameters take the values of the device's
+  // 16-bit compute copy, and from now on, after each layer's forward every top the device
+  // stores in 16 bits is rounded to 16 bits, and after each layer's backward so is every bottom
+  // gradient the device stores in 16 bits. The reference then sees, at every layer boundary,
+  // exactly the values the device computes from; only the arithmetic inside a layer differs
+  // (summation order). `device` must outlive this graph's use of it; names must match.
+  void emulate_storage_of(const Graph& device);
+
   // Copies host values (any floating dtype) into a blob's value or gradient.
   void set_values(const std::string& blob, const std::vector<double>& values) const;
   void set_grad(const std::string& blob, const std::vector<double>& values) const;
@@ -66,7 +75,12 @@ class Graph {
   std::map<std::string, BlobPtr> blobs_;
   std::vector<BlobPtr> inputs_;
   std::vector<LayerPtr> layers_;
+  const Graph* storage_of_ = nullptr;  // see emulate_storage_of
+  void round_like_device(const BlobPtr& blob, bool gradient) const;
 };
+
+// Values rounded to what `dtype` holds (f16, bf16, f32; f64 leaves them).
+std::vector<double> rounded(std::vector<double> values, DType dtype);
 
 // Reads any floating tensor (any place) as doubles.
 std::vector<double> to_doubles(const Tensor& t);

@@ -20,6 +20,11 @@ struct BuildOptions {
   DType activation_dtype = DType::F32;
   // fp32 GEMMs may use TF32 tensor cores (HugeCTR's enable_tf32_compute).
   bool allow_tf32 = false;
+  // HugeCTR's solver `algorithm_search`: the fully connected layers time their candidate
+  // cuBLASLt algorithms and fused/unfused forms on the real shapes once (cached per process)
+  // and run the fastest. Off: cuBLASLt's heuristic first choice and epilogues wherever
+  // available (bitwise reproducible across processes; see cublaslt_matmul.hpp).
+  bool algorithm_search = true;
   // Mixed precision: losses multiply their gradients by the scaler, the optimizer divides.
   float loss_scaler = 1.0f;
   // Data-parallel replicas: losses divide their gradients by it, so the all-reduce sum is the

@@ -1,16 +1,26 @@
 #include "ember/network/cublaslt_matmul.hpp"
 
+#include <atomic>
+
 #include "ember/core/error.hpp"
+#include "ember/network/launch_timing.hpp"
 
 #if EMBER_WITH_CUDA
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <mutex>
+#include <sstream>
+#include <vector>
 
 #include "ember/core/allocation.hpp"
 #include "ember/core/place.hpp"
+#include "ember/core/stream.hpp"
 #endif
 
 namespace ember::nn::cuda {
@@ -26,6 +36,12 @@ const char* epilogue_name(Epilogue e) {
   }
   return "?";
 }
+
+namespace {
+std::atomic<std::int64_t> g_searched{0};
+}  // namespace
+
+std::int64_t searched_product_count() { return g_searched.load(); }
 
 #if EMBER_WITH_CUDA
 
@@ -81,6 +97,9 @@ bool uses_bias(Epilogue e) {
          e == Epilogue::BiasGradA;
 }
 bool uses_aux(Epilogue e) { return e == Epilogue::ReluAuxBias || e == Epilogue::Drelu; }
+// The epilogue writes through the bias / aux pointer (rather than reading it).
+bool writes_bias(Epilogue e) { return e == Epilogue::BiasGradA; }
+bool writes_aux(Epilogue e) { return e == Epilogue::ReluAuxBias; }
 
 // Largest power of two (up to 256) dividing the address: what the pointer guarantees.
 std::uint32_t alignment_of(const void* p) {
@@ -90,11 +109,40 @@ std::uint32_t alignment_of(const void* p) {
   return a;
 }
 
+// A searched (or unsupported) problem, remembered for the process.
+struct CachedChoice {
+  bool supported = false;
+  cublasLtMatmulAlgo_t algo{};
+  double ms = 0.0;
+  int index = 0, count = 0;
+};
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, CachedChoice>& choice_cache() {
+  static std::map<std::string, CachedChoice> c;
+  return c;
+}
+
+std::string cache_key(const MatmulProblem& p, int device, std::uint32_t align_a,
+                      std::uint32_t align_b, std::uint32_t align_d) {
+  std::ostringstream k;
+  k << "dev" << device << " t" << p.transpose_a << p.transpose_b << " mnk" << p.m << ','
+    << p.n << ',' << p.k << " ld" << p.lda << ',' << p.ldb << ',' << p.ldd << " dt"
+    << dtype_name(p.ab_dtype) << ',' << dtype_name(p.d_dtype) << " tf32 " << p.allow_tf32
+    << " epi " << epilogue_name(p.epilogue) << " aux " << p.aux_ld << " align " << align_a << ','
+    << align_b << ',' << align_d;
+  return k.str();
+}
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
 }  // namespace
 
 struct LtMatmul::Impl {
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_d = nullptr;
   cublasLtMatmulPreference_t pref = nullptr;
   cublasLtMatmulAlgo_t algo{};
   mutable const void* bias = nullptr;
@@ -102,18 +150,83 @@ struct LtMatmul::Impl {
 
   ~Impl() {
     if (pref != nullptr) (void)cublasLtMatmulPreferenceDestroy(pref);
-    if (d != nullptr) (void)cublasLtMatrixLayoutDestroy(d);
-    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
-    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+    if (layout_d != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_d);
+    if (layout_b != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_b);
+    if (layout_a != nullptr) (void)cublasLtMatrixLayoutDestroy(layout_a);
     if (op != nullptr) (void)cublasLtMatmulDescDestroy(op);
   }
+
+  void set_bias(const void* p) const {
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof(p)));
+    bias = p;
+  }
+  void set_aux(const void* p) const {
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof(p)));
+    aux = p;
+  }
+
+  // Times every candidate on `stream`; A and B (and read-only bias/aux) come from the caller's
+  // pointers, D and any epilogue output go to scratch memory. Returns the times (infinity for a
+  // candidate that fails to launch); an empty vector when scratch memory could not be had.
+  std::vector<double> time_candidates(const MatmulProblem& p, int device, DeviceLt& lt,
+                                      const std::vector<cublasLtMatmulHeuristicResult_t>& cands,
+                                      const void* a, const void* b, const void* bias_in,
+                                      const void* aux_in, StreamHandle stream) const;
 };
 
 LtMatmul::~LtMatmul() = default;
 
+std::vector<double> LtMatmul::Impl::time_candidates(
+    const MatmulProblem& p, int device, DeviceLt& lt,
+    const std::vector<cublasLtMatmulHeuristicResult_t>& cands, const void* a, const void* b,
+    const void* bias_in, const void* aux_in, StreamHandle stream) const {
+  const std::size_t d_bytes = static_cast<std::size_t>(p.ldd) * static_cast<std::size_t>(p.n) *
+                              dtype_size(p.d_dtype);
+  const std::size_t aux_bytes =
+      writes_aux(p.epilogue) ? static_cast<std::size_t>(p.aux_ld / 8 * p.n) : 0;
+  const std::size_t bias_bytes =
+      writes_bias(p.epilogue) ? static_cast<std::size_t>(p.m) * dtype_size(p.d_dtype) : 0;
+  const std::size_t aux_offset = round_up(d_bytes, 256);
+  const std::size_t bias_offset = aux_offset + round_up(aux_bytes, 256);
+  AllocationPtr scratch;
+  try {
+    scratch = Allocation::create(Place::cuda(device), bias_offset + round_up(bias_bytes, 256));
+  } catch (const std::exception&) {
+    return {};  // no room to time: the caller keeps the heuristics' first choice
+  }
+  void* d_scratch = scratch->bytes();
+  const void* bias_ptr = writes_bias(p.epilogue) ? scratch->bytes() + bias_offset : bias_in;
+  const void* aux_ptr = writes_aux(p.epilogue) ? scratch->bytes() + aux_offset : aux_in;
+  if (uses_bias(p.epilogue)) set_bias(bias_ptr);
+  if (uses_aux(p.epilogue)) set_aux(aux_ptr);
+
+  std::vector<double> ms(cands.size(), std::numeric_limits<double>::infinity());
+  const float alpha = 1.0f, beta = 0.0f;
+  for (std::size_t i = 0; i < cands.size(); ++i) {
+    const cublasLtMatmulAlgo_t* algo = &cands[i].algo;
+    // A candidate that cannot launch is skipped, not fatal: the heuristics offered it, the
+    // others still can.
+    if (cublasLtMatmul(lt.handle, op, &alpha, a, layout_a, b, layout_b, &beta, d_scratch,
+                       layout_d, d_scratch, layout_d, algo, lt.workspace->data(), kWorkspaceBytes,
+                       stream) != CUBLAS_STATUS_SUCCESS) {
+      continue;
+    }
+    ms[i] = time_launch_ms(device, stream, [&] {
+      EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, op, &alpha, a, layout_a, b, layout_b, &beta,
+                                        d_scratch, layout_d, d_scratch, layout_d, algo,
+                                        lt.workspace->data(), kWorkspaceBytes, stream));
+    });
+  }
+  synchronize_stream(stream);  // before the scratch memory goes back
+  return ms;
+}
+
+
 std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, const void* a,
                                          const void* b, const void* d, const void* bias,
-                                         const void* aux) {
+                                         const void* aux, const PlanRequest& request) {
   EMBER_CHECK(p.m > 0 && p.n > 0 && p.k > 0, "cuBLASLt plan: empty problem ", p.m, "x", p.n, "x",
               p.k);
   EMBER_CHECK(p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX,
@@ -145,25 +258,19 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   const cublasLtEpilogue_t epi = lt_epilogue(p.epilogue);
   EMBER_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (uses_bias(p.epilogue)) {
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &bias, sizeof(bias)));
-    im.bias = bias;
-  }
+  if (uses_bias(p.epilogue)) im.set_bias(bias);
   if (uses_aux(p.epilogue)) {
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        im.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    im.set_aux(aux);
     const std::int64_t ld = p.aux_ld;
     EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                       &ld, sizeof(ld)));
-    im.aux = aux;
   }
   const cudaDataType_t ab = data_type(p.ab_dtype), dd = data_type(p.d_dtype);
-  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.a, ab, p.transpose_a ? p.k : p.m,
+  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.layout_a, ab, p.transpose_a ? p.k : p.m,
                                                 p.transpose_a ? p.m : p.k, p.lda));
-  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.b, ab, p.transpose_b ? p.n : p.k,
+  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.layout_b, ab, p.transpose_b ? p.n : p.k,
                                                 p.transpose_b ? p.k : p.n, p.ldb));
-  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.d, dd, p.m, p.n, p.ldd));
+  EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&im.layout_d, dd, p.m, p.n, p.ldd));
 
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&im.pref));
   const std::uint64_t ws = kWorkspaceBytes;
@@ -180,20 +287,85 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       im.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
 
-  cublasLtMatmulHeuristicResult_t result{};
+  const bool forced = request.force_candidate >= 0;
+  const bool search = request.search && !forced;
+  std::string key;
+  if (search) {
+    key = cache_key(p, device, align_a, align_b, align_d);
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    const auto it = choice_cache().find(key);
+    if (it != choice_cache().end()) {
+      const CachedChoice& c = it->second;
+      plan->supported_ = c.supported;
+      im.algo = c.algo;
+      plan->time_ms_ = c.ms;
+      plan->chosen_ = c.index;
+      plan->candidates_ = c.count;
+      return plan;
+    }
+  }
+
+  const int wanted = (search || forced) ? kSearchCandidates : 1;
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(wanted));
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt.handle, im.op, im.a, im.b, im.d, im.d, im.pref, 1, &result, &found);
+      lt.handle, im.op, im.layout_a, im.layout_b, im.layout_d, im.layout_d, im.pref, wanted,
+      results.data(), &found);
   // NOT_SUPPORTED (or no result) means "no algorithm for this combination": the caller falls
   // back. Anything else is a real error.
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0) ||
-      (status == CUBLAS_STATUS_SUCCESS && result.state != CUBLAS_STATUS_SUCCESS)) {
-    plan->supported_ = false;
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) EMBER_CUBLAS_CHECK(status);
+  std::vector<cublasLtMatmulHeuristicResult_t> usable;
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    for (int i = 0; i < found; ++i) {
+      if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS) {
+        usable.push_back(results[static_cast<std::size_t>(i)]);
+      }
+    }
+  }
+  plan->candidates_ = static_cast<int>(usable.size());
+  plan->supported_ = !usable.empty();
+  if (!plan->supported_) {
+    if (search) {
+      std::lock_guard<std::mutex> lock(cache_mutex());
+      choice_cache().emplace(key, CachedChoice{});
+    }
     return plan;
   }
-  EMBER_CUBLAS_CHECK(status);
-  im.algo = result.algo;
-  plan->supported_ = true;
+
+  int chosen = 0;
+  if (forced) {
+    chosen = std::min(request.force_candidate, plan->candidates_ - 1);
+  } else if (search && a != nullptr && b != nullptr) {
+    const StreamHandle stream =
+        request.stream != nullptr ? request.stream : current_stream(device);
+    const std::vector<double> ms =
+        im.time_candidates(p, device, lt, usable, a, b, bias, aux, stream);
+    // The real pointers go back into the descriptor whatever the timing did.
+    if (uses_bias(p.epilogue)) im.set_bias(bias);
+    if (uses_aux(p.epilogue)) im.set_aux(aux);
+    if (!ms.empty()) {
+      ++g_searched;
+      for (std::size_t i = 1; i < ms.size(); ++i) {
+        if (ms[i] < ms[static_cast<std::size_t>(chosen)]) chosen = static_cast<int>(i);
+      }
+      if (ms[static_cast<std::size_t>(chosen)] == std::numeric_limits<double>::infinity()) {
+        // No candidate launched: report the product as unsupported (the caller falls back)
+        // rather than keep an algorithm that fails.
+        plan->supported_ = false;
+        std::lock_guard<std::mutex> lock(cache_mutex());
+        choice_cache().emplace(key, CachedChoice{});
+        return plan;
+      }
+      plan->time_ms_ = ms[static_cast<std::size_t>(chosen)];
+    }
+  }
+  im.algo = usable[static_cast<std::size_t>(chosen)].algo;
+  plan->chosen_ = chosen;
+  if (search && !std::isnan(plan->time_ms_)) {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    choice_cache().emplace(key, CachedChoice{true, im.algo, plan->time_ms_, chosen,
+                                             plan->candidates_});
+  }
   return plan;
 }
 
@@ -204,19 +376,19 @@ void LtMatmul::run(const void* a, const void* b, void* d, const void* bias, void
   Impl& im = *impl_;
   DeviceGuard guard(device_);
   DeviceLt& lt = device_lt(device_);
-  if (uses_bias(problem_.epilogue) && bias != im.bias) {
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(im.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                      &bias, sizeof(bias)));
-    im.bias = bias;
+  if (uses_bias(problem_.epilogue) && bias != im.bias) im.set_bias(bias);
+  if (uses_aux(problem_.epilogue) && aux != im.aux) im.set_aux(aux);
+  EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, im.op, &alpha, a, im.layout_a, b, im.layout_b,
+                                    &beta, d, im.layout_d, d, im.layout_d, &im.algo,
+                                    lt.workspace->data(), kWorkspaceBytes, stream));
+}
+
+void clear_algorithm_cache() {
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex());
+    choice_cache().clear();
   }
-  if (uses_aux(problem_.epilogue) && aux != im.aux) {
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        im.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    im.aux = aux;
-  }
-  EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, im.op, &alpha, a, im.a, b, im.b, &beta, d, im.d, d,
-                                    im.d, &im.algo, lt.workspace->data(), kWorkspaceBytes,
-                                    stream));
+  clear_launch_timings();
 }
 
 #else  // !EMBER_WITH_CUDA
@@ -224,13 +396,15 @@ void LtMatmul::run(const void* a, const void* b, void* d, const void* bias, void
 struct LtMatmul::Impl {};
 LtMatmul::~LtMatmul() = default;
 std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem&, int, const void*, const void*,
-                                         const void*, const void*, const void*) {
+                                         const void*, const void*, const void*,
+                                         const PlanRequest&) {
   throw_cuda_unavailable("cuBLASLt matmul");
 }
 void LtMatmul::run(const void*, const void*, void*, const void*, void*, float, float,
                    StreamHandle) const {
   throw_cuda_unavailable("cuBLASLt matmul");
 }
+void clear_algorithm_cache() { clear_launch_timings(); }
 
 #endif
 

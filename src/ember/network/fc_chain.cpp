@@ -6,7 +6,7 @@
 
 namespace ember::nn {
 
-int chain_fully_connected_layers(const std::vector<Layer*>& layers) {
+int chain_fully_connected_layers(const std::vector<Layer*>& layers, StreamHandle stream) {
   std::unordered_map<const Blob*, int> consumers;
   std::unordered_map<const Blob*, FullyConnectedLayer*> producer_of;
   for (Layer* layer : layers) {
@@ -24,7 +24,10 @@ int chain_fully_connected_layers(const std::vector<Layer*>& layers) {
     if (it == producer_of.end() || consumers[input] != 1) continue;
     FullyConnectedLayer* producer = it->second;
     if (producer->chained_to_consumer() || !producer->can_produce_mask()) continue;
-    if (fc->chain_from(*producer)) ++chained;
+    if (fc->chain_from(*producer, stream)) ++chained;
+  }
+  for (Layer* layer : layers) {
+    if (auto* fc = dynamic_cast<FullyConnectedLayer*>(layer)) fc->plan(stream);
   }
   return chained;
 }

@@ -2,6 +2,8 @@
 // operands, the Scale layer's repetition, bias + activation, column sums.
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "ember/network/kernels/device_utils.cuh"
 #include "ember/network/kernels/dropout_mask.hpp"
 #include "ember/network/kernels/launchers.hpp"
@@ -161,6 +163,80 @@ __global__ void bias_activation_kernel(std::int64_t rows, std::int64_t cols, con
   }
 }
 
+// 16 bytes of T: the vectorised kernels below move these with one 128-bit access per thread
+// (the FC layer's element-wise passes run over [batch, width] activations, where scalar 2-byte
+// accesses leave much of the memory bandwidth unused).
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// bias_activation when cols is a multiple of the pack size and every pointer is 16-byte
+// aligned, so each pack lies inside one row.
+template <class T>
+__global__ void bias_activation_packed_kernel(std::int64_t packs, std::int64_t cols,
+                                              const T* bias, bool relu, T* out) {
+  constexpr int V = Pack<T>::kSize;
+  auto* o = reinterpret_cast<Pack<T>*>(out);
+  for (std::int64_t i = global_thread(); i < packs; i += global_stride()) {
+    const std::int64_t col = (i * V) % cols;
+    Pack<T> p = o[i];
+    const Pack<T> b = *reinterpret_cast<const Pack<T>*>(bias + col);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float v = to_f(p.v[j]) + to_f(b.v[j]);
+      if (relu && v < 0.0f) v = 0.0f;
+      p.v[j] = from_f<T>(v);
+    }
+    o[i] = p;
+  }
+}
+
+// ReLU forward (y may alias x) and backward (dx = y > 0 ? dy : 0, dx may alias dy) in packs;
+// elements past the last whole pack are done one by one.
+template <class T>
+__global__ void relu_forward_packed_kernel(std::int64_t n, const T* x, T* y) {
+  constexpr int V = Pack<T>::kSize;
+  const std::int64_t packs = n / V;
+  const auto* xp = reinterpret_cast<const Pack<T>*>(x);
+  auto* yp = reinterpret_cast<Pack<T>*>(y);
+  for (std::int64_t i = global_thread(); i < packs; i += global_stride()) {
+    Pack<T> p = xp[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (!(to_f(p.v[j]) > 0.0f)) p.v[j] = from_f<T>(0.0f);
+    }
+    yp[i] = p;
+  }
+  for (std::int64_t i = packs * V + global_thread(); i < n; i += global_stride()) {
+    y[i] = to_f(x[i]) > 0.0f ? x[i] : from_f<T>(0.0f);
+  }
+}
+
+template <class T>
+__global__ void relu_backward_packed_kernel(std::int64_t n, const T* y, const T* dy, T* dx) {
+  constexpr int V = Pack<T>::kSize;
+  const std::int64_t packs = n / V;
+  const auto* yp = reinterpret_cast<const Pack<T>*>(y);
+  const auto* gp = reinterpret_cast<const Pack<T>*>(dy);
+  auto* dp = reinterpret_cast<Pack<T>*>(dx);
+  for (std::int64_t i = global_thread(); i < packs; i += global_stride()) {
+    const Pack<T> a = yp[i];
+    Pack<T> g = gp[i];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (!(to_f(a.v[j]) > 0.0f)) g.v[j] = from_f<T>(0.0f);
+    }
+    dp[i] = g;
+  }
+  for (std::int64_t i = packs * V + global_thread(); i < n; i += global_stride()) {
+    dx[i] = to_f(y[i]) > 0.0f ? dy[i] : from_f<T>(0.0f);
+  }
+}
+
 template <class T>
 struct ReadColumn {
   const T* in;
@@ -177,6 +253,12 @@ void activation_forward(Activation act, DType dtype, std::int64_t n, const void*
   if (n <= 0) return;
   dispatch_act(dtype, "activation", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (act == Activation::Relu && aligned16(x) && aligned16(y)) {
+      relu_forward_packed_kernel<T><<<grid_for(n / Pack<T>::kSize + 1), kThreads, 0, stream>>>(
+          n, static_cast<const T*>(x), static_cast<T*>(y));
+      EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
     activation_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         act, n, static_cast<const T*>(x), static_cast<T*>(y), alpha);
     EMBER_CUDA_CHECK_LAUNCH();
@@ -189,6 +271,12 @@ void activation_backward(Activation act, DType dtype, std::int64_t n, const void
   if (n <= 0) return;
   dispatch_act(dtype, "activation backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (act == Activation::Relu && aligned16(y) && aligned16(dy) && aligned16(dx)) {
+      relu_backward_packed_kernel<T><<<grid_for(n / Pack<T>::kSize + 1), kThreads, 0, stream>>>(
+          n, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
+      EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
     activation_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         act, n, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy),
         static_cast<T*>(dx), alpha);
@@ -298,6 +386,13 @@ void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const vo
   if (n <= 0) return;
   dispatch_act(dtype, "bias + activation", [&](auto tag) {
     using T = typename decltype(tag)::type;
+    constexpr int V = Pack<T>::kSize;
+    if (cols % V == 0 && aligned16(bias) && aligned16(out)) {
+      bias_activation_packed_kernel<T><<<grid_for(n / V), kThreads, 0, stream>>>(
+          n / V, cols, static_cast<const T*>(bias), relu, static_cast<T*>(out));
+      EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
     bias_activation_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         rows, cols, static_cast<const T*>(bias), relu, static_cast<T*>(out));
     EMBER_CUDA_CHECK_LAUNCH();

@@ -15,6 +15,8 @@ namespace ember::nn::cuda {
 
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------
 enum class Activation : std::uint8_t { Relu, Sigmoid, Elu };
+// y = act(x); y may alias x. ReLU (both directions) moves 16-byte packs when the pointers are
+// 16-byte aligned.
 void activation_forward(Activation act, DType dtype, std::int64_t n, const void* x, void* y,
                         float alpha, StreamHandle stream);
 // dx = dy * act'(x) (ReLU and Sigmoid read y; ELU reads x). dx may alias dy.
@@ -47,6 +49,7 @@ void repeat_backward(DType dtype, std::int64_t rows, std::int64_t cols, int axis
 
 // ---- bias, column reductions (elementwise.cu) ------------------------------------------------
 // out[r, c] = act(out[r, c] + bias[c]) with act ReLU or identity; bias has out's dtype.
+// 16-byte packs when cols is a multiple of 16 bytes and both pointers are 16-byte aligned.
 void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const void* bias,
                      bool relu, void* out, StreamHandle stream);
 // out[c] = sum_r in[r, c] (f32 result, f32 accumulation), deterministic. `workspace` holds
@@ -71,6 +74,11 @@ void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t co
              const void* src, std::int64_t src_bs, std::int64_t src_rs, void* dst,
              std::int64_t dst_bs, std::int64_t dst_rs, bool accumulate, StreamHandle stream);
 void fill_zero(DType dtype, std::int64_t n, void* out, StreamHandle stream);
+// dst [dst_rows, dst_cols] (dense) = src [src_rows, src_cols] with row stride src_ld, zero
+// outside src: widens rows with zero columns / adds zero rows, or (dst smaller) cuts them.
+void pad_copy_2d(DType dtype, std::int64_t src_rows, std::int64_t src_cols, const void* src,
+                 std::int64_t src_ld, std::int64_t dst_rows, std::int64_t dst_cols, void* dst,
+                 StreamHandle stream);
 // Gather rows: out[j, :] = in[indices[j], :]; backward: din[r, :] = sum over j in
 // inverse[offsets[r] .. offsets[r+1]) of dout[j, :] (indices inverted on the host).
 void gather_rows(DType dtype, std::int64_t n_out, std::int64_t row_len, const std::int64_t* indices,

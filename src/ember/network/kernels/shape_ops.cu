@@ -34,6 +34,17 @@ __global__ void copy_3d_kernel(std::int64_t batch, std::int64_t rows, std::int64
 }
 
 template <class T>
+__global__ void pad_copy_2d_kernel(std::int64_t src_rows, std::int64_t src_cols, const T* src,
+                                   std::int64_t src_ld, std::int64_t dst_rows,
+                                   std::int64_t dst_cols, T* dst) {
+  const std::int64_t n = dst_rows * dst_cols;
+  for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
+    const std::int64_t r = i / dst_cols, c = i % dst_cols;
+    dst[i] = (r < src_rows && c < src_cols) ? src[r * src_ld + c] : from_f<T>(0.0f);
+  }
+}
+
+template <class T>
 __global__ void gather_rows_kernel(std::int64_t n_out, std::int64_t row_len,
                                    const std::int64_t* indices, const T* in, T* out) {
   const std::int64_t n = n_out * row_len;
@@ -127,6 +138,20 @@ void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t co
     copy_3d_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
         batch, rows, cols, static_cast<const T*>(src), src_bs, src_rs, static_cast<T*>(dst),
         dst_bs, dst_rs, accumulate);
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void pad_copy_2d(DType dtype, std::int64_t src_rows, std::int64_t src_cols, const void* src,
+                 std::int64_t src_ld, std::int64_t dst_rows, std::int64_t dst_cols, void* dst,
+                 StreamHandle stream) {
+  const std::int64_t n = dst_rows * dst_cols;
+  if (n <= 0) return;
+  dispatch_act(dtype, "padded copy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    pad_copy_2d_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        src_rows, src_cols, static_cast<const T*>(src), src_ld, dst_rows, dst_cols,
+        static_cast<T*>(dst));
     EMBER_CUDA_CHECK_LAUNCH();
   });
 }

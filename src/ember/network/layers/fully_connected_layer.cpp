@@ -1,10 +1,18 @@
 #include "ember/network/layers/fully_connected_layer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <vector>
 
+#include "ember/core/allocation.hpp"
+#include "ember/core/stream.hpp"
 #include "ember/network/cublaslt_matmul.hpp"
 #include "ember/network/kernels/launchers.hpp"
+#include "ember/network/launch_timing.hpp"
 #include "ember/network/layers/factories.hpp"
+#include "ember/network/plan_choice.hpp"
 #include "ember/tensor/gemm.hpp"
 
 namespace ember::nn {
@@ -42,7 +50,18 @@ FullyConnectedLayer::FullyConnectedLayer(const LayerSpec& spec, BuildContext& ct
   out_shape[out_shape.size() - 1] = config_.num_output;
   add_top(0, out_shape, bottom(0).dtype());
   for (std::size_t i = 1; i <= config_.extra_tops; ++i) add_placeholder_top(i);
+  in_ld_ = in_;
+  fusion_ = options_.algorithm_search ? FcFusion::Auto : FcFusion::Epilogues;
   if (on_cuda()) {
+    const DType t = bottom(0).dtype();
+    // cuBLASLt's fast kernels want 16-byte aligned rows (TMA strides on Hopper); 13 bf16
+    // features are 26 bytes. Pad to a multiple of 8 elements (16 bytes in 16-bit, 32 in f32).
+    if ((in_ * static_cast<std::int64_t>(dtype_size(t))) % 16 != 0) {
+      in_ld_ = (in_ + 7) / 8 * 8;
+      x_pad_slot_ = add_workspace({rows_, in_ld_}, t);
+      w_pad_slot_ = add_workspace({in_ld_, config_.num_output}, t);
+      if (bottom(0).requires_grad()) dx_pad_slot_ = add_workspace({rows_, in_ld_}, t);
+    }
     if (config_.relu && top(0).requires_grad()) {
       mask_slot_ = add_workspace({rows_, cuda::relu_mask_ld(config_.num_output) / 8}, DType::U8);
     }
@@ -53,11 +72,23 @@ FullyConnectedLayer::FullyConnectedLayer(const LayerSpec& spec, BuildContext& ct
   }
 }
 
+const char* fusion_name(FcFusion f) {
+  switch (f) {
+    case FcFusion::Auto: return "auto";
+    case FcFusion::Epilogues: return "epilogues";
+    case FcFusion::Plain: return "plain";
+  }
+  return "?";
+}
+
 FullyConnectedLayer::~FullyConnectedLayer() = default;
 
 void FullyConnectedLayer::bind() {
   Layer::bind();
   if (mask_slot_) mask_ = mask_slot_.tensor();
+  if (x_pad_slot_) x_pad_ = x_pad_slot_.tensor();
+  if (w_pad_slot_) w_pad_ = w_pad_slot_.tensor();
+  if (dx_pad_slot_) dx_pad_ = dx_pad_slot_.tensor();
   planned_ = false;
 }
 
@@ -128,146 +159,345 @@ void FullyConnectedLayer::backward_cpu() {
 
 // ---- CUDA -----------------------------------------------------------------------------------
 
-void FullyConnectedLayer::plan_cuda() {
-  const int device = place().device();
-  const DType t = bottom(0).dtype();
-  const std::int64_t n = config_.num_output;
-  const void* w = weight_->compute(t).data();
-  const void* b = bias_->compute(t).data();
-  const void* x = bottom(0).value().data();
-  const void* y = top(0).value().data();
+namespace {
 
+std::string ms_text(double ms) {
+  if (!std::isfinite(ms)) return "untimed";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f ms", ms);
+  return buf;
+}
+
+std::string alternatives_text(const std::vector<PlanAlternative>& alts,
+                              const std::vector<const char*>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < alts.size(); ++i) {
+    if (!alts[i].supported) continue;
+    if (!s.empty()) s += ", ";
+    s += cat(names[i], " ", ms_text(alts[i].ms));
+  }
+  return s;
+}
+
+}  // namespace
+
+cuda::PlanRequest FullyConnectedLayer::plan_request(StreamHandle stream) const {
+  cuda::PlanRequest r;
+  r.search = options_.algorithm_search && forced_candidate_ < 0;
+  r.force_candidate = forced_candidate_;
+  r.stream = stream;
+  return r;
+}
+
+const void* FullyConnectedLayer::forward_weights() const {
+  return pads_input() ? w_pad_.data() : weight_->compute(bottom(0).dtype()).data();
+}
+
+const void* FullyConnectedLayer::forward_input() const {
+  return pads_input() ? x_pad_.data() : bottom(0).value().data();
+}
+
+void* FullyConnectedLayer::dgrad_output() const {
+  return pads_input() ? dx_pad_.data() : bottom(0).grad().data();
+}
+
+// Row-major y [rows, out] = x [rows, in] W [in, out] is column-major y^T = W^T x^T: A is W
+// (column-major [out, in], lda = out), B is x (column-major [in, rows], ldb = in).
+cuda::MatmulProblem FullyConnectedLayer::forward_problem(cuda::Epilogue e) const {
+  const std::int64_t n = config_.num_output;
   cuda::MatmulProblem f;
   f.m = n;
   f.n = rows_;
-  f.k = in_;
+  f.k = in_ld_;
   f.lda = n;
-  f.ldb = in_;
+  f.ldb = in_ld_;
   f.ldd = n;
-  f.ab_dtype = t;
-  f.d_dtype = t;
+  f.ab_dtype = bottom(0).dtype();
+  f.d_dtype = bottom(0).dtype();
   f.allow_tf32 = options_.allow_tf32;
-  f.epilogue = writes_mask_ ? cuda::Epilogue::ReluAuxBias
-                            : (config_.relu ? cuda::Epilogue::ReluBias : cuda::Epilogue::Bias);
+  f.epilogue = e;
   f.aux_ld = cuda::relu_mask_ld(n);
-  fwd_epilogue_ = false;
-  if (epilogues_) {
-    fwd_ = cuda::LtMatmul::plan(f, device, w, x, y, b, writes_mask_ ? mask_.data() : nullptr);
-    fwd_epilogue_ = fwd_->supported();
-  }
-  if (!fwd_epilogue_) {
-    EMBER_CHECK(!writes_mask_, "layer ", describe(), ": chained without a mask epilogue");
-    f.epilogue = cuda::Epilogue::None;
-    fwd_ = cuda::LtMatmul::plan(f, device, w, x, y, nullptr, nullptr);
-    EMBER_CHECK(fwd_->supported(), "layer ", describe(), ": cuBLASLt has no algorithm for a ",
-                dtype_name(t), " product ", rows_, "x", in_, " by ", in_, "x", n);
-  }
+  return f;
+}
 
-  if (!top(0).requires_grad()) {
-    wgrad_.reset();
-    dgrad_.reset();
-    planned_ = true;
-    return;
-  }
-  const void* dz = top(0).grad().data();
-  void* dw = weight_->grad().data();
-  void* db = bias_->grad().data();
+// dW [in, out] = x^T dZ is column-major dW^T [out, in] = dZ^T x: A is dZ (column-major
+// [out, rows]), B is x transposed (column-major [in, rows] read as [rows, in]); only the in_
+// real columns of a padded x are used, so dW keeps its shape.
+cuda::MatmulProblem FullyConnectedLayer::wgrad_problem(cuda::Epilogue e) const {
+  const std::int64_t n = config_.num_output;
   cuda::MatmulProblem g;
   g.transpose_b = true;
   g.m = n;
   g.n = in_;
   g.k = rows_;
   g.lda = n;
-  g.ldb = in_;
+  g.ldb = in_ld_;
   g.ldd = n;
-  g.ab_dtype = t;
+  g.ab_dtype = bottom(0).dtype();
   g.d_dtype = weight_->grad().dtype();
   g.allow_tf32 = options_.allow_tf32;
-  g.epilogue = cuda::Epilogue::BiasGradA;
-  wgrad_epilogue_ = false;
-  if (epilogues_) {
-    wgrad_ = cuda::LtMatmul::plan(g, device, dz, x, dw, db, nullptr);
-    wgrad_epilogue_ = wgrad_->supported();
-  }
-  if (!wgrad_epilogue_) {
-    g.epilogue = cuda::Epilogue::None;
-    wgrad_ = cuda::LtMatmul::plan(g, device, dz, x, dw, nullptr, nullptr);
-    EMBER_CHECK(wgrad_->supported(), "layer ", describe(),
-                ": cuBLASLt has no algorithm for the weight-gradient product");
-  }
-
-  dgrad_.reset();
-  if (bottom(0).requires_grad()) {
-    cuda::MatmulProblem d;
-    d.transpose_a = true;
-    d.m = in_;
-    d.n = rows_;
-    d.k = n;
-    d.lda = n;
-    d.ldb = n;
-    d.ldd = in_;
-    d.ab_dtype = t;
-    d.d_dtype = t;
-    d.allow_tf32 = options_.allow_tf32;
-    d.epilogue = producer_ != nullptr ? cuda::Epilogue::Drelu : cuda::Epilogue::None;
-    d.aux_ld = cuda::relu_mask_ld(in_);
-    const void* dx = bottom(0).grad().data();
-    dgrad_ = cuda::LtMatmul::plan(d, device, w, dz, dx, nullptr,
-                                  producer_ != nullptr ? producer_->mask_.data() : nullptr);
-    EMBER_CHECK(dgrad_->supported(), "layer ", describe(), ": cuBLASLt has no algorithm for the ",
-                producer_ != nullptr ? "chained " : "", "input-gradient product");
-  }
-  planned_ = true;
+  g.epilogue = e;
+  return g;
 }
 
-void FullyConnectedLayer::set_epilogues(bool enabled) {
-  EMBER_CHECK(enabled || (!writes_mask_ && producer_ == nullptr), "layer ", describe(),
-              ": a chained layer needs its epilogues");
-  epilogues_ = enabled;
-  planned_ = false;
-}
-
-bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer) {
-  if (!on_cuda() || !producer.can_produce_mask() || !bottom(0).requires_grad()) return false;
-  if (!epilogues_ || !producer.epilogues_) return false;
-  if (bottoms()[0] != producer.tops()[0] || bottom(0).dtype() != producer.top(0).dtype()) {
-    return false;
-  }
-  const int device = place().device();
-  const DType t = bottom(0).dtype();
-  // Both chained products must exist before anything changes.
-  cuda::MatmulProblem f;
-  f.m = producer.config_.num_output;
-  f.n = producer.rows_;
-  f.k = producer.in_;
-  f.lda = f.m;
-  f.ldb = f.k;
-  f.ldd = f.m;
-  f.ab_dtype = t;
-  f.d_dtype = t;
-  f.allow_tf32 = options_.allow_tf32;
-  f.epilogue = cuda::Epilogue::ReluAuxBias;
-  f.aux_ld = cuda::relu_mask_ld(f.m);
-  auto fwd = cuda::LtMatmul::plan(f, device, producer.weight_->compute(t).data(),
-                                  producer.bottom(0).value().data(), producer.top(0).value().data(),
-                                  producer.bias_->compute(t).data(), producer.mask_.data());
+// dX [rows, in] = dZ W^T is column-major dX^T [in, rows] = W dZ^T: A is W transposed, B is dZ;
+// written with row length in_ld_ (the padded buffer when the layer pads).
+cuda::MatmulProblem FullyConnectedLayer::dgrad_problem(cuda::Epilogue e) const {
+  const std::int64_t n = config_.num_output;
   cuda::MatmulProblem d;
   d.transpose_a = true;
   d.m = in_;
   d.n = rows_;
-  d.k = config_.num_output;
-  d.lda = d.k;
-  d.ldb = d.k;
-  d.ldd = in_;
-  d.ab_dtype = t;
-  d.d_dtype = t;
+  d.k = n;
+  d.lda = n;
+  d.ldb = n;
+  d.ldd = in_ld_;
+  d.ab_dtype = bottom(0).dtype();
+  d.d_dtype = bottom(0).dtype();
   d.allow_tf32 = options_.allow_tf32;
-  d.epilogue = cuda::Epilogue::Drelu;
+  d.epilogue = e;
   d.aux_ld = cuda::relu_mask_ld(in_);
-  auto dgrad = cuda::LtMatmul::plan(d, device, weight_->compute(t).data(),
-                                    top(0).requires_grad() ? top(0).grad().data() : nullptr,
-                                    bottom(0).grad().data(), nullptr, producer.mask_.data());
-  if (!fwd->supported() || !dgrad->supported() || !top(0).requires_grad()) return false;
+  return d;
+}
+
+double FullyConnectedLayer::kernel_ms(const char* kernel, StreamHandle stream) const {
+#if !EMBER_WITH_CUDA
+  (void)kernel;
+  (void)stream;
+  return std::numeric_limits<double>::quiet_NaN();
+#else
+  const int device = place().device();
+  const DType t = bottom(0).dtype();
+  const std::int64_t n = config_.num_output;
+  const std::string name = kernel;
+  const std::string key = cat("dev", device, " ", name, " ", dtype_name(t), " ", rows_, "x", n);
+  // Scratch in the same alignment as the real buffers (256-byte starts), so the same (packed
+  // or scalar) kernel variant is timed: two [rows, out] tensors (the ReLU gradient reads the
+  // output and the gradient, like the real pass), the bias, the column-sum workspace and its
+  // output.
+  const auto round256 = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const std::size_t values = round256(static_cast<std::size_t>(rows_ * n) * dtype_size(t));
+  const std::size_t bias_bytes = round256(static_cast<std::size_t>(n) * dtype_size(t));
+  const std::size_t sums =
+      static_cast<std::size_t>(cuda::column_sum_workspace(rows_, n) + n) * sizeof(float);
+  AllocationPtr scratch;
+  return cuda::cached_launch_ms(key, device, stream, [&] {
+    if (!scratch) {
+      scratch = Allocation::create(Place::cuda(device), 2 * values + bias_bytes + sums);
+    }
+    std::byte* y = scratch->bytes();
+    std::byte* dy = y + values;
+    std::byte* bias = dy + values;
+    auto* colsum_out = reinterpret_cast<float*>(bias + bias_bytes);
+    float* workspace = colsum_out + n;
+    if (name == "bias" || name == "bias+relu") {
+      cuda::bias_activation(t, rows_, n, bias, name == "bias+relu", y, stream);
+    } else if (name == "relu") {
+      cuda::activation_forward(cuda::Activation::Relu, t, rows_ * n, y, y, 0.0f, stream);
+    } else if (name == "relu-gradient") {
+      cuda::activation_backward(cuda::Activation::Relu, t, rows_ * n, nullptr, y, dy, dy, 0.0f,
+                                stream);
+    } else {
+      EMBER_CHECK(name == "column-sum", "FC layer: no kernel '", name, "' to time");
+      cuda::column_sum(t, rows_, n, dy, colsum_out, workspace, stream);
+    }
+  });
+#endif
+}
+
+void FullyConnectedLayer::plan(StreamHandle stream) {
+  if (!on_cuda() || planned_) return;
+  EMBER_CHECK(bound_, "layer ", describe(), ": plan() before bind()");
+  plan_cuda(stream);
+}
+
+void FullyConnectedLayer::plan_cuda(StreamHandle stream) {
+  using cuda::Epilogue;
+  using cuda::LtMatmul;
+  const int device = place().device();
+  if (stream == nullptr) stream = current_stream(device);
+  const DType t = bottom(0).dtype();
+  const cuda::PlanRequest req = plan_request(stream);
+  // Under a search with fusion Auto, every form of a product is timed and the fastest runs;
+  // otherwise the epilogue form is preferred (unless the fusion is Plain).
+  const bool compare = req.search && fusion_ == FcFusion::Auto;
+  const bool epilogues = fusion_ != FcFusion::Plain;
+  const double untimed = std::numeric_limits<double>::quiet_NaN();
+  const void* w = forward_weights();
+  const void* x = forward_input();
+  const void* b = bias_->compute(t).data();
+  const void* y = top(0).value().data();
+  plan_notes_.clear();
+
+  // ---- forward ----
+  if (writes_mask_) {
+    // Chained producer (chain_from checked that this product exists).
+    fwd_ = LtMatmul::plan(forward_problem(Epilogue::ReluAuxBias), device, w, x, y, b,
+                          mask_.data(), req);
+    EMBER_CHECK(fwd_->supported(), "layer ", describe(), ": chained without a mask epilogue");
+    fwd_form_ = ForwardForm::Epilogue;
+    fwd_ms_ = fwd_->time_ms();
+    if (compare) plan_notes_ = cat("forward: chained ", ms_text(fwd_ms_));
+  } else {
+    std::unique_ptr<LtMatmul> fused, bias_only, plain;
+    std::vector<PlanAlternative> alts(3);  // fused epilogue, bias epilogue + ReLU, plain + kernel
+    if (epilogues) {
+      fused = LtMatmul::plan(
+          forward_problem(config_.relu ? Epilogue::ReluBias : Epilogue::Bias), device, w, x, y,
+          b, nullptr, req);
+      alts[0] = {fused->supported(), fused->time_ms()};
+      if (config_.relu && compare) {
+        bias_only =
+            LtMatmul::plan(forward_problem(Epilogue::Bias), device, w, x, y, b, nullptr, req);
+        alts[1] = {bias_only->supported(), bias_only->time_ms() + kernel_ms("relu", stream)};
+      }
+    }
+    if (!epilogues || compare || !alts[0].supported) {
+      plain = LtMatmul::plan(forward_problem(Epilogue::None), device, w, x, y, nullptr, nullptr,
+                             req);
+      alts[2] = {plain->supported(),
+                 compare ? plain->time_ms() + kernel_ms(config_.relu ? "bias+relu" : "bias",
+                                                        stream)
+                         : plain->time_ms()};
+    }
+    const int pick = pick_alternative(alts);
+    EMBER_CHECK(pick >= 0, "layer ", describe(), ": cuBLASLt has no algorithm for a ",
+                dtype_name(t), " product ", rows_, "x", in_ld_, " by ", in_ld_, "x",
+                config_.num_output);
+    fwd_form_ = pick == 0 ? ForwardForm::Epilogue
+                          : (pick == 1 ? ForwardForm::BiasEpilogueThenRelu
+                                       : ForwardForm::PlainThenKernel);
+    fwd_ = std::move(pick == 0 ? fused : (pick == 1 ? bias_only : plain));
+    fwd_ms_ = compare ? alts[static_cast<std::size_t>(pick)].ms : fwd_->time_ms();
+    if (compare) {
+      plan_notes_ = cat("forward: ", alternatives_text(alts, {"epilogue", "bias epilogue + ReLU",
+                                                              "plain + kernel"}));
+    }
+  }
+
+  relu_grad_ms_ = untimed;
+  wgrad_ms_ = untimed;
+  dgrad_ms_ = untimed;
+  if (!top(0).requires_grad()) {
+    wgrad_.reset();
+    dgrad_.reset();
+    planned_ = true;
+    return;
+  }
+  if (config_.relu && compare) relu_grad_ms_ = kernel_ms("relu-gradient", stream);
+
+  // ---- weight gradient (and bias gradient) ----
+  const void* dz = top(0).grad().data();
+  void* dw = weight_->grad().data();
+  void* db = bias_->grad().data();
+  {
+    std::unique_ptr<LtMatmul> fused, plain;
+    std::vector<PlanAlternative> alts(2);  // bias-gradient epilogue, plain + column sum
+    if (epilogues) {
+      fused = LtMatmul::plan(wgrad_problem(Epilogue::BiasGradA), device, dz, x, dw, db, nullptr,
+                             req);
+      alts[0] = {fused->supported(), fused->time_ms()};
+    }
+    if (!epilogues || compare || !alts[0].supported) {
+      plain = LtMatmul::plan(wgrad_problem(Epilogue::None), device, dz, x, dw, nullptr, nullptr,
+                             req);
+      alts[1] = {plain->supported(),
+                 compare ? plain->time_ms() + kernel_ms("column-sum", stream) : plain->time_ms()};
+    }
+    const int pick = pick_alternative(alts);
+    EMBER_CHECK(pick >= 0, "layer ", describe(),
+                ": cuBLASLt has no algorithm for the weight-gradient product");
+    wgrad_form_ = pick == 0 ? WgradForm::Epilogue : WgradForm::PlainThenColumnSum;
+    wgrad_ = std::move(pick == 0 ? fused : plain);
+    wgrad_ms_ = compare ? alts[static_cast<std::size_t>(pick)].ms : wgrad_->time_ms();
+    if (compare) {
+      plan_notes_ += cat("; weight grad: ", alternatives_text(alts, {"epilogue",
+                                                                      "plain + column sum"}));
+    }
+  }
+
+  // ---- input gradient ----
+  dgrad_.reset();
+  if (bottom(0).requires_grad()) {
+    const Epilogue e = producer_ != nullptr ? Epilogue::Drelu : Epilogue::None;
+    dgrad_ = LtMatmul::plan(dgrad_problem(e), device, weight_->compute(t).data(), dz,
+                            dgrad_output(), nullptr,
+                            producer_ != nullptr ? producer_->mask_.data() : nullptr, req);
+    EMBER_CHECK(dgrad_->supported(), "layer ", describe(), ": cuBLASLt has no algorithm for the ",
+                producer_ != nullptr ? "chained " : "", "input-gradient product");
+    dgrad_ms_ = dgrad_->time_ms();
+  }
+  planned_ = true;
+}
+
+void FullyConnectedLayer::set_fusion(FcFusion fusion) {
+  EMBER_CHECK(fusion != FcFusion::Plain || (!writes_mask_ && producer_ == nullptr), "layer ",
+              describe(), ": a chained layer needs its epilogues (fusion ", fusion_name(fusion),
+              " refused)");
+  fusion_ = fusion;
+  planned_ = false;
+}
+
+int FullyConnectedLayer::candidate_count() const {
+  int n = 0;
+  for (const auto* p : {fwd_.get(), wgrad_.get(), dgrad_.get()}) {
+    if (p != nullptr) n = std::max(n, p->candidate_count());
+  }
+  return n;
+}
+
+double FullyConnectedLayer::product_ms() const {
+  if (!planned_ || !fwd_) return std::numeric_limits<double>::quiet_NaN();
+  double ms = 0;
+  for (const auto* p : {fwd_.get(), wgrad_.get(), dgrad_.get()}) {
+    if (p != nullptr) ms += p->time_ms();
+  }
+  return ms;
+}
+
+void FullyConnectedLayer::force_algorithm(int candidate) {
+  forced_candidate_ = candidate < 0 ? -1 : candidate;
+  planned_ = false;
+}
+
+bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle stream) {
+  if (!on_cuda() || !producer.can_produce_mask() || !bottom(0).requires_grad() ||
+      !top(0).requires_grad()) {
+    return false;
+  }
+  if (fusion_ == FcFusion::Plain || producer.fusion_ == FcFusion::Plain) return false;
+  if (bottoms()[0] != producer.tops()[0] || bottom(0).dtype() != producer.top(0).dtype()) {
+    return false;
+  }
+  const int device = place().device();
+  if (stream == nullptr) stream = current_stream(device);
+  const DType t = bottom(0).dtype();
+  const cuda::PlanRequest req = plan_request(stream);
+  // Both chained products must exist before anything changes.
+  auto fwd = cuda::LtMatmul::plan(producer.forward_problem(cuda::Epilogue::ReluAuxBias), device,
+                                  producer.forward_weights(), producer.forward_input(),
+                                  producer.top(0).value().data(), producer.bias_->compute(t).data(),
+                                  producer.mask_.data(), req);
+  auto dgrad = cuda::LtMatmul::plan(dgrad_problem(cuda::Epilogue::Drelu), device,
+                                    weight_->compute(t).data(), top(0).grad().data(),
+                                    dgrad_output(), nullptr, producer.mask_.data(), req);
+  if (!fwd->supported() || !dgrad->supported()) {
+    chain_note_ = "not chained: cuBLASLt has no algorithm for the chained epilogues";
+    return false;
+  }
+  if (req.search && fusion_ == FcFusion::Auto && producer.fusion_ == FcFusion::Auto) {
+    // Unchained costs: both layers planned as they stand (neither is chained to the other).
+    if (!producer.planned_) producer.plan_cuda(stream);
+    if (!planned_) plan_cuda(stream);
+    const double chained = fwd->time_ms() + dgrad->time_ms();
+    const double unchained = producer.fwd_ms_ + producer.relu_grad_ms_ + dgrad_ms_;
+    const bool wins = chaining_wins(chained, unchained);
+    chain_note_ = cat(wins ? "chained" : "not chained", " to ", producer.name(), ": ",
+                      ms_text(chained), " chained against ", ms_text(unchained), " unchained");
+    if (!wins) return false;
+  } else {
+    chain_note_ = cat("chained to ", producer.name(), " (epilogues preferred, not timed)");
+  }
   producer.writes_mask_ = true;
   producer.planned_ = false;
   producer_ = &producer;
@@ -277,28 +507,67 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer) {
 
 std::string FullyConnectedLayer::plan_summary() const {
   if (!planned_ || !fwd_) return {};
-  std::string s = cat("forward ", cuda::epilogue_name(fwd_->problem().epilogue));
-  if (!fwd_epilogue_) s += " + bias/activation kernel";
-  if (wgrad_) {
-    s += cat(", weight grad ", cuda::epilogue_name(wgrad_->problem().epilogue));
-    if (!wgrad_epilogue_) s += " + column-sum kernel";
+  std::string s = "forward ";
+  switch (fwd_form_) {
+    case ForwardForm::Epilogue:
+      s += cat(cuda::epilogue_name(fwd_->problem().epilogue), " epilogue");
+      break;
+    case ForwardForm::BiasEpilogueThenRelu: s += "bias epilogue + ReLU kernel"; break;
+    case ForwardForm::PlainThenKernel:
+      s += config_.relu ? "plain + bias/ReLU kernel" : "plain + bias kernel";
+      break;
   }
-  if (config_.relu && !writes_mask_ && wgrad_) s += ", ReLU-gradient pass";
-  if (dgrad_) s += cat(", input grad ", cuda::epilogue_name(dgrad_->problem().epilogue));
+  if (std::isfinite(fwd_ms_)) s += cat(" ", ms_text(fwd_ms_));
+  if (wgrad_) {
+    s += wgrad_form_ == WgradForm::Epilogue ? ", weight grad bias-gradient epilogue"
+                                            : ", weight grad plain + column-sum kernel";
+    if (std::isfinite(wgrad_ms_)) s += cat(" ", ms_text(wgrad_ms_));
+  }
+  if (config_.relu && !writes_mask_ && wgrad_) {
+    s += ", ReLU-gradient pass";
+    if (std::isfinite(relu_grad_ms_)) s += cat(" ", ms_text(relu_grad_ms_));
+  }
+  if (dgrad_) {
+    s += producer_ != nullptr ? ", input grad relu-gradient epilogue (chained)"
+                              : ", input grad plain";
+    if (std::isfinite(dgrad_ms_)) s += cat(" ", ms_text(dgrad_ms_));
+  } else if (wgrad_) {
+    s += ", no input grad";
+  }
+  if (pads_input()) s += cat(", input padded ", in_, " -> ", in_ld_);
+  if (forced_candidate_ >= 0) s += cat(", forced algorithm ", forced_candidate_);
+  if (!plan_notes_.empty()) s += cat(" [searched ", plan_notes_, "]");
+  if (!chain_note_.empty()) s += cat(" {", chain_note_, "}");
   return s;
 }
 
 void FullyConnectedLayer::forward_cuda(StreamHandle stream) {
 #if EMBER_WITH_CUDA
-  if (!planned_) plan_cuda();
+  if (!planned_) plan_cuda(stream);
   const DType t = bottom(0).dtype();
-  const void* w = weight_->compute(t).data();
+  const std::int64_t n = config_.num_output;
+  if (pads_input()) {
+    // Zero columns after the input's and zero rows after the weights' (the weights change at
+    // every optimizer step, so the copy is refreshed here).
+    cuda::pad_copy_2d(t, rows_, in_, bottom(0).value().data(), in_, rows_, in_ld_, x_pad_.data(),
+                      stream);
+    cuda::pad_copy_2d(t, in_, n, weight_->compute(t).data(), n, in_ld_, n, w_pad_.data(), stream);
+  }
   const void* b = bias_->compute(t).data();
   void* y = top(0).value().data();
-  fwd_->run(w, bottom(0).value().data(), y, fwd_epilogue_ ? b : nullptr,
-            writes_mask_ ? mask_.data() : nullptr, 1.0f, 0.0f, stream);
-  if (!fwd_epilogue_) {
-    cuda::bias_activation(t, rows_, config_.num_output, b, config_.relu, y, stream);
+  switch (fwd_form_) {
+    case ForwardForm::Epilogue:
+      fwd_->run(forward_weights(), forward_input(), y, b, writes_mask_ ? mask_.data() : nullptr,
+                1.0f, 0.0f, stream);
+      break;
+    case ForwardForm::BiasEpilogueThenRelu:
+      fwd_->run(forward_weights(), forward_input(), y, b, nullptr, 1.0f, 0.0f, stream);
+      cuda::activation_forward(cuda::Activation::Relu, t, rows_ * n, y, y, 0.0f, stream);
+      break;
+    case ForwardForm::PlainThenKernel:
+      fwd_->run(forward_weights(), forward_input(), y, nullptr, nullptr, 1.0f, 0.0f, stream);
+      cuda::bias_activation(t, rows_, n, b, config_.relu, y, stream);
+      break;
   }
 #else
   (void)stream;
@@ -307,7 +576,7 @@ void FullyConnectedLayer::forward_cuda(StreamHandle stream) {
 
 void FullyConnectedLayer::backward_cuda(StreamHandle stream) {
 #if EMBER_WITH_CUDA
-  if (!planned_) plan_cuda();
+  if (!planned_) plan_cuda(stream);
   const DType t = bottom(0).dtype();
   const std::int64_t n = config_.num_output;
   void* dz = top(0).grad().data();
@@ -317,14 +586,19 @@ void FullyConnectedLayer::backward_cuda(StreamHandle stream) {
                               top(0).value().data(), dz, dz, 0.0f, stream);
   }
   float* db = bias_->grad().data<float>();
-  wgrad_->run(dz, bottom(0).value().data(), weight_->grad().data(), wgrad_epilogue_ ? db : nullptr,
-              nullptr, 1.0f, 0.0f, stream);
-  if (!wgrad_epilogue_) {
+  const bool fused_db = wgrad_form_ == WgradForm::Epilogue;
+  wgrad_->run(dz, forward_input(), weight_->grad().data(), fused_db ? db : nullptr, nullptr, 1.0f,
+              0.0f, stream);
+  if (!fused_db) {
     cuda::column_sum(t, rows_, n, dz, db, colsum_slot_.tensor().data<float>(), stream);
   }
   if (dgrad_) {
-    dgrad_->run(weight_->compute(t).data(), dz, bottom(0).grad().data(), nullptr,
+    dgrad_->run(weight_->compute(t).data(), dz, dgrad_output(), nullptr,
                 producer_ != nullptr ? producer_->mask_.data() : nullptr, 1.0f, 0.0f, stream);
+    if (pads_input()) {
+      cuda::pad_copy_2d(t, rows_, in_ld_, dx_pad_.data(), in_ld_, rows_, in_,
+                        bottom(0).grad().data(), stream);
+    }
   }
 #else
   (void)stream;

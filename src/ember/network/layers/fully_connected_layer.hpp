@@ -3,21 +3,35 @@
 // or FusedInnerProduct with "activation": "None"). A bottom of rank > 2 is treated as
 // [prod(leading), in].
 //
-// On CUDA every product is one cuBLASLt call with an epilogue:
-//   forward   x W + b (+ ReLU) in one pass over the output (epilogue bias / relu+bias)
-//   backward  dW = x^T dZ with db computed in the same call (bias-gradient epilogue), and
-//             dX = dZ W^T, skipped when the bottom needs no gradient (the first layer).
-// With ReLU, dZ = dY * (y > 0) is one extra pass over the output (done in place in the top's
-// gradient), unless the layer is chained (fc_chain.hpp): then the next FC layer computes dZ in
-// its own dX product (ReLU-gradient epilogue, from a bit mask this layer writes in forward).
-// When cuBLASLt has no algorithm for an epilogue, the layer falls back to a plain product and
-// its own bias/ReLU/column-sum kernels.
+// On CUDA each pass is one cuBLASLt product, in one of these forms:
+//   forward   x W + b (+ ReLU): epilogue bias / relu+bias; or the bias epilogue then a ReLU pass;
+//             or a plain product then Ember's bias(+ReLU) kernel
+//   backward  dW = x^T dZ with db from the bias-gradient epilogue, or a plain product then
+//             Ember's column-sum kernel; dX = dZ W^T, skipped when the bottom needs no gradient
+//             (the first layer)
+// With ReLU, dZ = dY * (y > 0) is one pass over the output (in place in the top's gradient),
+// unless the layer is chained (fc_chain.hpp): then the next FC layer computes dZ in its own dX
+// product (ReLU-gradient epilogue, from a bit mask this layer's forward writes).
+//
+// Which form runs (FcFusion::Auto): with BuildOptions::algorithm_search every form is timed on
+// the real shapes once (cublaslt_matmul.hpp; cached per process) and the fastest wins, since
+// cuBLASLt's epilogue kernels can be slower than a plain product plus a pass over the output;
+// without the search the epilogues are used wherever cuBLASLt has them. The search also picks
+// each product's algorithm among the heuristics' candidates.
+//
+// Alignment: cuBLASLt's fast kernels need 16-byte aligned rows. When the input width is not a
+// multiple of 16 bytes (DLRM's 13 dense features), the layer runs its products on a copy of the
+// input with zero columns up to a multiple of 8 elements and on a copy of W with zero rows
+// (refreshed each forward; both copies are exact, the zeros add nothing), and computes the input
+// gradient into a padded buffer that is copied back.
 //
 // Mixed precision: f16/bf16 activations, f32 master weights and gradients; the products read
 // the weights' 16-bit compute copy and write f32 weight gradients.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ember/network/initializer.hpp"
 #include "ember/network/layer.hpp"
@@ -26,7 +40,18 @@ namespace ember::nn {
 
 namespace cuda {
 class LtMatmul;
+struct MatmulProblem;
+struct PlanRequest;
+enum class Epilogue : std::uint8_t;
 }
+
+// How an FC layer's CUDA products are fused with the bias, ReLU and bias-gradient work.
+enum class FcFusion : std::uint8_t {
+  Auto,       // with the algorithm search the fastest form; without it the epilogues
+  Epilogues,  // cuBLASLt epilogues wherever cuBLASLt has them (chaining allowed)
+  Plain,      // plain products and Ember's kernels (the unfused baseline; never chained)
+};
+const char* fusion_name(FcFusion f);
 
 class FullyConnectedLayer : public Layer {
  public:
@@ -58,19 +83,50 @@ class FullyConnectedLayer : public Layer {
   bool can_produce_mask() const;
   // Makes this layer compute `producer`'s dZ in its dX product. Returns false (and changes
   // nothing) when cuBLASLt has no algorithm for the chained epilogues.
-  bool chain_from(FullyConnectedLayer& producer);
+  // Under an algorithm search with FcFusion::Auto the pair is chained only when the chained
+  // products beat the unchained ones plus the ReLU-gradient pass they save.
+  bool chain_from(FullyConnectedLayer& producer, StreamHandle stream = nullptr);
   bool chained_to_consumer() const { return writes_mask_; }
   bool chained_from_producer() const { return producer_ != nullptr; }
-  // Which epilogues the planned products use (for benchmarks and tests); empty before planning.
+  // How each planned product runs and, when searched, what the forms cost (benchmarks print
+  // it); empty before planning.
   std::string plan_summary() const;
-  // With epilogues off every product is a plain cuBLASLt product followed by Ember's own bias,
-  // ReLU and column-sum kernels (the fallback path; benchmarks use it as the unfused baseline and
-  // tests to cover it). On by default; a chained layer cannot turn them off.
-  void set_epilogues(bool enabled);
-  bool epilogues() const { return epilogues_; }
+  // Fusion policy (FcFusion above); changing it re-plans. A chained layer keeps Auto or
+  // Epilogues.
+  void set_fusion(FcFusion fusion);
+  FcFusion fusion() const { return fusion_; }
+  // For tests: every product takes the heuristics' candidate with this index (the last one if
+  // there are fewer), untimed; -1 restores the normal choice. Implies epilogues where cuBLASLt
+  // has them unless the fusion is Plain.
+  void force_algorithm(int candidate);
+  // The most heuristic candidates any planned product of this layer had (0 before planning).
+  int candidate_count() const;
+  // Measured milliseconds of the chosen cuBLASLt products alone (forward, weight gradient,
+  // input gradient; no element-wise kernels); NaN unless every one was timed by a search.
+  double product_ms() const;
+  // Whether the products run on zero-padded copies of the input (input width not a multiple of
+  // 16 bytes, on CUDA), and the padded width.
+  bool pads_input() const { return in_ld_ != in_; }
+  std::int64_t padded_in_features() const { return in_ld_; }
+  // Plans now (otherwise the first forward does) on `stream` (nullptr: the current stream).
+  void plan(StreamHandle stream = nullptr);
 
  private:
-  void plan_cuda();
+  enum class ForwardForm : std::uint8_t { Epilogue, BiasEpilogueThenRelu, PlainThenKernel };
+  enum class WgradForm : std::uint8_t { Epilogue, PlainThenColumnSum };
+
+  void plan_cuda(StreamHandle stream);
+  cuda::PlanRequest plan_request(StreamHandle stream) const;
+  // The three products as cuBLASLt sees them, with the epilogue given (padding included).
+  cuda::MatmulProblem forward_problem(cuda::Epilogue e) const;
+  cuda::MatmulProblem wgrad_problem(cuda::Epilogue e) const;
+  cuda::MatmulProblem dgrad_problem(cuda::Epilogue e) const;
+  // Operand pointers of the products (the padded copies where the layer pads).
+  const void* forward_weights() const;
+  const void* forward_input() const;
+  void* dgrad_output() const;
+  // Milliseconds of Ember's element-wise kernels on this layer's output shape (cached).
+  double kernel_ms(const char* kernel, StreamHandle stream) const;
   void forward_cpu();
   void backward_cpu();
   void forward_cuda(StreamHandle stream);
@@ -78,16 +134,27 @@ class FullyConnectedLayer : public Layer {
 
   Config config_;
   std::int64_t in_ = 0, rows_ = 0;
+  std::int64_t in_ld_ = 0;  // row length of the products' input: in_, or in_ padded to 8
   ParameterPtr weight_, bias_;
   TensorSlot mask_slot_;  // CUDA + ReLU: ReLU bit mask [rows, relu_mask_ld(out) / 8] bytes
   Tensor mask_;
-  TensorSlot colsum_slot_;  // CUDA: workspace of the fallback bias-gradient column sum
+  TensorSlot colsum_slot_;  // CUDA: workspace of the bias-gradient column sum
+  // Padded input width: x [rows, in_ld], W [in_ld, out], dX [rows, in_ld] (with a gradient).
+  TensorSlot x_pad_slot_, w_pad_slot_, dx_pad_slot_;
+  Tensor x_pad_, w_pad_, dx_pad_;
   bool writes_mask_ = false;                  // producer side of a chain
   FullyConnectedLayer* producer_ = nullptr;   // consumer side of a chain
   bool planned_ = false;
-  bool epilogues_ = true;
+  FcFusion fusion_ = FcFusion::Auto;
+  int forced_candidate_ = -1;
   std::unique_ptr<cuda::LtMatmul> fwd_, wgrad_, dgrad_;
-  bool fwd_epilogue_ = false, wgrad_epilogue_ = false;
+  ForwardForm fwd_form_ = ForwardForm::Epilogue;
+  WgradForm wgrad_form_ = WgradForm::Epilogue;
+  // Costs measured by the search (NaN when not searched): the chosen forward, weight-gradient
+  // and input-gradient work, and the ReLU-gradient pass over the output.
+  double fwd_ms_ = 0, wgrad_ms_ = 0, dgrad_ms_ = 0, relu_grad_ms_ = 0;
+  std::string plan_notes_;  // what the search compared, for plan_summary()
+  std::string chain_note_;  // why a chain with the producer was or was not made
 };
 
 }  // namespace ember::nn
