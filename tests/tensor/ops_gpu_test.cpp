@@ -258,7 +258,8 @@ TEST(OpsGpu, TransposeCopiesTileCorrectly) {
 TEST(OpsGpu, WorkBeyondThirtyTwoBitIndexing) {
   EMBER_REQUIRE_GPU();
   const DeviceMemoryInfo memory = device_memory_info(0);
-  const std::int64_t n = (std::int64_t{1} << 31) + 4099;  // u8 elements: 2 GiB per tensor
+  // u8 elements, 2 GiB per tensor; enough for the 65537 x 32771 matrix below.
+  const std::int64_t n = (std::int64_t{1} << 31) + 262147;
   if (memory.free_bytes < 4 * static_cast<unsigned long long>(n)) {
     GTEST_SKIP() << "needs " << 4 * n << " bytes of free device memory, has " << memory.free_bytes;
   }

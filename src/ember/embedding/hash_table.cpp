@@ -294,7 +294,7 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
       std::uint64_t host_state[cuda::kHashStateWords];
       copy_bytes(host_state, Place::host(), state, place_, sizeof host_state, s);
       synchronize_stream(s);
-      counter = host_state[0];
+      counter = host_state[0] + host_state[cuda::kHashLostKeysWord];
       bad_index = host_state[1];
 #endif
     } else {
@@ -350,7 +350,7 @@ void HashTable::check() const {
   pending_ready_.synchronize();
   pending_ = false;
   const auto* words = static_cast<const std::uint64_t*>(pending_state_.data());
-  take_insert_state(words[0], words[1], true);
+  take_insert_state(words[0] + words[cuda::kHashLostKeysWord], words[1], true);
 }
 
 const std::int64_t* HashTable::new_rows() const {

@@ -113,18 +113,21 @@ __global__ void insert_kernel(HashSlot<Key>* __restrict__ slots, std::uint64_t m
       }
       homeless = slot == nullptr;  // every slot holds another key
     }
-    // Rows for the warp's claims, then one counter unit per homeless key (it counts as a key
-    // that did not fit, so the counter passes the capacity and the table reports itself full).
+    // Rows for the warp's claims. Keys that found no slot count in a word of their own: added to
+    // the row counter, they would take row numbers that a later warp's claims then miss, and the
+    // table would report itself full with rows nobody holds.
     const unsigned claims = __ballot_sync(0xffffffffu, claimed);
     const unsigned lost = __ballot_sync(0xffffffffu, homeless);
     unsigned long long first = 0;
-    if ((claims | lost) != 0) {
-      const int leader = __ffs(claims | lost) - 1;
+    if (claims != 0) {
+      const int leader = __ffs(claims) - 1;
       if (static_cast<int>(lane) == leader) {
-        first =
-            atomicAdd(&state[0], static_cast<unsigned long long>(__popc(claims) + __popc(lost)));
+        first = atomicAdd(&state[0], static_cast<unsigned long long>(__popc(claims)));
       }
       first = __shfl_sync(0xffffffffu, first, leader);
+    }
+    if (lost != 0 && static_cast<int>(lane) == __ffs(lost) - 1) {
+      atomicAdd(&state[kHashLostKeysWord], static_cast<unsigned long long>(__popc(lost)));
     }
     std::int64_t row = -1;
     if (claimed) {

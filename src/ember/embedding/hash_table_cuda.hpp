@@ -9,13 +9,14 @@
 namespace ember::embedding::cuda {
 
 // The table's device words (u64):
-//   [0] row counter: keys that claimed a row (or wanted one and found no slot); may exceed the
-//       capacity, by the number of keys that did not fit
+//   [0] row counter: keys that claimed a slot and so a row; may exceed the capacity
 //   [1] smallest batch index of a reserved (all-ones) key in the last insert, or ~0
 //   [2] keys met twice by insert_with_rows
+//   [3] keys that found every slot taken (a full table: they count as keys that did not fit)
 //   [4], [5] (as i64): the rows the last insert created, [first, end); [5] is also the rows in
 //       use, min(counter, capacity), for kernels that must not wait to learn it
 constexpr int kHashStateWords = 8;
+constexpr int kHashLostKeysWord = 3;
 constexpr int kHashNewRowsWord = 4;
 
 template <class Key>

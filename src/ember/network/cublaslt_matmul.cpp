@@ -27,12 +27,18 @@ namespace ember::nn::cuda {
 
 const char* epilogue_name(Epilogue e) {
   switch (e) {
-    case Epilogue::None: return "none";
-    case Epilogue::Bias: return "bias";
-    case Epilogue::ReluBias: return "relu+bias";
-    case Epilogue::ReluAuxBias: return "relu+bias+mask";
-    case Epilogue::BiasGradA: return "bias-gradient";
-    case Epilogue::Drelu: return "relu-gradient";
+    case Epilogue::None:
+      return "none";
+    case Epilogue::Bias:
+      return "bias";
+    case Epilogue::ReluBias:
+      return "relu+bias";
+    case Epilogue::ReluAuxBias:
+      return "relu+bias+mask";
+    case Epilogue::BiasGradA:
+      return "bias-gradient";
+    case Epilogue::Drelu:
+      return "relu-gradient";
   }
   return "?";
 }
@@ -41,7 +47,9 @@ namespace {
 std::atomic<std::int64_t> g_searched{0};
 }  // namespace
 
-std::int64_t searched_product_count() { return g_searched.load(); }
+std::int64_t searched_product_count() {
+  return g_searched.load();
+}
 
 #if EMBER_WITH_CUDA
 
@@ -73,21 +81,31 @@ DeviceLt& device_lt(int device) {
 
 cudaDataType_t data_type(DType t) {
   switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: EMBER_THROW("cuBLASLt matmul: unsupported dtype ", dtype_name(t));
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::F16:
+      return CUDA_R_16F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    default:
+      EMBER_THROW("cuBLASLt matmul: unsupported dtype ", dtype_name(t));
   }
 }
 
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
-    case Epilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
-    case Epilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
-    case Epilogue::ReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
-    case Epilogue::ReluAuxBias: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
-    case Epilogue::BiasGradA: return CUBLASLT_EPILOGUE_BGRADA;
-    case Epilogue::Drelu: return CUBLASLT_EPILOGUE_DRELU;
+    case Epilogue::None:
+      return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::Bias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::ReluBias:
+      return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::ReluAuxBias:
+      return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case Epilogue::BiasGradA:
+      return CUBLASLT_EPILOGUE_BGRADA;
+    case Epilogue::Drelu:
+      return CUBLASLT_EPILOGUE_DRELU;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -96,16 +114,23 @@ bool uses_bias(Epilogue e) {
   return e == Epilogue::Bias || e == Epilogue::ReluBias || e == Epilogue::ReluAuxBias ||
          e == Epilogue::BiasGradA;
 }
-bool uses_aux(Epilogue e) { return e == Epilogue::ReluAuxBias || e == Epilogue::Drelu; }
+bool uses_aux(Epilogue e) {
+  return e == Epilogue::ReluAuxBias || e == Epilogue::Drelu;
+}
 // The epilogue writes through the bias / aux pointer (rather than reading it).
-bool writes_bias(Epilogue e) { return e == Epilogue::BiasGradA; }
-bool writes_aux(Epilogue e) { return e == Epilogue::ReluAuxBias; }
+bool writes_bias(Epilogue e) {
+  return e == Epilogue::BiasGradA;
+}
+bool writes_aux(Epilogue e) {
+  return e == Epilogue::ReluAuxBias;
+}
 
 // Largest power of two (up to 256) dividing the address: what the pointer guarantees.
 std::uint32_t alignment_of(const void* p) {
   const auto v = reinterpret_cast<std::uintptr_t>(p);
   std::uint32_t a = 256;
-  while (a > 1 && (v % a) != 0) a /= 2;
+  while (a > 1 && (v % a) != 0)
+    a /= 2;
   return a;
 }
 
@@ -128,15 +153,17 @@ std::map<std::string, CachedChoice>& choice_cache() {
 std::string cache_key(const MatmulProblem& p, int device, std::uint32_t align_a,
                       std::uint32_t align_b, std::uint32_t align_d) {
   std::ostringstream k;
-  k << "dev" << device << " t" << p.transpose_a << p.transpose_b << " mnk" << p.m << ','
-    << p.n << ',' << p.k << " ld" << p.lda << ',' << p.ldb << ',' << p.ldd << " dt"
-    << dtype_name(p.ab_dtype) << ',' << dtype_name(p.d_dtype) << " tf32 " << p.allow_tf32
-    << " epi " << epilogue_name(p.epilogue) << " aux " << p.aux_ld << " align " << align_a << ','
-    << align_b << ',' << align_d;
+  k << "dev" << device << " t" << p.transpose_a << p.transpose_b << " mnk" << p.m << ',' << p.n
+    << ',' << p.k << " ld" << p.lda << ',' << p.ldb << ',' << p.ldd << " dt"
+    << dtype_name(p.ab_dtype) << ',' << dtype_name(p.d_dtype) << " tf32 " << p.allow_tf32 << " epi "
+    << epilogue_name(p.epilogue) << " aux " << p.aux_ld << " align " << align_a << ',' << align_b
+    << ',' << align_d;
   return k.str();
 }
 
-std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+std::size_t round_up(std::size_t v, std::size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 }  // namespace
 
@@ -162,8 +189,8 @@ struct LtMatmul::Impl {
     bias = p;
   }
   void set_aux(const void* p) const {
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof(p)));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                      &p, sizeof(p)));
     aux = p;
   }
 
@@ -182,8 +209,8 @@ std::vector<double> LtMatmul::Impl::time_candidates(
     const MatmulProblem& p, int device, DeviceLt& lt,
     const std::vector<cublasLtMatmulHeuristicResult_t>& cands, const void* a, const void* b,
     const void* bias_in, const void* aux_in, StreamHandle stream) const {
-  const std::size_t d_bytes = static_cast<std::size_t>(p.ldd) * static_cast<std::size_t>(p.n) *
-                              dtype_size(p.d_dtype);
+  const std::size_t d_bytes =
+      static_cast<std::size_t>(p.ldd) * static_cast<std::size_t>(p.n) * dtype_size(p.d_dtype);
   const std::size_t aux_bytes =
       writes_aux(p.epilogue) ? static_cast<std::size_t>(p.aux_ld / 8 * p.n) : 0;
   const std::size_t bias_bytes =
@@ -208,8 +235,8 @@ std::vector<double> LtMatmul::Impl::time_candidates(
     const cublasLtMatmulAlgo_t* algo = &cands[i].algo;
     // A candidate that cannot launch is skipped, not fatal: the heuristics offered it, the
     // others still can.
-    if (cublasLtMatmul(lt.handle, op, &alpha, a, layout_a, b, layout_b, &beta, d_scratch,
-                       layout_d, d_scratch, layout_d, algo, lt.workspace->data(), kWorkspaceBytes,
+    if (cublasLtMatmul(lt.handle, op, &alpha, a, layout_a, b, layout_b, &beta, d_scratch, layout_d,
+                       d_scratch, layout_d, algo, lt.workspace->data(), kWorkspaceBytes,
                        stream) != CUBLAS_STATUS_SUCCESS) {
       continue;
     }
@@ -223,7 +250,6 @@ std::vector<double> LtMatmul::Impl::time_candidates(
   return ms;
 }
 
-
 std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, const void* a,
                                          const void* b, const void* d, const void* bias,
                                          const void* aux, const PlanRequest& request) {
@@ -236,7 +262,8 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   EMBER_CHECK(!uses_aux(p.epilogue) || (aux != nullptr && p.aux_ld % 128 == 0 && p.aux_ld >= p.m),
               "cuBLASLt plan: epilogue ", epilogue_name(p.epilogue),
               " needs a mask pointer and a leading dimension that is a multiple of 128 and at "
-              "least ", p.m, " (got ", p.aux_ld, ")");
+              "least ",
+              p.m, " (got ", p.aux_ld, ")");
   std::unique_ptr<LtMatmul> plan(new LtMatmul);
   plan->problem_ = p;
   plan->device_ = device;
@@ -286,6 +313,15 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
       im.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
   EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
       im.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+  if (p.d_dtype == DType::F16 || p.d_dtype == DType::BF16) {
+    // Split-K partial sums added up in the output type (the in-place and output-type schemes)
+    // round a 16-bit result once per split instead of once; only schemes that add up in the
+    // compute type (f32) are offered, so every candidate meets the one-rounding tolerance.
+    const std::uint32_t schemes =
+        CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        im.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)));
+  }
 
   const bool forced = request.force_candidate >= 0;
   const bool search = request.search && !forced;
@@ -308,9 +344,9 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   const int wanted = (search || forced) ? kSearchCandidates : 1;
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(wanted));
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt.handle, im.op, im.layout_a, im.layout_b, im.layout_d, im.layout_d, im.pref, wanted,
-      results.data(), &found);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt.handle, im.op, im.layout_a, im.layout_b, im.layout_d,
+                                     im.layout_d, im.pref, wanted, results.data(), &found);
   // NOT_SUPPORTED (or no result) means "no algorithm for this combination": the caller falls
   // back. Anything else is a real error.
   if (status != CUBLAS_STATUS_NOT_SUPPORTED) EMBER_CUBLAS_CHECK(status);
@@ -336,8 +372,7 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   if (forced) {
     chosen = std::min(request.force_candidate, plan->candidates_ - 1);
   } else if (search && a != nullptr && b != nullptr) {
-    const StreamHandle stream =
-        request.stream != nullptr ? request.stream : current_stream(device);
+    const StreamHandle stream = request.stream != nullptr ? request.stream : current_stream(device);
     const std::vector<double> ms =
         im.time_candidates(p, device, lt, usable, a, b, bias, aux, stream);
     // The real pointers go back into the descriptor whatever the timing did.
@@ -363,14 +398,14 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   plan->chosen_ = chosen;
   if (search && !std::isnan(plan->time_ms_)) {
     std::lock_guard<std::mutex> lock(cache_mutex());
-    choice_cache().emplace(key, CachedChoice{true, im.algo, plan->time_ms_, chosen,
-                                             plan->candidates_});
+    choice_cache().emplace(key,
+                           CachedChoice{true, im.algo, plan->time_ms_, chosen, plan->candidates_});
   }
   return plan;
 }
 
-void LtMatmul::run(const void* a, const void* b, void* d, const void* bias, void* aux,
-                   float alpha, float beta, StreamHandle stream) const {
+void LtMatmul::run(const void* a, const void* b, void* d, const void* bias, void* aux, float alpha,
+                   float beta, StreamHandle stream) const {
   EMBER_CHECK(supported_, "cuBLASLt: running an unsupported plan (epilogue ",
               epilogue_name(problem_.epilogue), ")");
   Impl& im = *impl_;
@@ -378,9 +413,9 @@ void LtMatmul::run(const void* a, const void* b, void* d, const void* bias, void
   DeviceLt& lt = device_lt(device_);
   if (uses_bias(problem_.epilogue) && bias != im.bias) im.set_bias(bias);
   if (uses_aux(problem_.epilogue) && aux != im.aux) im.set_aux(aux);
-  EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, im.op, &alpha, a, im.layout_a, b, im.layout_b,
-                                    &beta, d, im.layout_d, d, im.layout_d, &im.algo,
-                                    lt.workspace->data(), kWorkspaceBytes, stream));
+  EMBER_CUBLAS_CHECK(cublasLtMatmul(lt.handle, im.op, &alpha, a, im.layout_a, b, im.layout_b, &beta,
+                                    d, im.layout_d, d, im.layout_d, &im.algo, lt.workspace->data(),
+                                    kWorkspaceBytes, stream));
 }
 
 void clear_algorithm_cache() {
@@ -404,7 +439,9 @@ void LtMatmul::run(const void*, const void*, void*, const void*, void*, float, f
                    StreamHandle) const {
   throw_cuda_unavailable("cuBLASLt matmul");
 }
-void clear_algorithm_cache() { clear_launch_timings(); }
+void clear_algorithm_cache() {
+  clear_launch_timings();
+}
 
 #endif
 
