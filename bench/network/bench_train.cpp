@@ -14,15 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <numeric>
-#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ember/core/device.hpp"
@@ -52,7 +52,8 @@ nlohmann::json read_json(const fs::path& p) {
 double steady_rate(const train::TrainResult& r) {
   if (r.rates.size() < 2) return r.samples_per_second;
   double sum = 0;
-  for (std::size_t i = 1; i < r.rates.size(); ++i) sum += r.rates[i];
+  for (std::size_t i = 1; i < r.rates.size(); ++i)
+    sum += r.rates[i];
   return sum / static_cast<double>(r.rates.size() - 1);
 }
 
@@ -60,7 +61,8 @@ std::string run_capture(const std::string& cmd) {
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[4096];
-    while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    while (std::fgets(buf, sizeof buf, p) != nullptr)
+      out += buf;
     ::pclose(p);
   }
   return out;
@@ -106,10 +108,13 @@ int run_gpu(const Args& a, const fs::path& dir) {
   o.eval_samples = batch;
   const auto t0 = std::chrono::steady_clock::now();
   const auto desc = data::generate_dataset(o);
-  std::printf("dataset: %lld samples of Criteo-Kaggle shape (26 one-hot slots, %lld rows) in %s (%.1f s)\n",
-              static_cast<long long>(o.samples),
-              static_cast<long long>(std::accumulate(desc.slot_size_array.begin(), desc.slot_size_array.end(), 0LL)),
-              o.out_dir.c_str(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::printf(
+      "dataset: %lld samples of Criteo-Kaggle shape (26 one-hot slots, %lld rows) in %s (%.1f s)\n",
+      static_cast<long long>(o.samples),
+      static_cast<long long>(
+          std::accumulate(desc.slot_size_array.begin(), desc.slot_size_array.end(), 0LL)),
+      o.out_dir.c_str(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   nlohmann::json j = base;
   auto& d = j["layers"][0];
   d["source"] = desc.train.files.front();
@@ -140,16 +145,19 @@ int run_gpu(const Args& a, const fs::path& dir) {
     return 0;
   }
   std::string sizes;
-  for (std::int64_t v : desc.slot_size_array) sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
-  const std::string cmd = "python3 " + std::string(EMBER_SOURCE_DIR) + "/bench/network/torch_dlrm_train.py --json" +
-                          " --data " + desc.train.files.front() + " --batch " + std::to_string(batch) +
-                          " --iters " + std::to_string(a.iters) + " --warmup " + std::to_string(a.warmup) +
-                          " --slot-sizes " + sizes + " 2>&1";
+  for (std::int64_t v : desc.slot_size_array)
+    sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
+  const std::string cmd = "python3 " + std::string(EMBER_SOURCE_DIR) +
+                          "/bench/network/torch_dlrm_train.py --json" + " --data " +
+                          desc.train.files.front() + " --batch " + std::to_string(batch) +
+                          " --iters " + std::to_string(a.iters) + " --warmup " +
+                          std::to_string(a.warmup) + " --slot-sizes " + sizes + " 2>&1";
   const std::string out = run_capture(cmd);
   double torch_rate = 0;
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("{", 0) == 0) torch_rate = nlohmann::json::parse(line).value("samples_per_s", 0.0);
+    if (line.rfind("{", 0) == 0)
+      torch_rate = nlohmann::json::parse(line).value("samples_per_s", 0.0);
   }
   if (torch_rate <= 0) {
     std::printf("PyTorch peer failed:\n%s\n", out.c_str());
@@ -159,7 +167,8 @@ int run_gpu(const Args& a, const fs::path& dir) {
   std::printf("PyTorch: %.3f M samples/s (%.2f ms per iteration)\n", torch_rate / 1e6,
               1e3 * static_cast<double>(batch) / torch_rate);
   const double ratio = ember_rate / torch_rate;
-  std::printf("SUMMARY | train | DLRM Criteo-Kaggle fp32, PyTorch samples/s | %.3f M | - | -\n", torch_rate / 1e6);
+  std::printf("SUMMARY | train | DLRM Criteo-Kaggle fp32, PyTorch samples/s | %.3f M | - | -\n",
+              torch_rate / 1e6);
   std::printf("SUMMARY | train | Ember / PyTorch samples/s | %.2fx | >= 1.5x | %s\n", ratio,
               ratio >= 1.5 ? "yes" : "no");
   return 0;
@@ -172,10 +181,14 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "--quick") a.quick = true;
-    else if (s == "--no-torch") a.torch = false;
-    else if (s == "--iters" && i + 1 < argc) a.iters = std::stoll(argv[++i]);
-    else if (s == "--dir" && i + 1 < argc) a.dir = argv[++i];
+    if (s == "--quick")
+      a.quick = true;
+    else if (s == "--no-torch")
+      a.torch = false;
+    else if (s == "--iters" && i + 1 < argc)
+      a.iters = std::stoll(argv[++i]);
+    else if (s == "--dir" && i + 1 < argc)
+      a.dir = argv[++i];
     else {
       std::fprintf(stderr, "usage: bench_train [--quick] [--iters N] [--no-torch] [--dir DIR]\n");
       return 2;
@@ -183,7 +196,8 @@ int main(int argc, char** argv) {
   }
   const bool gpu = !a.quick && cuda_available();
   const fs::path dir = !a.dir.empty() ? fs::path(a.dir)
-                                      : fs::temp_directory_path() / ("ember-bench-train-" + std::to_string(::getpid()));
+                                      : fs::temp_directory_path() /
+                                            ("ember-bench-train-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   int rc = 0;
   try {

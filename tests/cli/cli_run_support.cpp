@@ -13,7 +13,8 @@ namespace ember {
 std::vector<std::string> Outcome::lines() const {
   std::vector<std::string> v;
   std::istringstream in(out);
-  for (std::string l; std::getline(in, l);) v.push_back(l);
+  for (std::string l; std::getline(in, l);)
+    v.push_back(l);
   return v;
 }
 
@@ -34,7 +35,8 @@ Outcome ember(const std::string& args, const testing::ScratchDir& dir) {
   }
   char buf[4096];
   std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    r.out.append(buf, n);
   const int status = ::pclose(pipe);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.err = slurp(err_file);

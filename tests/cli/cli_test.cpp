@@ -11,8 +11,8 @@
 #include <iterator>
 #include <sstream>
 
-#include "ember/data/dataset_description.hpp"
 #include "cli/cli_run_support.hpp"
+#include "ember/data/dataset_description.hpp"
 #include "support/test_support.hpp"
 
 namespace ember {
@@ -24,8 +24,10 @@ TEST(Cli, HelpListsTheCommands) {
   testing::ScratchDir dir;
   const Outcome r = ember("--help", dir);
   EXPECT_EQ(r.status, 0);
-  for (const char* cmd : {"train", "eval", "predict", "plot", "inspect", "datagen", "convert"}) EXPECT_THAT(r.out, HasSubstr(cmd));
-  for (const char* cmd : {"train --help", "eval --help", "predict --help", "plot --help", "inspect --help", "datagen --help", "convert criteo --help"}) {
+  for (const char* cmd : {"train", "eval", "predict", "plot", "inspect", "datagen", "convert"})
+    EXPECT_THAT(r.out, HasSubstr(cmd));
+  for (const char* cmd : {"train --help", "eval --help", "predict --help", "plot --help",
+                          "inspect --help", "datagen --help", "convert criteo --help"}) {
     const Outcome h = ember(cmd, dir);
     EXPECT_EQ(h.status, 0) << cmd;
     EXPECT_THAT(h.out, HasSubstr("--")) << cmd;
@@ -37,10 +39,11 @@ TEST(Cli, HelpListsTheCommands) {
 TEST(Cli, DatagenThenInspectPrintsParseableJsonLines) {
   testing::ScratchDir dir;
   const std::string out = (dir / "gen").string();
-  const Outcome g = ember("datagen --out '" + out +
-                          "' --samples 300 --eval-samples 50 --files 2 --slots 4 --dense-dim 3 "
-                          "--vocab 50 --nnz-max 2 --seed 5 --check sum --key-type i64 --log-level warn",
-                      dir);
+  const Outcome g =
+      ember("datagen --out '" + out +
+                "' --samples 300 --eval-samples 50 --files 2 --slots 4 --dense-dim 3 "
+                "--vocab 50 --nnz-max 2 --seed 5 --check sum --key-type i64 --log-level warn",
+            dir);
   ASSERT_EQ(g.status, 0) << g.err;
   EXPECT_THAT(g.out, HasSubstr("teacher AUC"));
   const auto d = data::DatasetDescription::read(out + "/dataset.json");
@@ -102,8 +105,9 @@ TEST(Cli, DatagenThenInspectPrintsParseableJsonLines) {
 TEST(Cli, InspectCountsChecksumDropsOnStderr) {
   testing::ScratchDir dir;
   const std::string out = (dir / "gen").string();
-  ASSERT_EQ(ember("datagen --out '" + out + "' --samples 20 --eval-samples 5 --files 1 --slots 2 "
-                  "--dense-dim 1 --vocab 10 --log-level error",
+  ASSERT_EQ(ember("datagen --out '" + out +
+                      "' --samples 20 --eval-samples 5 --files 1 --slots 2 "
+                      "--dense-dim 1 --vocab 10 --log-level error",
                   dir)
                 .status,
             0);
@@ -127,14 +131,16 @@ TEST(Cli, InspectCountsChecksumDropsOnStderr) {
 TEST(Cli, InspectRawAppliesSlotOffsets) {
   testing::ScratchDir dir;
   const std::string out = (dir / "raw").string();
-  ASSERT_EQ(ember("datagen --out '" + out + "' --format raw --samples 40 --slots 3 --dense-dim 2 "
-                  "--vocab 5,6,7 --log-level warn",
+  ASSERT_EQ(ember("datagen --out '" + out +
+                      "' --format raw --samples 40 --slots 3 --dense-dim 2 "
+                      "--vocab 5,6,7 --log-level warn",
                   dir)
                 .status,
             0);
-  const Outcome r = ember("inspect '" + out + "/train.bin' --format raw --label-dim 1 --dense-dim 2 "
-                      "--slot-size-array 5,6,7 --float-label-dense --limit 40",
-                      dir);
+  const Outcome r = ember("inspect '" + out +
+                              "/train.bin' --format raw --label-dim 1 --dense-dim 2 "
+                              "--slot-size-array 5,6,7 --float-label-dense --limit 40",
+                          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto lines = r.lines();
   ASSERT_EQ(lines.size(), 41u);
@@ -155,16 +161,21 @@ TEST(Cli, InspectRawAppliesSlotOffsets) {
 TEST(Cli, ConvertCriteoReportsMalformedLines) {
   testing::ScratchDir dir;
   std::string good = "1";
-  for (int j = 0; j < 13; ++j) good.append("\t").append(std::to_string(j));
-  for (int j = 0; j < 26; ++j) good.append("\t0000abc").append(std::to_string(j % 10));
+  for (int j = 0; j < 13; ++j)
+    good.append("\t").append(std::to_string(j));
+  for (int j = 0; j < 26; ++j)
+    good.append("\t0000abc").append(std::to_string(j % 10));
   const std::string tsv = (dir / "day.tsv").string();
   {
     std::ofstream f(tsv);
-    f << good << "\n" << good << "\n" << "1\t2\t3\n" << good << "\n";
+    f << good << "\n"
+      << good << "\n"
+      << "1\t2\t3\n"
+      << good << "\n";
   }
   const Outcome r = ember("convert criteo '" + tsv + "' --out '" + (dir / "out").string() +
-                          "' --format norm --min-frequency 1",
-                      dir);
+                              "' --format norm --min-frequency 1",
+                          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("1 malformed line(s) skipped"));
   EXPECT_THAT(r.err, HasSubstr(tsv + ":3: expected 40 tab-separated fields, found 3"));
@@ -177,9 +188,10 @@ TEST(Cli, ConvertCriteoReportsMalformedLines) {
 TEST(Cli, ConvertsTheSharedCriteoSample) {
   EMBER_REQUIRE_SHARED_DATA(shared);
   testing::ScratchDir dir;
-  const Outcome r = ember("convert criteo '" + (shared / "criteo_sample.tsv").string() + "' --out '" +
-                          (dir / "out").string() + "' --format raw --eval-fraction 0.25",
-                      dir);
+  const Outcome r =
+      ember("convert criteo '" + (shared / "criteo_sample.tsv").string() + "' --out '" +
+                (dir / "out").string() + "' --format raw --eval-fraction 0.25",
+            dir);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto d = data::DatasetDescription::read((dir / "out" / "dataset.json").string());
   EXPECT_EQ(d.train.samples, 150);
@@ -196,9 +208,7 @@ TEST(Cli, ErrorsAreOneLineWithExitStatusOne) {
   r = ember("datagen --out '" + (dir / "x").string() + "' --vocab 1,2", dir);
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("ember: error: datagen: --vocab has 2 sizes for 26 slots"));
-  {
-    std::ofstream(dir / "list.txt") << "2\n" << (dir / "missing.data").string() << "\n";
-  }
+  { std::ofstream(dir / "list.txt") << "2\n" << (dir / "missing.data").string() << "\n"; }
   r = ember("inspect '" + (dir / "list.txt").string() + "'", dir);
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.err, HasSubstr("line 2"));

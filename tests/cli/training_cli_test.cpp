@@ -17,7 +17,8 @@ using ::testing::HasSubstr;
 double value_of(const std::string& text, const std::string& key) {
   const std::regex re(key + "=([-0-9.eE+na]+)");
   double v = -1;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
     v = std::stod((*it)[1]);
   }
   return v;
@@ -27,14 +28,22 @@ TEST(TrainingCli, TrainEvalPredictPlotAndResume) {
   testing::ScratchDir dir;
   const std::string config = (testing::source_dir() / "configs" / "dlrm.json").string();
   const std::string data = (dir / "data").string(), model = (dir / "model").string();
-  ASSERT_EQ(ember("datagen --like '" + config + "' --out '" + data + "' --samples 12000", dir).status, 0);
-  const std::string paths = " --set layers.data.source='" + data + "/train.txt' --set layers.data.eval_source='" +
-                            data + "/eval.txt' --device cpu";
-  const std::string small = " --set solver.batchsize=256 --set solver.batchsize_eval=512 --set solver.display=10";
-  const Outcome t = ember("train '" + config + "'" + paths + small +
-                              " --set solver.max_iter=40 --set solver.eval_interval=20 --set solver.snapshot=20"
-                              " --set solver.snapshot_prefix='" + (dir / "snap_").string() + "'"
-                              " --model-out '" + model + "'", dir);
+  ASSERT_EQ(
+      ember("datagen --like '" + config + "' --out '" + data + "' --samples 12000", dir).status, 0);
+  const std::string paths = " --set layers.data.source='" + data +
+                            "/train.txt' --set layers.data.eval_source='" + data +
+                            "/eval.txt' --device cpu";
+  const std::string small =
+      " --set solver.batchsize=256 --set solver.batchsize_eval=512 --set solver.display=10";
+  const Outcome t =
+      ember("train '" + config + "'" + paths + small +
+                " --set solver.max_iter=40 --set solver.eval_interval=20 --set solver.snapshot=20"
+                " --set solver.snapshot_prefix='" +
+                (dir / "snap_").string() +
+                "'"
+                " --model-out '" +
+                model + "'",
+            dir);
   ASSERT_EQ(t.status, 0) << t.err;
   EXPECT_THAT(t.out, HasSubstr("iter=10 loss="));
   EXPECT_THAT(t.out, HasSubstr("eval iter=20 AUC="));
@@ -43,7 +52,8 @@ TEST(TrainingCli, TrainEvalPredictPlotAndResume) {
   EXPECT_GT(trained_auc, 0.5);
 
   // eval: the last line is "AUC=<a> AverageLoss=<l>", the trained model's numbers.
-  const Outcome e = ember("eval '" + config + "'" + paths + small + " --model '" + model + "'", dir);
+  const Outcome e =
+      ember("eval '" + config + "'" + paths + small + " --model '" + model + "'", dir);
   ASSERT_EQ(e.status, 0) << e.err;
   const auto lines = e.lines();
   ASSERT_FALSE(lines.empty());
@@ -54,7 +64,8 @@ TEST(TrainingCli, TrainEvalPredictPlotAndResume) {
   // predict: one "label,score" line per evaluated sample, and the same AUC.
   const std::string predictions = (dir / "predictions.csv").string();
   const Outcome p = ember("predict '" + config + "'" + paths + small + " --model '" + model +
-                              "' --out '" + predictions + "'", dir);
+                              "' --out '" + predictions + "'",
+                          dir);
   ASSERT_EQ(p.status, 0) << p.err;
   EXPECT_NEAR(value_of(p.out, "AUC"), trained_auc, 1e-6);
   std::ifstream in(predictions);
@@ -81,10 +92,13 @@ TEST(TrainingCli, TrainEvalPredictPlotAndResume) {
   // Resuming from the snapshot of iteration 20 reaches iteration 40 with the same final loss.
   const Outcome r = ember("train '" + config + "'" + paths + small +
                               " --set solver.max_iter=40 --set solver.eval_interval=20"
-                              " --resume '" + (dir / "snap_snapshot_20").string() + "'", dir);
+                              " --resume '" +
+                              (dir / "snap_snapshot_20").string() + "'",
+                          dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("resumed iter=20"));
-  EXPECT_NEAR(value_of(r.out, "loss"), value_of(t.out, "loss"), 1e-6 * std::fabs(value_of(t.out, "loss")));
+  EXPECT_NEAR(value_of(r.out, "loss"), value_of(t.out, "loss"),
+              1e-6 * std::fabs(value_of(t.out, "loss")));
 }
 
 TEST(TrainingCli, ErrorsAreOneLine) {

@@ -63,7 +63,8 @@ class Canvas {
 
   void fill_rect(int x0, int y0, int x1, int y1, Rgb c) {
     for (int y = std::max(0, y0); y < std::min(h_, y1); ++y) {
-      for (int x = std::max(0, x0); x < std::min(w_, x1); ++x) blend(x, y, c, 1.0f);
+      for (int x = std::max(0, x0); x < std::min(w_, x1); ++x)
+        blend(x, y, c, 1.0f);
     }
   }
 
@@ -140,7 +141,8 @@ class TextRenderer {
     FT_Set_Pixel_Sizes(face_, 0, static_cast<FT_UInt>(size));
     int width = 0;
     for (unsigned char ch : text) {
-      if (FT_Load_Char(face_, ch, FT_LOAD_DEFAULT) == 0) width += static_cast<int>(face_->glyph->advance.x >> 6);
+      if (FT_Load_Char(face_, ch, FT_LOAD_DEFAULT) == 0)
+        width += static_cast<int>(face_->glyph->advance.x >> 6);
     }
     return width;
   }
@@ -182,7 +184,8 @@ std::string format_tick(double v, double step) {
   if (a != 0 && (a >= 1e6 || a < 1e-3)) {
     std::snprintf(buf, sizeof buf, "%.2g", v);
   } else {
-    const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+    const int decimals =
+        step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   }
   return buf;
@@ -190,7 +193,8 @@ std::string format_tick(double v, double step) {
 
 void draw_panel(Canvas& canvas, TextRenderer& text, const Panel& panel, int top, int height) {
   const Rgb ink{40, 40, 40}, grid{225, 225, 225};
-  const int left = 90, right = canvas.width() - 30, plot_top = top + 40, plot_bottom = top + height - 60;
+  const int left = 90, right = canvas.width() - 30, plot_top = top + 40,
+            plot_bottom = top + height - 60;
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
   for (const Series& s : panel.series) {
     for (auto [x, y] : s.points) {
@@ -213,7 +217,9 @@ void draw_panel(Canvas& canvas, TextRenderer& text, const Panel& panel, int top,
   y_lo -= pad, y_hi += pad;
   const auto xs = nice_ticks(x_lo, x_hi), ys = nice_ticks(y_lo, y_hi);
   auto to_x = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * (right - left); };
-  auto to_y = [&](double y) { return plot_bottom - (y - y_lo) / (y_hi - y_lo) * (plot_bottom - plot_top); };
+  auto to_y = [&](double y) {
+    return plot_bottom - (y - y_lo) / (y_hi - y_lo) * (plot_bottom - plot_top);
+  };
   const double xstep = xs.size() > 1 ? xs[1] - xs[0] : 1, ystep = ys.size() > 1 ? ys[1] - ys[0] : 1;
   for (double t : ys) {
     const double py = to_y(t);
@@ -225,23 +231,26 @@ void draw_panel(Canvas& canvas, TextRenderer& text, const Panel& panel, int top,
     const double px = to_x(t);
     canvas.line(px, plot_top, px, plot_bottom, grid, 1);
     const std::string label = format_tick(t, xstep);
-    text.draw(canvas, label, static_cast<int>(px) - text.measure(label, 12) / 2, plot_bottom + 18, 12, ink);
+    text.draw(canvas, label, static_cast<int>(px) - text.measure(label, 12) / 2, plot_bottom + 18,
+              12, ink);
   }
   canvas.line(left, plot_bottom, right, plot_bottom, ink, 1.2);
   canvas.line(left, plot_top, left, plot_bottom, ink, 1.2);
   text.draw(canvas, panel.x_label, (left + right - text.measure(panel.x_label, 13)) / 2,
             plot_bottom + 42, 13, ink);
-  text.draw(canvas, panel.y_label, 24, (plot_top + plot_bottom + text.measure(panel.y_label, 13)) / 2,
-            13, ink, /*vertical=*/true);
+  text.draw(canvas, panel.y_label, 24,
+            (plot_top + plot_bottom + text.measure(panel.y_label, 13)) / 2, 13, ink,
+            /*vertical=*/true);
   int legend_y = plot_top + 6;
   for (const Series& s : panel.series) {
     const Rgb c = rgb_of(s.rgb);
     for (std::size_t i = 1; i < s.points.size(); ++i) {
-      canvas.line(to_x(s.points[i - 1].first), to_y(s.points[i - 1].second), to_x(s.points[i].first),
-                  to_y(s.points[i].second), c, 2.0);
+      canvas.line(to_x(s.points[i - 1].first), to_y(s.points[i - 1].second),
+                  to_x(s.points[i].first), to_y(s.points[i].second), c, 2.0);
     }
     if (s.markers || s.points.size() == 1) {
-      for (auto [x, y] : s.points) canvas.dot(to_x(x), to_y(y), c, 3.5);
+      for (auto [x, y] : s.points)
+        canvas.dot(to_x(x), to_y(y), c, 3.5);
     }
     const int lx = right - 170;
     canvas.line(lx, legend_y + 6, lx + 24, legend_y + 6, c, 3);
@@ -252,10 +261,12 @@ void draw_panel(Canvas& canvas, TextRenderer& text, const Panel& panel, int top,
 
 }  // namespace
 
-bool charts_available() { return true; }
+bool charts_available() {
+  return true;
+}
 
-void write_chart_png(const std::vector<Panel>& panels, const std::filesystem::path& path,
-                     int width, int panel_height) {
+void write_chart_png(const std::vector<Panel>& panels, const std::filesystem::path& path, int width,
+                     int panel_height) {
   EMBER_CHECK(!panels.empty(), "ember plot: nothing to draw");
   Canvas canvas(width, panel_height * static_cast<int>(panels.size()));
   TextRenderer text;
@@ -275,10 +286,11 @@ void write_chart_png(const std::vector<Panel>& panels, const std::filesystem::pa
   }
   png_init_io(png, f);
   png_set_IHDR(png, info, static_cast<png_uint_32>(canvas.width()),
-               static_cast<png_uint_32>(canvas.height()), 8, PNG_COLOR_TYPE_RGB,
-               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+               static_cast<png_uint_32>(canvas.height()), 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (int y = 0; y < canvas.height(); ++y) png_write_row(png, canvas.row(y));
+  for (int y = 0; y < canvas.height(); ++y)
+    png_write_row(png, canvas.row(y));
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
   if (std::fclose(f) != 0) EMBER_THROW("ember plot: cannot finish writing ", tmp.string());
@@ -287,12 +299,15 @@ void write_chart_png(const std::vector<Panel>& panels, const std::filesystem::pa
 
 #else
 
-bool charts_available() { return false; }
+bool charts_available() {
+  return false;
+}
 
 void write_chart_png(const std::vector<Panel>&, const std::filesystem::path& path, int, int) {
-  EMBER_THROW("ember plot: this build has no chart support (FreeType, fontconfig and libpng "
-              "were not found when it was configured); cannot write ",
-              path.string());
+  EMBER_THROW(
+      "ember plot: this build has no chart support (FreeType, fontconfig and libpng "
+      "were not found when it was configured); cannot write ",
+      path.string());
 }
 
 #endif

@@ -9,12 +9,12 @@ class App;
 
 namespace ember::cli {
 
-void add_inspect_command(CLI::App& app);   // ember inspect PATH
-void add_datagen_command(CLI::App& app);   // ember datagen --out DIR
-void add_convert_command(CLI::App& app);   // ember convert criteo IN.tsv... --out DIR
-void add_plot_command(CLI::App& app);      // ember plot RUN_DIR
-void add_train_command(CLI::App& app);     // ember train CONFIG
-void add_eval_command(CLI::App& app);      // ember eval CONFIG --model DIR
-void add_predict_command(CLI::App& app);   // ember predict CONFIG --model DIR --out FILE
+void add_inspect_command(CLI::App& app);  // ember inspect PATH
+void add_datagen_command(CLI::App& app);  // ember datagen --out DIR
+void add_convert_command(CLI::App& app);  // ember convert criteo IN.tsv... --out DIR
+void add_plot_command(CLI::App& app);     // ember plot RUN_DIR
+void add_train_command(CLI::App& app);    // ember train CONFIG
+void add_eval_command(CLI::App& app);     // ember eval CONFIG --model DIR
+void add_predict_command(CLI::App& app);  // ember predict CONFIG --model DIR --out FILE
 
 }  // namespace ember::cli

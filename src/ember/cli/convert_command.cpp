@@ -65,7 +65,8 @@ void add_convert_command(CLI::App& app) {
     o.key_type = data::parse_key_type(f->key_type, "--key-type");
     o.encoding = f->encoding == "hash" ? data::CategoricalEncoding::Hash
                                        : data::CategoricalEncoding::Vocabulary;
-    if (!f->hash_buckets.empty()) o.hash_buckets = parse_int_list(f->hash_buckets, "--hash-buckets");
+    if (!f->hash_buckets.empty())
+      o.hash_buckets = parse_int_list(f->hash_buckets, "--hash-buckets");
     o.progress = !f->quiet;
     const data::CriteoConvertResult r = data::convert_criteo(o);
     if (r.malformed > 0) {
@@ -78,7 +79,8 @@ void add_convert_command(CLI::App& app) {
       std::cerr.flush();
     }
     std::int64_t vocabulary = 0;
-    for (auto v : r.description.slot_size_array) vocabulary += v;
+    for (auto v : r.description.slot_size_array)
+      vocabulary += v;
     std::cout << "ember convert: " << r.lines << " lines -> " << r.description.train.samples
               << " training and " << r.description.eval.samples << " evaluation samples ("
               << r.malformed << " malformed) in '" << o.out_dir << "', "

@@ -25,8 +25,7 @@ struct DatagenFlags {
   int files = 0, eval_files = 0, nnz_min = 0, nnz_max = 0, threads = 0, teacher_dim = 0;
   std::string slots_per_input, format, check, key_type, vocab;
   std::uint64_t seed = 0;
-  double alpha = 0, key_std = 0, interaction_std = 0, dense_std = 0, mean_logit = 0,
-         tail_decay = 0;
+  double alpha = 0, key_std = 0, interaction_std = 0, dense_std = 0, mean_logit = 0, tail_decay = 0;
   std::vector<std::pair<CLI::Option*, std::function<void(data::DatagenOptions&)>>> setters;
 };
 
@@ -64,10 +63,14 @@ void add_datagen_command(CLI::App& app) {
   add(cmd->add_option("--slots-per-input", f->slots_per_input,
                       "Several sparse inputs: their slot counts, comma-separated (e.g. 1,26)")
           ->excludes(slots_option),
-      [p](auto& o) { o.slots_per_input = parse_int_list(p->slots_per_input, "--slots-per-input"); });
-  add(cmd->add_option("--dense-dim", f->dense_dim, "Dense features")->default_val(defaults.dense_dim),
+      [p](auto& o) {
+        o.slots_per_input = parse_int_list(p->slots_per_input, "--slots-per-input");
+      });
+  add(cmd->add_option("--dense-dim", f->dense_dim, "Dense features")
+          ->default_val(defaults.dense_dim),
       [p](auto& o) { o.dense_dim = p->dense_dim; });
-  add(cmd->add_option("--label-dim", f->label_dim, "Label columns")->default_val(defaults.label_dim),
+  add(cmd->add_option("--label-dim", f->label_dim, "Label columns")
+          ->default_val(defaults.label_dim),
       [p](auto& o) { o.label_dim = p->label_dim; });
   add(cmd->add_option("--format", f->format, "norm or raw")
           ->check(CLI::IsMember({"norm", "raw"}))
@@ -89,7 +92,8 @@ void add_datagen_command(CLI::App& app) {
   add(cmd->add_option("--alpha", f->alpha, "Power-law exponent of key popularity (0: uniform)")
           ->default_val(defaults.alpha),
       [p](auto& o) { o.alpha = p->alpha; });
-  add(cmd->add_option("--nnz-min", f->nnz_min, "Fewest keys per slot")->default_val(defaults.nnz_min),
+  add(cmd->add_option("--nnz-min", f->nnz_min, "Fewest keys per slot")
+          ->default_val(defaults.nnz_min),
       [p](auto& o) { o.nnz_min = p->nnz_min; });
   add(cmd->add_option("--nnz-max", f->nnz_max, "Most keys per slot (multi-hot when > 1)")
           ->default_val(defaults.nnz_max),
@@ -139,8 +143,8 @@ void add_datagen_command(CLI::App& app) {
     o.out_dir = f->out;
     const data::DatasetDescription d = data::generate_dataset(o);
     std::cout << "ember datagen: " << d.train.samples << " training and " << d.eval.samples
-              << " evaluation samples in '" << f->out << "' (" << data::to_string(d.format)
-              << ", " << d.slot_num() << " slots, teacher AUC " << d.extra["teacher_auc"].dump()
+              << " evaluation samples in '" << f->out << "' (" << data::to_string(d.format) << ", "
+              << d.slot_num() << " slots, teacher AUC " << d.extra["teacher_auc"].dump()
               << "); description: " << f->out << "/dataset.json" << std::endl;
   });
 }

@@ -17,9 +17,10 @@ struct EvalFlags {
 
 void add_eval_command(CLI::App& app) {
   auto f = std::make_shared<EvalFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "eval", "Evaluate a saved model (up to max_eval_batches); the last line is "
-              "\"AUC=<a> AverageLoss=<l>\"");
+  CLI::App* cmd =
+      app.add_subcommand("eval",
+                         "Evaluate a saved model (up to max_eval_batches); the last line is "
+                         "\"AUC=<a> AverageLoss=<l>\"");
   f->session.add_to(*cmd);
   cmd->add_option("--model", f->model, "The model: a checkpoint directory")->required();
   cmd->callback([f] {

@@ -36,8 +36,10 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--format", flags->format, "norm (data file or file list; detected) or raw")
       ->check(CLI::IsMember({"norm", "raw"}))
       ->capture_default_str();
-  cmd->add_option("--label-dim", o.label_dim, "Raw: label values per sample")->capture_default_str();
-  cmd->add_option("--dense-dim", o.dense_dim, "Raw: dense values per sample")->capture_default_str();
+  cmd->add_option("--label-dim", o.label_dim, "Raw: label values per sample")
+      ->capture_default_str();
+  cmd->add_option("--dense-dim", o.dense_dim, "Raw: dense values per sample")
+      ->capture_default_str();
   cmd->add_option("--slot-num", o.slot_num, "Raw: slots (keys) per sample");
   cmd->add_option("--slot-size-array", flags->slot_sizes,
                   "Raw: vocabulary per slot, comma-separated (keys get the slot offsets)");
@@ -57,7 +59,8 @@ void add_inspect_command(CLI::App& app) {
     if (s.dropped > 0) {
       std::cerr << "ember inspect: " << s.dropped
                 << " sample(s) dropped by a checksum mismatch and skipped:";
-      for (const auto& d : s.first_drops) std::cerr << " " << d.file << " sample " << d.sample_index << ";";
+      for (const auto& d : s.first_drops)
+        std::cerr << " " << d.file << " sample " << d.sample_index << ";";
       if (static_cast<std::int64_t>(s.first_drops.size()) < s.dropped) std::cerr << " ...";
       std::cerr << std::endl;
     }

@@ -18,8 +18,9 @@ struct PredictFlags {
 void add_predict_command(CLI::App& app) {
   auto f = std::make_shared<PredictFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "predict", "Write \"label,score\" (score: the predicted probability) for every evaluated "
-                 "sample of the configuration's eval source");
+      "predict",
+      "Write \"label,score\" (score: the predicted probability) for every evaluated "
+      "sample of the configuration's eval source");
   f->session.add_to(*cmd);
   cmd->add_option("--model", f->model, "The model: a checkpoint directory")->required();
   cmd->add_option("--out", f->out, "Output file")->required();

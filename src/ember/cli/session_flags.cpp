@@ -26,7 +26,8 @@ train::SessionOptions SessionFlags::session_options() const {
   o.device = device;
   o.cpu_ranks = cpu_ranks;
   if (!gpus.empty()) {
-    for (std::int64_t g : parse_int_list(gpus, "--gpus")) o.gpus.push_back(static_cast<int>(g));
+    for (std::int64_t g : parse_int_list(gpus, "--gpus"))
+      o.gpus.push_back(static_cast<int>(g));
   }
   return o;
 }

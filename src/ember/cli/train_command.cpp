@@ -38,7 +38,8 @@ void run(const TrainFlags& f) {
   }
   std::cout << "done iter=" << r.iterations;
   if (r.last_loss) std::cout << " loss=" << *r.last_loss;
-  if (r.last_eval) std::cout << " AUC=" << r.last_eval->auc << " AverageLoss=" << r.last_eval->average_loss;
+  if (r.last_eval)
+    std::cout << " AUC=" << r.last_eval->auc << " AverageLoss=" << r.last_eval->average_loss;
   std::cout << " samples/s=" << static_cast<long long>(r.samples_per_second)
             << " seconds=" << r.seconds << std::endl;
 }

@@ -12,6 +12,7 @@
 #include "ember/core/stream.hpp"
 #include "ember/embedding/hash_table_cuda.hpp"
 #include "ember/embedding/hash_table_slots.hpp"
+#include "ember/embedding/key_dispatch.hpp"
 #include "ember/tensor/ops.hpp"
 
 namespace ember::embedding {
@@ -22,20 +23,6 @@ struct HostCounter {
 };
 
 namespace {
-
-template <class F>
-void dispatch_key(DType t, F&& f) {
-  switch (t) {
-    case DType::U32:
-      f(TypeTag<std::uint32_t>{});
-      return;
-    case DType::I64:
-      f(TypeTag<std::int64_t>{});
-      return;
-    default:
-      EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
-  }
-}
 
 // Spins until the inserting thread has published the row of a claimed slot.
 std::uint32_t wait_row(std::uint32_t& row_ref) {

@@ -9,6 +9,7 @@
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
+#include "ember/embedding/key_dispatch.hpp"
 #include "ember/tensor/ops.hpp"
 
 // Runs a step on the CPU or on CUDA, by the rank's place.
@@ -23,20 +24,6 @@
 namespace ember::embedding {
 
 namespace {
-
-template <class F>
-void dispatch_key(DType t, F&& f) {
-  switch (t) {
-    case DType::U32:
-      f(TypeTag<std::uint32_t>{});
-      return;
-    case DType::I64:
-      f(TypeTag<std::int64_t>{});
-      return;
-    default:
-      EMBER_THROW("embedding keys must be u32 or i64, got ", dtype_name(t));
-  }
-}
 
 template <class T>
 T* ptr(const Tensor& t) {

@@ -95,26 +95,49 @@ struct BadCase {
 TEST(ModelConfig, BadConfigsAreRefusedWithClearMessages) {
   const std::vector<BadCase> cases = {
       {"unknown top-level key", [](json& c) { c["solvr"] = json::object(); }, {"solvr"}},
-      {"unknown solver key", [](json& c) { c["solver"]["batch_size"] = 3; }, {"solver", "batch_size"}},
-      {"both iteration limits", [](json& c) { c["solver"]["num_epochs"] = 1; }, {"max_iter", "num_epochs"}},
+      {"unknown solver key",
+       [](json& c) { c["solver"]["batch_size"] = 3; },
+       {"solver", "batch_size"}},
+      {"both iteration limits",
+       [](json& c) { c["solver"]["num_epochs"] = 1; },
+       {"max_iter", "num_epochs"}},
       {"no batch size", [](json& c) { c["solver"].erase("batchsize"); }, {"batchsize", "missing"}},
-      {"bad metric", [](json& c) { c["solver"]["eval_metrics"] = {"AUC:x"}; }, {"eval_metrics", "AUC:x"}},
+      {"bad metric",
+       [](json& c) { c["solver"]["eval_metrics"] = {"AUC:x"}; },
+       {"eval_metrics", "AUC:x"}},
       {"unknown optimizer", [](json& c) { c["optimizer"]["type"] = "Adamax"; }, {"Adamax"}},
-      {"first layer not Data", [](json& c) { std::swap(c["layers"][0], c["layers"][1]); }, {"first layer", "Data"}},
-      {"unknown layer type", [](json& c) { layer(c, "fc1")["type"] = "Convolution"; }, {"fc1", "Convolution"}},
-      {"unknown layer key", [](json& c) { layer(c, "fc1")["fc_param"]["num_outputs"] = 3; }, {"fc1", "num_outputs"}},
-      {"missing bottom", [](json& c) { layer(c, "fc2")["bottom"] = "nothere"; }, {"fc2", "nothere", "earlier layer"}},
-      {"duplicate top", [](json& c) { layer(c, "fc2")["top"] = "fc1"; }, {"fc2", "fc1", "already produced"}},
+      {"first layer not Data",
+       [](json& c) { std::swap(c["layers"][0], c["layers"][1]); },
+       {"first layer", "Data"}},
+      {"unknown layer type",
+       [](json& c) { layer(c, "fc1")["type"] = "Convolution"; },
+       {"fc1", "Convolution"}},
+      {"unknown layer key",
+       [](json& c) { layer(c, "fc1")["fc_param"]["num_outputs"] = 3; },
+       {"fc1", "num_outputs"}},
+      {"missing bottom",
+       [](json& c) { layer(c, "fc2")["bottom"] = "nothere"; },
+       {"fc2", "nothere", "earlier layer"}},
+      {"duplicate top",
+       [](json& c) { layer(c, "fc2")["top"] = "fc1"; },
+       {"fc2", "fc1", "already produced"}},
       {"own top as bottom", [](json& c) { layer(c, "fc1")["top"] = "dense"; }, {"fc1", "dense"}},
-      {"tensor read twice", [](json& c) {
-         layer(c, "fc2")["bottom"] = "fc1";
-       }, {"fc2", "fc1", "already read"}},
+      {"tensor read twice",
+       [](json& c) { layer(c, "fc2")["bottom"] = "fc1"; },
+       {"fc2", "fc1", "already read"}},
       {"no loss", [](json& c) { c["layers"].erase(c["layers"].size() - 1); }, {"no loss layer"}},
-      {"layer after the loss", [](json& c) {
-         c["layers"].push_back({{"name", "late"}, {"type", "ReLU"}, {"bottom", "loss"}, {"top", "late"}});
-       }, {"late", "after the loss"}},
-      {"embedding reads no sparse input", [](json& c) { layer(c, "sparse_embedding1")["bottom"] = "dense"; }, {"sparse_embedding1", "sparse input"}},
-      {"unknown embedding key", [](json& c) { layer(c, "sparse_embedding1")["sparse_embedding_hparam"]["vec_size"] = 8; }, {"sparse_embedding1", "vec_size"}},
+      {"layer after the loss",
+       [](json& c) {
+         c["layers"].push_back(
+             {{"name", "late"}, {"type", "ReLU"}, {"bottom", "loss"}, {"top", "late"}});
+       },
+       {"late", "after the loss"}},
+      {"embedding reads no sparse input",
+       [](json& c) { layer(c, "sparse_embedding1")["bottom"] = "dense"; },
+       {"sparse_embedding1", "sparse input"}},
+      {"unknown embedding key",
+       [](json& c) { layer(c, "sparse_embedding1")["sparse_embedding_hparam"]["vec_size"] = 8; },
+       {"sparse_embedding1", "vec_size"}},
       {"bad Data check", [](json& c) { layer(c, "data")["check"] = "Crc"; }, {"Crc"}},
       {"missing name", [](json& c) { layer(c, "fc1").erase("name"); }, {"name"}},
   };
@@ -139,8 +162,11 @@ TEST(ModelConfig, UnusedTopIsAnError) {
   json c = base_config();
   // fc_side reads fc2 and its top is never read; the loss reads fc_side2 instead.
   auto& layers = c["layers"];
-  layers.insert(layers.begin() + 5, json{{"name", "split"}, {"type", "Slice"}, {"bottom", "fc2"},
-                                         {"top", {"a", "b"}}, {"ranges", {{0, 1}, {0, 1}}}});
+  layers.insert(layers.begin() + 5, json{{"name", "split"},
+                                         {"type", "Slice"},
+                                         {"bottom", "fc2"},
+                                         {"top", {"a", "b"}},
+                                         {"ranges", {{0, 1}, {0, 1}}}});
   layer(c, "loss")["bottom"] = {"a", "label"};
   try {
     (void)parse_model_config(c, "test");

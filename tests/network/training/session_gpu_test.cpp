@@ -41,7 +41,8 @@ TEST(SessionGpu, TrainsLikeTheCpu) {
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) {
       // Summation orders differ (cuBLAS, atomics-free but reordered reductions): close, not equal.
-      EXPECT_NEAR(b[i].second, a[i].second, 2e-3 * std::fabs(a[i].second)) << name << " iteration " << i + 1;
+      EXPECT_NEAR(b[i].second, a[i].second, 2e-3 * std::fabs(a[i].second))
+          << name << " iteration " << i + 1;
     }
     EXPECT_EQ(ea.samples, eb.samples);
     EXPECT_NEAR(eb.auc, ea.auc, 5e-3) << name;

@@ -21,7 +21,8 @@ using namespace testing_support;
 
 std::vector<double> losses_of(const TrainResult& r) {
   std::vector<double> out;
-  for (const auto& [it, loss] : r.losses) out.push_back(loss);
+  for (const auto& [it, loss] : r.losses)
+    out.push_back(loss);
   return out;
 }
 
@@ -36,7 +37,8 @@ SessionOptions quiet(int ranks = 1) {
 
 double mean(const std::vector<double>& v, std::size_t from, std::size_t to) {
   double s = 0;
-  for (std::size_t i = from; i < to; ++i) s += v[i];
+  for (std::size_t i = from; i < to; ++i)
+    s += v[i];
   return s / static_cast<double>(to - from);
 }
 
@@ -47,7 +49,8 @@ TEST(Session, EverySampleConfigTrainsAndItsLossFalls) {
     Session session(tiny_config(json, *data, 256, 50), quiet());
     const auto losses = losses_of(session.train());
     ASSERT_EQ(losses.size(), 50u) << name;
-    for (double l : losses) ASSERT_TRUE(std::isfinite(l)) << name;
+    for (double l : losses)
+      ASSERT_TRUE(std::isfinite(l)) << name;
     EXPECT_LT(mean(losses, 40, 50), mean(losses, 0, 10) - 0.02) << name;
   }
 }
@@ -55,7 +58,8 @@ TEST(Session, EverySampleConfigTrainsAndItsLossFalls) {
 TEST(Session, SeveralCpuRanksGiveTheLossesOfOne) {
   const auto base = sample_config("dlrm");
   auto data = make_dataset(base, 8000);
-  for (const char* type : {"LocalizedSlotSparseEmbeddingHash", "DistributedSlotSparseEmbeddingHash"}) {
+  for (const char* type :
+       {"LocalizedSlotSparseEmbeddingHash", "DistributedSlotSparseEmbeddingHash"}) {
     auto json = base;
     json["layers"][1]["type"] = type;
     if (std::string(type) == "DistributedSlotSparseEmbeddingHash") {
@@ -92,7 +96,8 @@ TEST(Session, ResumeEqualsUninterrupted) {
     {
       Session s(tiny_config(json, *data, 256, 10), quiet(ranks));
       const auto first = losses_of(s.train());
-      for (std::size_t i = 0; i < first.size(); ++i) EXPECT_DOUBLE_EQ(first[i], straight[i]);
+      for (std::size_t i = 0; i < first.size(); ++i)
+        EXPECT_DOUBLE_EQ(first[i], straight[i]);
       s.save(ckpt / "at10");
     }
     Session resumed(tiny_config(json, *data, 256, 20), quiet(ranks));

@@ -43,7 +43,8 @@ ModelConfig tiny_config(nlohmann::json config, const TinyDataset& data, std::int
   s["eval_interval"] = 0;
   s["snapshot"] = 0;
   s["device"] = "cpu";
-  for (const std::string& o : overrides) apply_override(config, o);
+  for (const std::string& o : overrides)
+    apply_override(config, o);
   return parse_model_config(config, "test config");
 }
 

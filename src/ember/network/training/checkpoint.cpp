@@ -32,7 +32,8 @@ std::uint64_t hash_file(const fs::path& path) {
       h = (h ^ (w * 0xff51afd7ed558ccdull)) * 0xc4ceb9fe1a85ec53ull;
       h ^= h >> 29;
     }
-    for (; i < got; ++i) h = (h ^ static_cast<unsigned char>(buffer[i])) * 0x100000001b3ull;
+    for (; i < got; ++i)
+      h = (h ^ static_cast<unsigned char>(buffer[i])) * 0x100000001b3ull;
   }
   h ^= length * 0x9e3779b97f4a7c15ull;
   h ^= h >> 31;
@@ -97,7 +98,8 @@ void CheckpointWriter::commit(nlohmann::json meta, const std::vector<std::string
   fs::path old;
   if (fs::exists(final_)) {
     for (const std::string& name : keep) {
-      if (fs::exists(final_ / name) && !fs::exists(staging_ / name)) fs::rename(final_ / name, staging_ / name);
+      if (fs::exists(final_ / name) && !fs::exists(staging_ / name))
+        fs::rename(final_ / name, staging_ / name);
     }
     old = final_;
     old += ".old-" + std::to_string(::getpid());
@@ -111,7 +113,8 @@ void CheckpointWriter::commit(nlohmann::json meta, const std::vector<std::string
 
 nlohmann::json verify_checkpoint(const fs::path& dir) {
   const fs::path meta_path = dir / "meta.json";
-  if (!fs::is_directory(dir)) EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " does not exist");
+  if (!fs::is_directory(dir))
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " does not exist");
   std::ifstream in(meta_path);
   if (!in) {
     EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
@@ -121,22 +124,24 @@ nlohmann::json verify_checkpoint(const fs::path& dir) {
   try {
     meta = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (", e.what(), ")");
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (", e.what(),
+                   ")");
   }
   if (meta.value("format", "") != "ember-checkpoint" || !meta.contains("files") ||
       !meta["files"].is_array()) {
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is not an Ember checkpoint's");
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
+                   ": meta.json is not an Ember checkpoint's");
   }
   if (meta.value("version", 0) != kCheckpointVersion) {
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has version ", meta.value("version", 0),
-                   "; this Ember reads version ", kCheckpointVersion);
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has version ",
+                   meta.value("version", 0), "; this Ember reads version ", kCheckpointVersion);
   }
   for (const auto& f : meta["files"]) {
     const fs::path path = dir / f.at("path").get<std::string>();
     const auto bytes = f.at("bytes").get<std::uint64_t>();
     if (!fs::is_regular_file(path)) {
-      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": file ", f.at("path").get<std::string>(),
-                     " is missing");
+      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": file ",
+                     f.at("path").get<std::string>(), " is missing");
     }
     const auto actual = static_cast<std::uint64_t>(fs::file_size(path));
     if (actual != bytes) {

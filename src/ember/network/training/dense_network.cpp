@@ -17,7 +17,8 @@ DenseNetwork::DenseNetwork(const std::vector<nlohmann::json>& layers,
       bottoms.push_back(it == blobs.end() ? nullptr : it->second);
     }
     layers_.push_back(create_layer(j, bottoms, ctx));
-    for (const BlobPtr& top : layers_.back()->tops()) blobs[top->name()] = top;
+    for (const BlobPtr& top : layers_.back()->tops())
+      blobs[top->name()] = top;
   }
   EMBER_CHECK(!layers_.empty(), "a network needs at least its loss layer");
   loss_ = dynamic_cast<LossLayer*>(layers_.back().get());
@@ -28,14 +29,17 @@ DenseNetwork::DenseNetwork(const std::vector<nlohmann::json>& layers,
 }
 
 void DenseNetwork::bind() {
-  for (LayerPtr& layer : layers_) layer->bind();
+  for (LayerPtr& layer : layers_)
+    layer->bind();
   std::vector<Layer*> raw;
-  for (LayerPtr& layer : layers_) raw.push_back(layer.get());
+  for (LayerPtr& layer : layers_)
+    raw.push_back(layer.get());
   chained_ = chain_fully_connected_layers(raw);
 }
 
 void DenseNetwork::forward(bool training, StreamHandle stream) {
-  for (LayerPtr& layer : layers_) layer->forward(training, stream);
+  for (LayerPtr& layer : layers_)
+    layer->forward(training, stream);
 }
 
 void DenseNetwork::backward(StreamHandle stream) {

@@ -12,7 +12,9 @@ double binary_cross_entropy(double x, double y) {
 }
 
 namespace {
-double sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x)); }
+double sigmoid(double x) {
+  return x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+}
 }  // namespace
 
 EvalAccumulator::EvalAccumulator(nn::LossLayer::Kind kind, std::vector<float> target_weight)
@@ -27,8 +29,10 @@ void EvalAccumulator::add(std::span<const float> logits, std::span<const float> 
   const std::size_t lc = logits.size() / n, yc = labels.size() / n;
   switch (kind_) {
     case nn::LossLayer::Kind::BinaryCrossEntropy:
-      EMBER_CHECK(lc == 1 && yc == 1, "evaluation: BinaryCrossEntropy expects one logit and one "
-                                      "label per sample, got ", lc, " and ", yc);
+      EMBER_CHECK(lc == 1 && yc == 1,
+                  "evaluation: BinaryCrossEntropy expects one logit and one "
+                  "label per sample, got ",
+                  lc, " and ", yc);
       for (std::size_t i = 0; i < n; ++i) {
         scores_.push_back(sigmoid(logits[i]));
         labels_.push_back(labels[i]);
@@ -37,8 +41,10 @@ void EvalAccumulator::add(std::span<const float> logits, std::span<const float> 
       samples_ += rows;
       break;
     case nn::LossLayer::Kind::CrossEntropy:
-      EMBER_CHECK(lc == 2 && yc == 1, "evaluation: CrossEntropy expects two logits and one label "
-                                      "per sample, got ", lc, " and ", yc);
+      EMBER_CHECK(lc == 2 && yc == 1,
+                  "evaluation: CrossEntropy expects two logits and one label "
+                  "per sample, got ",
+                  lc, " and ", yc);
       for (std::size_t i = 0; i < n; ++i) {
         const double a = logits[2 * i], b = logits[2 * i + 1], m = std::max(a, b);
         const double log_z = m + std::log(std::exp(a - m) + std::exp(b - m));
@@ -50,8 +56,10 @@ void EvalAccumulator::add(std::span<const float> logits, std::span<const float> 
       samples_ += rows;
       break;
     case nn::LossLayer::Kind::MultiCrossEntropy: {
-      EMBER_CHECK(lc == yc, "evaluation: MultiCrossEntropy expects as many logits as labels per "
-                            "sample, got ", lc, " and ", yc);
+      EMBER_CHECK(lc == yc,
+                  "evaluation: MultiCrossEntropy expects as many logits as labels per "
+                  "sample, got ",
+                  lc, " and ", yc);
       for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t c = 0; c < lc; ++c) {
           const float y = labels[i * yc + c];

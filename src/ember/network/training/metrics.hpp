@@ -12,7 +12,7 @@
 namespace ember::train {
 
 struct EvalResult {
-  double auc = 0;           // NaN when one class is absent
+  double auc = 0;  // NaN when one class is absent
   double average_loss = 0;
   std::int64_t samples = 0;
 };

@@ -19,8 +19,7 @@ using nlohmann::json;
 
 bool is_embedding_type(const std::string& type) {
   return type == "DistributedSlotSparseEmbeddingHash" ||
-         type == "LocalizedSlotSparseEmbeddingHash" ||
-         type == "LocalizedSlotSparseEmbeddingOneHot";
+         type == "LocalizedSlotSparseEmbeddingHash" || type == "LocalizedSlotSparseEmbeddingOneHot";
 }
 
 void note_alias(const std::string& where, const std::string& old_name,
@@ -51,7 +50,8 @@ void normalise_aliases(json& root) {
     }
     if (auto opt = layer.find("optimizer"); opt != layer.end() && opt->is_object()) {
       if (auto hp = opt->find("adam_hparam"); hp != opt->end() && hp->is_object() &&
-                                              hp->contains("alpha") && !hp->contains("learning_rate")) {
+                                              hp->contains("alpha") &&
+                                              !hp->contains("learning_rate")) {
         (*hp)["learning_rate"] = (*hp)["alpha"];
         hp->erase("alpha");
         note_alias("layer '" + name + "' optimizer", "alpha", "learning_rate");
@@ -69,8 +69,9 @@ void normalise_aliases(json& root) {
       if (hp->contains("load_factor")) {
         hp->erase("load_factor");
         log_once("load_factor:" + name, spdlog::level::info,
-                 "layer '" + name + "': 'load_factor' is accepted and has no effect in Ember "
-                 "(tables size their hash slots themselves)");
+                 "layer '" + name +
+                     "': 'load_factor' is accepted and has no effect in Ember "
+                     "(tables size their hash slots themselves)");
       }
     }
   }
@@ -101,8 +102,8 @@ void check_graph(const ModelConfig& c, const json& layers) {
   std::vector<std::string> order;  // tops in production order, for the unused check
   auto produce = [&](const std::string& top, const std::string& layer, std::size_t index) {
     if (auto it = produced.find(top); it != produced.end()) {
-      EMBER_THROW_AS(ConfigError, "layer '", layer, "': top '", top, "' is already produced by layer '",
-                     it->second.layer, "'");
+      EMBER_THROW_AS(ConfigError, "layer '", layer, "': top '", top,
+                     "' is already produced by layer '", it->second.layer, "'");
     }
     produced[top] = {layer, index};
     order.push_back(top);
@@ -110,7 +111,8 @@ void check_graph(const ModelConfig& c, const json& layers) {
   const std::string data_name = c.data.name;
   produce(c.data.label_top, data_name, 0);
   if (c.data.dense_dim > 0) produce(c.data.dense_top, data_name, 0);
-  for (const auto& s : c.data.sparse) produce(s.top, data_name, 0);
+  for (const auto& s : c.data.sparse)
+    produce(s.top, data_name, 0);
   for (std::size_t i = 1; i < layers.size(); ++i) {
     const json& layer = layers[i];
     const std::string name = layer.value("name", std::string());
@@ -127,12 +129,14 @@ void check_graph(const ModelConfig& c, const json& layers) {
       }
       if (auto it = consumer.find(b); it != consumer.end()) {
         EMBER_THROW_AS(ConfigError, where, ": tensor '", b, "' is already read by layer '",
-                       it->second, "'; a tensor has one reader (duplicate it with a Slice layer, "
+                       it->second,
+                       "'; a tensor has one reader (duplicate it with a Slice layer, "
                        "as HugeCTR's configurations do)");
       }
       consumer[b] = name;
     }
-    for (const std::string& t : tops) produce(t, name, i);
+    for (const std::string& t : tops)
+      produce(t, name, i);
   }
   for (const std::string& t : order) {
     if (consumer.count(t) == 0 && t != c.loss_top) {
@@ -149,9 +153,11 @@ void dry_build(const ModelConfig& c) {
   nn::BuildContext ctx(nn::BuildOptions{}, store);
   std::map<std::string, nn::BlobPtr> inputs;
   const Place host = Place::host();
-  inputs[c.data.label_top] = nn::make_input_blob(c.data.label_top, {1, c.data.label_dim}, DType::F32, host, false);
+  inputs[c.data.label_top] =
+      nn::make_input_blob(c.data.label_top, {1, c.data.label_dim}, DType::F32, host, false);
   if (c.data.dense_dim > 0) {
-    inputs[c.data.dense_top] = nn::make_input_blob(c.data.dense_top, {1, c.data.dense_dim}, DType::F32, host, false);
+    inputs[c.data.dense_top] =
+        nn::make_input_blob(c.data.dense_top, {1, c.data.dense_dim}, DType::F32, host, false);
   }
   for (const auto& e : c.embeddings) {
     inputs[e.top] = nn::make_input_blob(e.top, {1, e.slot_num, e.vec_size}, DType::F32, host, true);
@@ -161,7 +167,8 @@ void dry_build(const ModelConfig& c) {
 
 }  // namespace
 
-const embedding::EmbeddingConfig* ModelConfig::embedding_reading(const std::string& sparse_top) const {
+const embedding::EmbeddingConfig* ModelConfig::embedding_reading(
+    const std::string& sparse_top) const {
   for (const auto& e : embeddings) {
     if (e.bottom == sparse_top) return &e;
   }
@@ -169,7 +176,8 @@ const embedding::EmbeddingConfig* ModelConfig::embedding_reading(const std::stri
 }
 
 ModelConfig parse_model_config(json root, const std::string& where) {
-  if (!root.is_object()) EMBER_THROW_AS(ConfigError, where, ": the configuration must be a JSON object");
+  if (!root.is_object())
+    EMBER_THROW_AS(ConfigError, where, ": the configuration must be a JSON object");
   for (const auto& [key, value] : root.items()) {
     if (key == "solver" || key == "optimizer" || key == "layers") continue;
     if (key == "all_reduce") {
@@ -181,7 +189,8 @@ ModelConfig parse_model_config(json root, const std::string& where) {
                    "' (expected solver, optimizer, layers)");
   }
   for (const char* key : {"solver", "optimizer", "layers"}) {
-    if (!root.contains(key)) EMBER_THROW_AS(ConfigError, where, ": missing top-level key '", key, "'");
+    if (!root.contains(key))
+      EMBER_THROW_AS(ConfigError, where, ": missing top-level key '", key, "'");
   }
   normalise_aliases(root);
   ModelConfig c;
@@ -215,10 +224,12 @@ ModelConfig parse_model_config(json root, const std::string& where) {
       }
     }
   }
-  c.data = data::parse_data_layer(layers[0], "layer '" + layers[0]["name"].get<std::string>() + "'");
+  c.data =
+      data::parse_data_layer(layers[0], "layer '" + layers[0]["name"].get<std::string>() + "'");
   c.data.name = layers[0]["name"].get<std::string>();
   std::set<std::string> known_dense;
-  for (const std::string& t : nn::dense_layer_types()) known_dense.insert(t);
+  for (const std::string& t : nn::dense_layer_types())
+    known_dense.insert(t);
   std::size_t losses = 0;
   for (std::size_t i = 1; i < layers.size(); ++i) {
     const json& layer = layers[i];
@@ -242,7 +253,8 @@ ModelConfig parse_model_config(json root, const std::string& where) {
                        "): bottom must be one sparse input of the Data layer, got ",
                        layer["bottom"].dump());
       }
-      embedding::SparseInputSpec spec{input->top, input->slot_num, input->max_feature_num_per_sample};
+      embedding::SparseInputSpec spec{input->top, input->slot_num,
+                                      input->max_feature_num_per_sample};
       c.embeddings.push_back(embedding::parse_embedding_layer(
           layer, spec, c.solver.key_type, c.solver.seed + 1000003 * (c.embeddings.size() + 1)));
       continue;
@@ -251,7 +263,8 @@ ModelConfig parse_model_config(json root, const std::string& where) {
       EMBER_THROW_AS(ConfigError, "layer '", name, "': unknown layer type '", type, "'");
     }
     if (losses > 0) {
-      EMBER_THROW_AS(ConfigError, "layer '", name, "': layers after the loss layer are not allowed");
+      EMBER_THROW_AS(ConfigError, "layer '", name,
+                     "': layers after the loss layer are not allowed");
     }
     if (nn::is_loss_type(type)) {
       ++losses;
@@ -264,8 +277,9 @@ ModelConfig parse_model_config(json root, const std::string& where) {
     c.dense_layers.push_back(layer);
   }
   if (losses == 0) {
-    EMBER_THROW_AS(ConfigError, where, ": no loss layer (BinaryCrossEntropyLoss, CrossEntropyLoss or "
-                                       "MultiCrossEntropyLoss) at the end of 'layers'");
+    EMBER_THROW_AS(ConfigError, where,
+                   ": no loss layer (BinaryCrossEntropyLoss, CrossEntropyLoss or "
+                   "MultiCrossEntropyLoss) at the end of 'layers'");
   }
   check_graph(c, layers);
   dry_build(c);
@@ -296,14 +310,16 @@ ModelConfig load_model_config(const std::filesystem::path& path,
     EMBER_THROW_AS(ConfigError, path.string(), ":", line, ":", column, ": not valid JSON (",
                    e.what(), ")");
   }
-  for (const std::string& o : overrides) apply_override(root, o);
+  for (const std::string& o : overrides)
+    apply_override(root, o);
   return parse_model_config(std::move(root), path.string());
 }
 
 void apply_override(json& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    EMBER_THROW_AS(ConfigError, "--set '", assignment, "': expected path=value, e.g. solver.batchsize=1024");
+    EMBER_THROW_AS(ConfigError, "--set '", assignment,
+                   "': expected path=value, e.g. solver.batchsize=1024");
   }
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   json value;
@@ -314,7 +330,8 @@ void apply_override(json& root, const std::string& assignment) {
   }
   std::vector<std::string> parts;
   std::stringstream ss(path);
-  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  for (std::string part; std::getline(ss, part, '.');)
+    parts.push_back(part);
   json* node = &root;
   std::string walked;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -352,7 +369,8 @@ void apply_override(json& root, const std::string& assignment) {
       }
       node = &*it;
     } else {
-      EMBER_THROW_AS(ConfigError, "--set ", path, ": '", walked.substr(0, walked.size() - part.size() - 1),
+      EMBER_THROW_AS(ConfigError, "--set ", path, ": '",
+                     walked.substr(0, walked.size() - part.size() - 1),
                      "' is not an object or a list");
     }
   }

@@ -26,8 +26,8 @@
 namespace ember::train {
 
 struct ModelConfig {
-  std::string source;      // the file it came from, for messages ("" when built in memory)
-  nlohmann::json json;     // after overrides and alias normalisation
+  std::string source;   // the file it came from, for messages ("" when built in memory)
+  nlohmann::json json;  // after overrides and alias normalisation
   SolverConfig solver;
   OptimizerConfig optimizer;
   data::DataConfig data;

@@ -9,16 +9,21 @@ namespace ember::train {
 using Clock = std::chrono::steady_clock;
 
 ProgressBar::ProgressBar(std::int64_t total, bool enabled)
-    : total_(total), enabled_(enabled && ::isatty(STDERR_FILENO) == 1),
-      start_(Clock::now()), last_(start_) {}
+    : total_(total),
+      enabled_(enabled && ::isatty(STDERR_FILENO) == 1),
+      start_(Clock::now()),
+      last_(start_) {}
 
-ProgressBar::~ProgressBar() { clear(); }
+ProgressBar::~ProgressBar() {
+  clear();
+}
 
 std::string ProgressBar::render(std::int64_t iteration, std::int64_t total,
                                 double samples_per_second, double eta_seconds, int width) {
   std::string line;
   if (total > 0) {
-    const int filled = static_cast<int>(width * std::min<double>(1.0, static_cast<double>(iteration) / total));
+    const int filled =
+        static_cast<int>(width * std::min<double>(1.0, static_cast<double>(iteration) / total));
     line = "[" + std::string(static_cast<std::size_t>(filled), '#') +
            std::string(static_cast<std::size_t>(width - filled), '.') + "] ";
     line += std::to_string(iteration) + "/" + std::to_string(total);

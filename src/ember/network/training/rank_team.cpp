@@ -6,7 +6,8 @@ namespace ember::train {
 
 RankTeam::RankTeam(std::vector<Place> places) : places_(std::move(places)) {
   if (places_.size() > 1) {
-    for (int r = 0; r < size(); ++r) threads_.emplace_back([this, r] { worker(r); });
+    for (int r = 0; r < size(); ++r)
+      threads_.emplace_back([this, r] { worker(r); });
   }
 }
 
@@ -16,7 +17,8 @@ RankTeam::~RankTeam() {
     stopping_ = true;
   }
   work_ready_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_)
+    t.join();
 }
 
 void RankTeam::call(int rank, const std::function<void(int)>& fn) {

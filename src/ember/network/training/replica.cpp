@@ -32,10 +32,12 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   loss_scaler_ = mixed ? solver.loss_scaler : 1.0f;
 
   for (const auto& e : config.embeddings) {
-    const auto it = std::find_if(config.data.sparse.begin(), config.data.sparse.end(),
-                                 [&](const data::SparseInputConfig& s) { return s.top == e.bottom; });
+    const auto it =
+        std::find_if(config.data.sparse.begin(), config.data.sparse.end(),
+                     [&](const data::SparseInputConfig& s) { return s.top == e.bottom; });
     embedding_input_.push_back(static_cast<std::size_t>(it - config.data.sparse.begin()));
-    embeddings_.push_back(std::make_unique<embedding::SparseEmbedding>(e, config.optimizer, *comm_));
+    embeddings_.push_back(
+        std::make_unique<embedding::SparseEmbedding>(e, config.optimizer, *comm_));
   }
 
   const DType activations = mixed ? DType::F16 : DType::F32;
@@ -51,14 +53,16 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   o.build_gradients = true;
   train_ctx_ = std::make_unique<nn::BuildContext>(o, store_);
   train_in_ = make_inputs(options.train_rows, true);
-  train_net_ = std::make_unique<nn::DenseNetwork>(config.dense_layers, train_in_->by_name, *train_ctx_);
+  train_net_ =
+      std::make_unique<nn::DenseNetwork>(config.dense_layers, train_in_->by_name, *train_ctx_);
   train_ctx_->allocate();
   train_net_->bind();
 
   o.build_gradients = false;
   eval_ctx_ = std::make_unique<nn::BuildContext>(o, store_);
   eval_in_ = make_inputs(options.eval_rows, false);
-  eval_net_ = std::make_unique<nn::DenseNetwork>(config.dense_layers, eval_in_->by_name, *eval_ctx_);
+  eval_net_ =
+      std::make_unique<nn::DenseNetwork>(config.dense_layers, eval_in_->by_name, *eval_ctx_);
   eval_ctx_->allocate();
   eval_net_->bind();
 
@@ -92,7 +96,9 @@ StreamHandle Replica::stream() const {
   return place_.is_cuda() ? current_stream(place_.device()) : nullptr;
 }
 
-void Replica::initialize_dense(std::uint64_t seed) { store_->initialize(seed); }
+void Replica::initialize_dense(std::uint64_t seed) {
+  store_->initialize(seed);
+}
 
 namespace {
 // The CSR with empty rows appended up to `rows`: a batch that does not divide over the ranks is
@@ -119,8 +125,8 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
   EMBER_CHECK(!training || n == in.rows, "rank ", rank(), ": training batches must be full (",
               in.rows, " samples per rank), got ", n);
   const std::int64_t ranks = comm_->size(), block = (batch.global_size + ranks - 1) / ranks;
-  EMBER_CHECK(batch.local_offset == std::min(batch.global_size, rank() * block),
-              "rank ", rank(), ": the batch share starts at sample ", batch.local_offset,
+  EMBER_CHECK(batch.local_offset == std::min(batch.global_size, rank() * block), "rank ", rank(),
+              ": the batch share starts at sample ", batch.local_offset,
               ", not at the equal-block offset ", rank() * block);
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     const std::int64_t slots = config_.embeddings[i].slot_num;
@@ -147,7 +153,9 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   return lr;
 }
 
-double Replica::last_loss() const { return train_net_->loss().read_loss(stream()); }
+double Replica::last_loss() const {
+  return train_net_->loss().read_loss(stream());
+}
 
 void Replica::eval_step(const data::DeviceBatch& batch, std::vector<float>& logits,
                         std::vector<float>& labels) {
@@ -164,7 +172,9 @@ void Replica::eval_step(const data::DeviceBatch& batch, std::vector<float>& logi
   labels.insert(labels.end(), y.begin(), y.end());
 }
 
-std::int64_t Replica::steps() const { return optimizer_->steps(); }
+std::int64_t Replica::steps() const {
+  return optimizer_->steps();
+}
 
 void Replica::resume_at(std::int64_t steps) {
   optimizer_->schedule().set_step(steps);
@@ -264,7 +274,8 @@ void Replica::read_dense(const fs::path& dir, bool with_states) {
 }
 
 void Replica::save(const fs::path& dir, bool with_optimizer_states) {
-  for (auto& e : embeddings_) e->save(dir / "sparse" / e->config().name, with_optimizer_states);
+  for (auto& e : embeddings_)
+    e->save(dir / "sparse" / e->config().name, with_optimizer_states);
   if (rank() == 0) write_dense(dir, with_optimizer_states);
   comm_->barrier();
 }
@@ -301,8 +312,9 @@ void Replica::load_model_files(const SolverConfig& solver) {
   }
   if (!solver.sparse_model_files.empty()) {
     if (solver.sparse_model_files.size() != embeddings_.size()) {
-      EMBER_THROW_AS(ConfigError, "solver.sparse_model_file lists ", solver.sparse_model_files.size(),
-                     " model(s) but the configuration has ", embeddings_.size(), " embedding(s)");
+      EMBER_THROW_AS(ConfigError, "solver.sparse_model_file lists ",
+                     solver.sparse_model_files.size(), " model(s) but the configuration has ",
+                     embeddings_.size(), " embedding(s)");
     }
     for (std::size_t i = 0; i < embeddings_.size(); ++i) {
       embeddings_[i]->load(solver.sparse_model_files[i]);

@@ -67,7 +67,9 @@ class Replica {
     return embeddings_;
   }
   nn::LossLayer::Kind loss_kind() const { return train_net_->loss().kind(); }
-  const std::vector<float>& loss_target_weight() const { return train_net_->loss().target_weight(); }
+  const std::vector<float>& loss_target_weight() const {
+    return train_net_->loss().target_weight();
+  }
 
  private:
   struct Inputs;

@@ -16,8 +16,8 @@ RunLog::RunLog(const std::filesystem::path& dir, bool append) : path_(dir / "met
 
 void RunLog::add(std::int64_t iteration, const char* phase, const char* metric, double value) {
   if (!out_.is_open()) return;
-  out_ << iteration << ',' << phase << ',' << metric << ',' << std::setprecision(9) << value
-       << '\n' << std::flush;
+  out_ << iteration << ',' << phase << ',' << metric << ',' << std::setprecision(9) << value << '\n'
+       << std::flush;
 }
 
 }  // namespace ember::train

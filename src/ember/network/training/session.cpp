@@ -64,7 +64,8 @@ std::vector<CommunicatorPtr> make_communicators(const std::vector<Place>& places
                      " GPUs needs NCCL, which this build of Ember does not have");
     }
     std::vector<int> devices;
-    for (const Place& p : places) devices.push_back(p.device());
+    for (const Place& p : places)
+      devices.push_back(p.device());
     comms = make_nccl_communicators(devices);
   } else {
     comms = make_in_process_communicators(static_cast<int>(places.size()));
@@ -115,13 +116,16 @@ Session::~Session() {
   if (impl_) impl_->team.reset();
 }
 
-int Session::ranks() const { return static_cast<int>(impl_->places.size()); }
+int Session::ranks() const {
+  return static_cast<int>(impl_->places.size());
+}
 
 std::string Session::describe_devices() const {
   const auto& p = impl_->places;
   if (p.front().is_cuda()) {
     std::string s;
-    for (const Place& place : p) s += (s.empty() ? "" : ",") + place.to_string();
+    for (const Place& place : p)
+      s += (s.empty() ? "" : ",") + place.to_string();
     return s;
   }
   return p.size() == 1 ? "cpu" : "cpu x" + std::to_string(p.size());
@@ -138,15 +142,15 @@ TrainResult Session::train() {
   po.mode = s.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;
   po.num_epochs = s.num_epochs;
   po.deterministic = true;  // the same batches in the same order: resumable, reproducible
-  data::Pipeline pipeline(data::make_data_source(config_.data, s.key_type, data::DataSplit::Train, s.seed),
-                          po);
+  data::Pipeline pipeline(
+      data::make_data_source(config_.data, s.key_type, data::DataSplit::Train, s.seed), po);
   // Resuming: the batches already trained on are read again and passed over, so the next step
   // sees the batch an uninterrupted run would have.
   for (std::int64_t used = 0; used < iteration_;) {
     auto b = pipeline.next();
     if (!b) {
-      EMBER_THROW_AS(DataError, "resuming at iteration ", iteration_, ": the training data ran out after ",
-                     used, " batches");
+      EMBER_THROW_AS(DataError, "resuming at iteration ", iteration_,
+                     ": the training data ran out after ", used, " batches");
     }
     if (b->global_size == s.batchsize) ++used;
   }
@@ -168,25 +172,31 @@ TrainResult Session::train() {
       continue;
     }
     m.team->run([&](int r) {
-      lrs[static_cast<std::size_t>(r)] =
-          m.replicas[static_cast<std::size_t>(r)]->train_step(batch->devices[static_cast<std::size_t>(r)]);
+      lrs[static_cast<std::size_t>(r)] = m.replicas[static_cast<std::size_t>(r)]->train_step(
+          batch->devices[static_cast<std::size_t>(r)]);
     });
     ++iteration_;
     window_samples += batch->global_size;
     trained_samples += batch->global_size;
-    const double window_seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
-    bar.update(iteration_, window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0);
+    const double window_seconds =
+        std::chrono::duration<double>(Clock::now() - window_start).count();
+    bar.update(iteration_,
+               window_seconds > 0 ? static_cast<double>(window_samples) / window_seconds : 0);
     if (s.display > 0 && iteration_ % s.display == 0) {
       std::vector<double> losses(m.places.size());
-      m.team->run([&](int r) { losses[static_cast<std::size_t>(r)] = m.replicas[static_cast<std::size_t>(r)]->last_loss(); });
+      m.team->run([&](int r) {
+        losses[static_cast<std::size_t>(r)] = m.replicas[static_cast<std::size_t>(r)]->last_loss();
+      });
       double loss = 0;
-      for (double l : losses) loss += l;
+      for (double l : losses)
+        loss += l;
       loss /= static_cast<double>(losses.size());
       const double seconds = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double rate = seconds > 0 ? static_cast<double>(window_samples) / seconds : 0;
       bar.clear();
-      *m.out << "iter=" << iteration_ << " loss=" << format_number(loss) << " lr="
-             << format_number(lrs.front()) << " samples/s=" << std::llround(rate) << std::endl;
+      *m.out << "iter=" << iteration_ << " loss=" << format_number(loss)
+             << " lr=" << format_number(lrs.front()) << " samples/s=" << std::llround(rate)
+             << std::endl;
       m.log.add(iteration_, "train", "loss", loss);
       m.log.add(iteration_, "train", "lr", lrs.front());
       m.log.add(iteration_, "train", "samples_per_s", rate);
@@ -209,7 +219,7 @@ TrainResult Session::train() {
     if (s.snapshot > 0 && iteration_ % s.snapshot == 0) {
       bar.clear();
       const std::string name = "snapshot_" + std::to_string(iteration_);
-      const fs::path dir = !s.snapshot_prefix.empty() ? fs::path(s.snapshot_prefix + name)
+      const fs::path dir = !s.snapshot_prefix.empty()  ? fs::path(s.snapshot_prefix + name)
                            : !options_.run_dir.empty() ? options_.run_dir / name
                                                        : fs::path(name);
       save(dir);
@@ -218,7 +228,8 @@ TrainResult Session::train() {
   }
   bar.clear();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.samples_per_second = result.seconds > 0 ? static_cast<double>(trained_samples) / result.seconds : 0;
+  result.samples_per_second =
+      result.seconds > 0 ? static_cast<double>(trained_samples) / result.seconds : 0;
   result.iterations = iteration_;
   // A run that ended between evaluations reports the model it ends with.
   if (last_eval_iteration != iteration_ && !config_.data.eval_source.empty()) {
@@ -246,7 +257,8 @@ std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
   po.num_epochs = 1;
   po.deterministic = true;
   po.require_even_split = false;
-  data::Pipeline pipeline(data::make_data_source(c.data, s.key_type, data::DataSplit::Eval, s.seed), po);
+  data::Pipeline pipeline(data::make_data_source(c.data, s.key_type, data::DataSplit::Eval, s.seed),
+                          po);
   std::vector<std::vector<float>> logits(places.size()), labels(places.size());
   std::int64_t batches = 0, samples = 0;
   while (true) {
@@ -292,7 +304,8 @@ EvalResult Session::evaluate() {
   const EvalResult r = acc.finish();
   *m.out << "eval iter=" << iteration_;
   if (config_.solver.wants(EvalMetric::Kind::AUC)) *m.out << " AUC=" << format_number(r.auc);
-  *m.out << " AverageLoss=" << format_number(r.average_loss) << " samples=" << r.samples << std::endl;
+  *m.out << " AverageLoss=" << format_number(r.average_loss) << " samples=" << r.samples
+         << std::endl;
   m.log.add(iteration_, "eval", "AUC", r.auc);
   m.log.add(iteration_, "eval", "AverageLoss", r.average_loss);
   return r;
@@ -306,16 +319,16 @@ EvalResult Session::predict(const fs::path& path) {
   std::ofstream out(tmp);
   if (!out) EMBER_THROW_AS(DataError, "cannot write predictions to ", path.string());
   std::size_t written = 0;
-  run_evaluation(config_, *m.team, m.replicas, m.places,
-                 [&](const std::vector<float>& logits, const std::vector<float>& labels,
-                     std::int64_t rows) {
-                   acc.add(logits, labels, rows);
-                   const auto& scores = acc.scores();
-                   const auto& ys = acc.labels();
-                   for (; written < scores.size(); ++written) {
-                     out << ys[written] << ',' << std::setprecision(8) << scores[written] << '\n';
-                   }
-                 });
+  run_evaluation(
+      config_, *m.team, m.replicas, m.places,
+      [&](const std::vector<float>& logits, const std::vector<float>& labels, std::int64_t rows) {
+        acc.add(logits, labels, rows);
+        const auto& scores = acc.scores();
+        const auto& ys = acc.labels();
+        for (; written < scores.size(); ++written) {
+          out << ys[written] << ',' << std::setprecision(8) << scores[written] << '\n';
+        }
+      });
   out.close();
   if (!out) EMBER_THROW_AS(DataError, "cannot finish writing ", tmp.string(), " (disk full?)");
   fs::rename(tmp, path);
@@ -325,18 +338,21 @@ EvalResult Session::predict(const fs::path& path) {
 void Session::save(const fs::path& dir) {
   Impl& m = *impl_;
   CheckpointWriter writer(dir);
-  m.team->run([&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(writer.staging(), true); });
+  m.team->run(
+      [&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(writer.staging(), true); });
   nlohmann::json meta;
   meta["iteration"] = iteration_;
   meta["config"] = config_.source;
   meta["devices"] = describe_devices();
   nlohmann::json names = nlohmann::json::array();
-  for (const auto& e : config_.embeddings) names.push_back(e.name);
+  for (const auto& e : config_.embeddings)
+    names.push_back(e.name);
   meta["embeddings"] = names;
   // What dense.model (trainable, in order) and dense.non_trainable hold, for tools reading them.
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : m.replicas.front()->parameters().parameters()) {
-    params.push_back({{"name", p->name()}, {"shape", p->shape().to_vector()}, {"trainable", p->trainable()}});
+    params.push_back(
+        {{"name", p->name()}, {"shape", p->shape().to_vector()}, {"trainable", p->trainable()}});
   }
   meta["dense_parameters"] = params;
   writer.commit(meta, {"metrics.csv", "metrics.png"});

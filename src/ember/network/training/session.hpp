@@ -21,12 +21,12 @@
 namespace ember::train {
 
 struct SessionOptions {
-  std::string device;        // "cpu", "cuda" or "" (the solver's, else cuda when present)
-  std::vector<int> gpus;     // overrides solver.gpu
-  int cpu_ranks = 0;         // CPU data-parallel ranks (0: the solver's, default 1)
+  std::string device;             // "cpu", "cuda" or "" (the solver's, else cuda when present)
+  std::vector<int> gpus;          // overrides solver.gpu
+  int cpu_ranks = 0;              // CPU data-parallel ranks (0: the solver's, default 1)
   std::filesystem::path run_dir;  // where metrics.csv goes ("" for none)
-  bool progress = true;      // a progress bar when stderr is a terminal
-  std::ostream* out = nullptr;  // display and evaluation lines (default std::cout)
+  bool progress = true;           // a progress bar when stderr is a terminal
+  std::ostream* out = nullptr;    // display and evaluation lines (default std::cout)
 };
 
 struct TrainResult {

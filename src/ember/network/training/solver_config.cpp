@@ -43,12 +43,14 @@ std::vector<std::vector<int>> parse_gpus(nn::JsonReader& r) {
     for (const auto& node : v) {
       if (!node.is_array()) r.fail("gpu", "mixes lists and ids: ", v.dump());
       std::vector<int> ids;
-      for (const auto& id : node) ids.push_back(device(id));
+      for (const auto& id : node)
+        ids.push_back(device(id));
       nodes.push_back(ids);
     }
   } else {
     std::vector<int> ids;
-    for (const auto& id : v) ids.push_back(device(id));
+    for (const auto& id : v)
+      ids.push_back(device(id));
     nodes.push_back(ids);
   }
   for (const auto& ids : nodes) {
@@ -64,7 +66,8 @@ std::vector<std::vector<int>> parse_gpus(nn::JsonReader& r) {
 std::vector<EvalMetric> parse_metrics(nn::JsonReader& r) {
   if (!r.has("eval_metrics")) return {{EvalMetric::Kind::AUC, std::nullopt}};
   const nlohmann::json& v = r.raw("eval_metrics");
-  if (!v.is_array()) r.fail("eval_metrics", "must be a list such as [\"AUC:0.8025\", \"AverageLoss\"]");
+  if (!v.is_array())
+    r.fail("eval_metrics", "must be a list such as [\"AUC:0.8025\", \"AverageLoss\"]");
   std::vector<EvalMetric> metrics;
   for (const auto& item : v) {
     if (!item.is_string()) r.fail("eval_metrics", "entries must be strings, got ", item.dump());
@@ -111,7 +114,8 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   c.display = r.integer("display", 200);
   const bool has_iter = r.has("max_iter"), has_epochs = r.has("num_epochs");
   if (has_iter == has_epochs) {
-    EMBER_THROW_AS(ConfigError, where, ": exactly one of 'max_iter' and 'num_epochs' must be given");
+    EMBER_THROW_AS(ConfigError, where,
+                   ": exactly one of 'max_iter' and 'num_epochs' must be given");
   }
   if (has_iter) c.max_iter = r.integer("max_iter");
   if (has_epochs) c.num_epochs = r.integer("num_epochs");
@@ -128,16 +132,20 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   c.eval_interval = r.integer("eval_interval", 0);
   // "eval_batches" is what HugeCTR 2.x called max_eval_batches.
   if (r.has("eval_batches") && r.has("max_eval_batches")) {
-    EMBER_THROW_AS(ConfigError, where, ": give 'max_eval_batches' or its old name 'eval_batches', not both");
+    EMBER_THROW_AS(ConfigError, where,
+                   ": give 'max_eval_batches' or its old name 'eval_batches', not both");
   }
-  c.max_eval_batches = r.has("eval_batches") ? r.integer("eval_batches") : r.integer("max_eval_batches", 0);
+  c.max_eval_batches =
+      r.has("eval_batches") ? r.integer("eval_batches") : r.integer("max_eval_batches", 0);
   c.max_eval_samples = r.integer("max_eval_samples", 0);
   if (c.max_eval_batches > 0 && c.max_eval_samples > 0) {
     EMBER_THROW_AS(ConfigError, where, ": give 'max_eval_batches' or 'max_eval_samples', not both");
   }
-  const std::pair<const char*, std::int64_t> counts[] = {
-      {"display", c.display}, {"snapshot", c.snapshot}, {"eval_interval", c.eval_interval},
-      {"max_eval_batches", c.max_eval_batches}, {"max_eval_samples", c.max_eval_samples}};
+  const std::pair<const char*, std::int64_t> counts[] = {{"display", c.display},
+                                                         {"snapshot", c.snapshot},
+                                                         {"eval_interval", c.eval_interval},
+                                                         {"max_eval_batches", c.max_eval_batches},
+                                                         {"max_eval_samples", c.max_eval_samples}};
   for (const auto& [key, value] : counts) {
     if (value < 0) r.fail(key, "must not be negative, got ", value);
   }
@@ -188,12 +196,13 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
     r.fail("device", "must be \"cpu\" or \"cuda\", got '", c.device, "'");
   }
   c.cpu_ranks = static_cast<int>(r.integer("cpu_ranks", 1));
-  if (c.cpu_ranks < 1 || c.cpu_ranks > 64) r.fail("cpu_ranks", "must be in [1, 64], got ", c.cpu_ranks);
+  if (c.cpu_ranks < 1 || c.cpu_ranks > 64)
+    r.fail("cpu_ranks", "must be in [1, 64], got ", c.cpu_ranks);
   // Accepted for compatibility: Ember always runs what these switch on, or has no such knob.
-  for (const char* key : {"cuda_graph", "concurrent_mlp", "overlap_lr", "overlap_init_wgrad",
-                          "overlap_ar_a2a", "use_holistic_cuda_graph", "use_overlapped_pipeline",
-                          "grouped_all_reduce", "num_iterations_statistics",
-                          "is_dlrm", "holistic_cuda_graph", "async_mlp_wgrad"}) {
+  for (const char* key :
+       {"cuda_graph", "concurrent_mlp", "overlap_lr", "overlap_init_wgrad", "overlap_ar_a2a",
+        "use_holistic_cuda_graph", "use_overlapped_pipeline", "grouped_all_reduce",
+        "num_iterations_statistics", "is_dlrm", "holistic_cuda_graph", "async_mlp_wgrad"}) {
     if (r.has(key)) {
       r.ignore(key);
       log_once(std::string("solver.") + key, spdlog::level::info,

@@ -22,14 +22,14 @@ struct EvalMetric {
 
 struct SolverConfig {
   std::string lr_policy = "fixed";
-  std::int64_t display = 200;      // iterations between display lines (0: none)
-  std::int64_t max_iter = 0;       // exactly one of max_iter and num_epochs is set
+  std::int64_t display = 200;  // iterations between display lines (0: none)
+  std::int64_t max_iter = 0;   // exactly one of max_iter and num_epochs is set
   std::int64_t num_epochs = 0;
   std::int64_t batchsize = 0;
-  std::int64_t batchsize_eval = 0;  // defaults to batchsize
-  std::int64_t snapshot = 0;        // iterations between checkpoints (0: none)
-  std::string snapshot_prefix;      // checkpoints go to <snapshot_prefix>snapshot_<iter>/
-  std::int64_t eval_interval = 0;   // iterations between evaluations (0: only at the end)
+  std::int64_t batchsize_eval = 0;    // defaults to batchsize
+  std::int64_t snapshot = 0;          // iterations between checkpoints (0: none)
+  std::string snapshot_prefix;        // checkpoints go to <snapshot_prefix>snapshot_<iter>/
+  std::int64_t eval_interval = 0;     // iterations between evaluations (0: only at the end)
   std::int64_t max_eval_batches = 0;  // 0: the whole evaluation set
   std::int64_t max_eval_samples = 0;
   // Initial models (HugeCTR's dense_model_file / sparse_model_file, one sparse entry per
