@@ -7,6 +7,10 @@
 // Two Norm datasets are generated in a temporary directory (and removed at the end): DLRM-shaped
 // (1 label, 13 dense, 26 one-hot slots) and multi-hot (26 slots of 1..10 keys), both with check
 // Sum and u32 keys, 16 files each. They are read once before timing so they sit in the page cache.
+// After each pipeline run it prints where the time went (Pipeline::stats(), the caching pinned
+// allocator's counters, the process's CPU time and context switches), so a slow configuration on
+// the device shows its cause in the same output.
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "ember/core/caching_allocators.hpp"
 #include "ember/core/device.hpp"
 #include "ember/core/error.hpp"
 #include "ember/data/file_list.hpp"
@@ -169,9 +174,109 @@ void bench_parser(const Dataset& d, std::vector<std::string>& summary) {
   summary.emplace_back(line);
 }
 
+// The caching pinned allocator's counters (GPU runs only: it needs a device).
+struct PinnedSnapshot {
+  bool valid = false;
+  std::int64_t host_allocs = 0;  // cudaHostAlloc calls
+  std::int64_t num_allocs = 0;   // blocks handed out
+  std::int64_t reserved = 0;     // bytes pinned, in use or cached
+};
+
+PinnedSnapshot pinned_snapshot(bool gpu) {
+  PinnedSnapshot p;
+  if (!gpu || !caching_allocators_enabled()) return p;
+  const PinnedAllocatorStats s = caching_pinned_allocator().stats();
+  p.valid = true;
+  p.host_allocs = s.host_allocs;
+  p.num_allocs = s.num_allocs;
+  p.reserved = s.reserved_bytes.current;
+  return p;
+}
+
+// The whole process's CPU time and context switches: how many cores the pipeline kept busy, and
+// whether its threads were pushed off their cores (involuntary switches: more runnable threads
+// than cores) or slept (voluntary: condition-variable waits).
+struct ProcessCpu {
+  double cpu_seconds = 0;
+  long voluntary = 0, involuntary = 0;
+};
+
+ProcessCpu process_cpu() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  ProcessCpu c;
+  c.cpu_seconds = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                  1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  c.voluntary = u.ru_nvcsw;
+  c.involuntary = u.ru_nivcsw;
+  return c;
+}
+
 struct PipelineResult {
   double samples_per_s = 0, gb_per_s = 0;
+  // For print_diagnosis: counters at the start of the timed window and at its end.
+  double start_seconds = 0, window_seconds = 0;
+  PipelineStats s0, s1;
+  PinnedSnapshot before, p0, p1;
+  ProcessCpu c0, c1;
 };
+
+// What the next device run needs to tell a slow configuration's cause: the start-up cost (and
+// how much memory it pinned), whether anything was allocated inside the timed window, and where
+// the pipeline's threads spent the window.
+void print_diagnosis(const PipelineResult& r) {
+  const PipelineStats& s0 = r.s0;
+  const PipelineStats& s1 = r.s1;
+  const PinnedSnapshot& before = r.before;
+  const PinnedSnapshot& p0 = r.p0;
+  const PinnedSnapshot& p1 = r.p1;
+  const double start_seconds = r.start_seconds, window_seconds = r.window_seconds;
+  const auto batches = static_cast<double>(std::max<std::int64_t>(1, s1.batches - s0.batches));
+  const auto ms = [&](double a, double b) { return 1e3 * (b - a) / batches; };
+  const double delivered = static_cast<double>(std::max<std::int64_t>(1, s1.samples - s0.samples));
+  std::printf("      start %.2f s (construction + warm-up), %d workers: %lld host batches of "
+              "%.1f MB (%lld up front), %.2f s making them",
+              start_seconds, s1.workers, static_cast<long long>(s0.host_batches),
+              static_cast<double>(s1.host_batch_bytes) / 1e6,
+              static_cast<long long>(s0.reserved_host_batches), s0.host_batch_seconds);
+  if (p0.valid) {
+    std::printf("; %lld cudaHostAlloc, %.2f GB pinned",
+                static_cast<long long>(p0.host_allocs - before.host_allocs),
+                static_cast<double>(p0.reserved) / 1e9);
+  }
+  std::printf("\n");
+  std::printf("      timed %.2f s, %lld batches: %lld host batches made (%.2f s)",
+              window_seconds, static_cast<long long>(s1.batches - s0.batches),
+              static_cast<long long>(s1.host_batches - s0.host_batches),
+              s1.host_batch_seconds - s0.host_batch_seconds);
+  if (p1.valid) {
+    std::printf(", %lld cudaHostAlloc, %lld pinned blocks handed out",
+                static_cast<long long>(p1.host_allocs - p0.host_allocs),
+                static_cast<long long>(p1.num_allocs - p0.num_allocs));
+  }
+  std::printf(", %lld device slots (%lld late); workers read %.2fx the samples delivered, %lld "
+              "batches merged\n",
+              static_cast<long long>(s1.device_slots), static_cast<long long>(s1.late_device_slots),
+              static_cast<double>(s1.samples_read - s0.samples_read) / delivered,
+              static_cast<long long>(s1.merged_batches - s0.merged_batches));
+  std::printf("      ms per batch: collector waits for workers %.2f, merges %.2f, queues copies %.2f, "
+              "waits for copies %.2f, waits for consumer %.2f; workers wait (sum) %.2f; consumer "
+              "waits %.2f; slot reuses before release %lld\n",
+              ms(s0.collector_input_wait_seconds, s1.collector_input_wait_seconds),
+              ms(s0.merge_seconds, s1.merge_seconds),
+              ms(s0.copy_issue_seconds, s1.copy_issue_seconds),
+              ms(s0.copy_wait_seconds, s1.copy_wait_seconds),
+              ms(s0.collector_output_wait_seconds, s1.collector_output_wait_seconds),
+              ms(s0.worker_output_wait_seconds, s1.worker_output_wait_seconds),
+              ms(s0.consumer_wait_seconds, s1.consumer_wait_seconds),
+              static_cast<long long>(s1.slot_reuse_waits - s0.slot_reuse_waits));
+  std::printf("      CPU: %.1f cores busy on average (of %u); context switches per batch: %.1f "
+              "voluntary, %.1f involuntary\n",
+              (r.c1.cpu_seconds - r.c0.cpu_seconds) / std::max(1e-9, window_seconds),
+              std::thread::hardware_concurrency(),
+              static_cast<double>(r.c1.voluntary - r.c0.voluntary) / batches,
+              static_cast<double>(r.c1.involuntary - r.c0.involuntary) / batches);
+}
 
 PipelineResult run_pipeline(const Dataset& d, int workers, std::vector<Place> devices,
                             std::int64_t batch_size, double min_seconds) {
@@ -181,17 +286,34 @@ PipelineResult run_pipeline(const Dataset& d, int workers, std::vector<Place> de
   o.num_workers = workers;
   o.prefetch_depth = 3;
   o.mode = PipelineMode::Repeat;
-  Pipeline p(std::make_shared<NormSource>(d.list, CheckMode::Sum, d.layout), o);
-  for (int i = 0; i < 3; ++i) p.next();  // warm-up: threads started, buffers allocated
-  const auto read0 = p.stats().bytes_read;
-  const auto t0 = Clock::now();
-  std::int64_t samples = 0;
-  do {
-    for (int i = 0; i < 4; ++i) samples += p.next()->global_size;
-  } while (seconds_since(t0) < min_seconds);
-  const double s = seconds_since(t0);
-  const auto bytes = static_cast<double>(p.stats().bytes_read - read0);
-  return {static_cast<double>(samples) / s, bytes / s / 1e9};
+  const bool gpu = o.devices.front().is_cuda();
+  PipelineResult r;
+  r.before = pinned_snapshot(gpu);
+  const auto start = Clock::now();
+  {
+    Pipeline p(std::make_shared<NormSource>(d.list, CheckMode::Sum, d.layout), o);
+    // Warm-up: every worker has delivered once.
+    for (int i = 0; i < std::max(3, p.num_workers()); ++i) p.next();
+    r.start_seconds = seconds_since(start);
+    r.s0 = p.stats();
+    r.p0 = pinned_snapshot(gpu);
+    r.c0 = process_cpu();
+    const auto t0 = Clock::now();
+    std::int64_t samples = 0;
+    do {
+      for (int i = 0; i < 4; ++i) samples += p.next()->global_size;
+    } while (seconds_since(t0) < min_seconds);
+    r.window_seconds = seconds_since(t0);
+    r.s1 = p.stats();
+    r.p1 = pinned_snapshot(gpu);
+    r.c1 = process_cpu();
+    r.samples_per_s = static_cast<double>(samples) / r.window_seconds;
+    r.gb_per_s = static_cast<double>(r.s1.bytes_read - r.s0.bytes_read) / r.window_seconds / 1e9;
+  }
+  // Each run starts from an empty pinned cache: its start-up figure is its own, and blocks of
+  // an earlier run's size class do not sit pinned beside this one's.
+  if (gpu && caching_allocators_enabled()) caching_pinned_allocator().empty_cache();
+  return r;
 }
 
 std::vector<int> thread_counts(int max) {
@@ -205,8 +327,9 @@ void bench_host_pipeline(const Dataset& d, const Args& a, std::vector<std::strin
   PipelineResult last;
   for (int t : thread_counts(a.threads)) {
     last = run_pipeline(d, t, {Place::host()}, 65536, a.quick ? 0.5 : 1.5);
-    std::printf("  pipeline -> host, %2d thr  %8.2f M samples/s  %6.2f GB/s\n", t,
+    std::printf("  pipeline -> host, %2d thr  %8.2f M samples/s  %6.2f GB/s parsed\n", t,
                 last.samples_per_s / 1e6, last.gb_per_s);
+    print_diagnosis(last);
   }
   char line[256];
   std::snprintf(line, sizeof line, "SUMMARY | data | pipeline %s -> host, %d threads | %.2f M samples/s | - | -",
@@ -220,8 +343,9 @@ void bench_gpu_pipeline(const Dataset& d, const Args& a, std::vector<std::string
   for (int t : thread_counts(a.threads)) {
     if (t < a.threads / 2 && t != 1) continue;  // the interesting end of the curve
     last = run_pipeline(d, t, {Place::cuda(0)}, 65536, a.quick ? 0.5 : 2.0);
-    std::printf("  pipeline -> cuda:0, %2d thr %8.2f M samples/s  %6.2f GB/s\n", t,
+    std::printf("  pipeline -> cuda:0, %2d thr %8.2f M samples/s  %6.2f GB/s parsed\n", t,
                 last.samples_per_s / 1e6, last.gb_per_s);
+    print_diagnosis(last);
   }
   char line[256];
   if (has_target) {

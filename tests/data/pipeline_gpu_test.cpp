@@ -2,6 +2,9 @@
 // depth, with the split over devices, held batches left intact and clean shutdown.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "data/data_test_support.hpp"
 #include "ember/core/device.hpp"
 #include "ember/data/file_list.hpp"
@@ -193,6 +196,52 @@ TEST(PipelineGpu, WorkerErrorsReachTheConsumer) {
         }
       },
       DataError);
+}
+
+TEST(PipelineGpu, MemoryIsTakenUpFrontAndLateOnlyForHeldBatches) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  for (PipelineMode mode : {PipelineMode::Repeat, PipelineMode::Epochs}) {
+    PipelineOptions o;
+    o.batch_size = 64;
+    o.num_workers = 3;
+    o.devices = {Place::cuda(0)};
+    o.prefetch_depth = 2;
+    o.mode = mode;
+    o.num_epochs = 2;
+    Pipeline p(source, o);
+    const std::int64_t reserved = steady_host_batches(3, true, 2, mode);
+    EXPECT_EQ(p.stats().host_batches, reserved);
+    EXPECT_EQ(p.stats().device_slots, 2 + 2);
+    // One batch at a time: nothing made later.
+    for (int i = 0; i < 30; ++i) {
+      auto b = p.next();
+      ASSERT_TRUE(b);
+    }
+    PipelineStats s = p.stats();
+    EXPECT_EQ(s.late_host_batches, 0);
+    EXPECT_EQ(s.host_batches, reserved);
+    EXPECT_EQ(s.late_device_slots, 0);
+    EXPECT_EQ(s.device_slots, 4);
+    EXPECT_GE(s.copy_issue_seconds, 0.0);
+    EXPECT_GE(s.copy_wait_seconds, 0.0);
+    if (mode == PipelineMode::Epochs) continue;
+    // Held device batches take device slots, never host batches (those go back after the
+    // copies): with 5 held, the queue's 2 and the collector's 1, 4 slots beyond the 4 reserved.
+    std::vector<Batch> held;
+    for (int i = 0; i < 5; ++i) held.push_back(*p.next());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (p.stats().late_device_slots < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s = p.stats();
+    EXPECT_EQ(s.late_device_slots, 4);
+    EXPECT_EQ(s.device_slots, 8);
+    EXPECT_EQ(s.late_host_batches, 0);
+  }
 }
 
 }  // namespace

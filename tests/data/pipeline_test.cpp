@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "data/data_test_support.hpp"
 #include "ember/data/norm_reader.hpp"
@@ -487,6 +488,276 @@ TEST(Pipeline, DefaultWorkersAreBoundedByTheFiles) {
   o.num_workers = 8;
   Pipeline q(norm_source(d, shape), o);
   EXPECT_EQ(q.num_workers(), 1);
+}
+
+// ---- memory taken up front, and the counters -------------------------------------------------
+
+// Batches a run of Epochs mode hands out per epoch, from the Norm shards (worker w reads files
+// w, w+W, ...; a shard's samples make full batches and one partial one, and the collector
+// gathers the partial ones into as few batches as they fill).
+struct EpochShape {
+  std::int64_t full = 0;    // full batches straight from the workers
+  std::int64_t merged = 0;  // batches gathered from partial ones
+};
+EpochShape expected_epoch(const std::vector<std::int64_t>& counts, int workers, std::int64_t B) {
+  EpochShape e;
+  std::int64_t remainders = 0;
+  for (int w = 0; w < workers; ++w) {
+    std::int64_t shard = 0;
+    for (std::size_t f = static_cast<std::size_t>(w); f < counts.size();
+         f += static_cast<std::size_t>(workers)) {
+      shard += counts[f];
+    }
+    e.full += shard / B;
+    remainders += shard % B;
+  }
+  e.merged = (remainders + B - 1) / B;
+  return e;
+}
+
+// The timers are sums of waits: never negative, and no thread waits longer than the run.
+void expect_timers_within(const PipelineStats& s, double elapsed) {
+  for (double t : {s.collector_input_wait_seconds, s.collector_output_wait_seconds,
+                   s.merge_seconds, s.consumer_wait_seconds}) {
+    EXPECT_GE(t, 0.0);
+    EXPECT_LE(t, elapsed);
+  }
+  EXPECT_GE(s.worker_output_wait_seconds, 0.0);
+  EXPECT_LE(s.worker_output_wait_seconds, elapsed * s.workers);
+  // Host pipelines make no device copies.
+  EXPECT_EQ(s.copy_issue_seconds, 0.0);
+  EXPECT_EQ(s.copy_wait_seconds, 0.0);
+  EXPECT_EQ(s.device_slots, 0);
+  EXPECT_EQ(s.late_device_slots, 0);
+  EXPECT_EQ(s.slot_reuse_waits, 0);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(PipelineMemory, SteadyRepeatRunMakesNoLateHostBatches) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {37, 300, 1, 129, 50});
+  for (int workers : {1, 3, 5}) {
+    for (int depth : {1, 3}) {
+      PipelineOptions o;
+      o.batch_size = 16;
+      o.num_workers = workers;
+      o.prefetch_depth = depth;
+      o.mode = PipelineMode::Repeat;
+      const auto t0 = std::chrono::steady_clock::now();
+      Pipeline p(norm_source(d, shape), o);
+      const std::int64_t reserved = steady_host_batches(workers, false, depth, o.mode);
+      // Made before any thread ran.
+      EXPECT_EQ(p.stats().reserved_host_batches, reserved);
+      std::int64_t samples = 0;
+      for (int i = 0; i < 60; ++i) {
+        auto b = p.next();  // held one at a time, like a training loop
+        ASSERT_TRUE(b.has_value());
+        samples += b->global_size;
+      }
+      const PipelineStats s = p.stats();
+      SCOPED_TRACE(::testing::Message() << workers << " workers, depth " << depth);
+      EXPECT_EQ(s.workers, workers);
+      EXPECT_EQ(s.batches, 60);
+      EXPECT_EQ(s.samples, samples);
+      EXPECT_EQ(samples, 60 * 16);
+      EXPECT_GE(s.samples_read, s.samples);
+      EXPECT_EQ(s.reserved_host_batches, reserved);
+      EXPECT_EQ(s.late_host_batches, 0);
+      EXPECT_EQ(s.host_batches, reserved);
+      EXPECT_EQ(s.host_batch_bytes, BatchBufferPlan(p.layout(), 16, 16).total_bytes);
+      EXPECT_GE(s.host_batch_seconds, 0.0);
+      EXPECT_EQ(s.merged_batches, 0) << "Norm workers fill every batch when repeating";
+      expect_timers_within(s, seconds_since(t0));
+    }
+  }
+}
+
+TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const std::vector<std::int64_t> counts = {37, 300, 1, 129, 50, 7};
+  const Dataset d = write_dataset(dir.path(), rng, shape, counts);
+  constexpr std::int64_t B = 16;
+  constexpr int kEpochs = 3;
+  for (int workers : {1, 2, 3, 6}) {
+    for (bool deterministic : {false, true}) {
+      PipelineOptions o;
+      o.batch_size = B;
+      o.num_workers = workers;
+      o.prefetch_depth = 2;
+      o.mode = PipelineMode::Epochs;
+      o.num_epochs = kEpochs;
+      o.deterministic = deterministic;
+      const auto t0 = std::chrono::steady_clock::now();
+      Pipeline p(norm_source(d, shape), o);
+      std::int64_t batches = 0, samples = 0, ends = 0;
+      while (auto b = p.next()) {
+        ++batches;
+        samples += b->global_size;
+        ends += b->end_of_epoch ? 1 : 0;
+      }
+      const EpochShape e = expected_epoch(counts, workers, B);
+      const PipelineStats s = p.stats();
+      SCOPED_TRACE(::testing::Message() << workers << " workers, deterministic " << deterministic);
+      EXPECT_EQ(ends, kEpochs);
+      EXPECT_EQ(s.batches, batches);
+      EXPECT_EQ(batches, kEpochs * (e.full + e.merged));
+      EXPECT_EQ(s.samples, samples);
+      EXPECT_EQ(samples, kEpochs * static_cast<std::int64_t>(d.all.size()));
+      EXPECT_EQ(s.samples_read, samples) << "Epochs mode reads every sample once per epoch";
+      EXPECT_EQ(s.merged_batches, kEpochs * e.merged);
+      EXPECT_EQ(s.reserved_host_batches, steady_host_batches(workers, false, 2, o.mode));
+      EXPECT_EQ(s.late_host_batches, 0);
+      EXPECT_EQ(s.host_batches, s.reserved_host_batches);
+      expect_timers_within(s, seconds_since(t0));
+    }
+  }
+}
+
+TEST(PipelineMemory, RawPartialChunksWhenRepeatingMakeNoLateHostBatches) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  SampleShape shape;
+  shape.dense_dim = 2;
+  shape.slots_per_input = {3};
+  shape.min_nnz = shape.max_nnz = 1;
+  const auto samples = datatest::random_samples(rng, 25, shape);
+  datatest::write_raw(dir / "r.bin", samples, shape, false);
+  RawOptions raw;
+  raw.path = dir / "r.bin";
+  raw.num_samples = 25;  // chunks of 8, 8, 8 and 1
+  const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+  PipelineOptions o;
+  o.batch_size = 8;
+  o.num_workers = 3;
+  o.prefetch_depth = 1;
+  Pipeline p(source, o);
+  for (int i = 0; i < 50; ++i) {
+    auto b = p.next();
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->global_size, 8);
+  }
+  const PipelineStats s = p.stats();
+  EXPECT_GT(s.merged_batches, 0) << "the one-sample chunks must have been gathered";
+  EXPECT_EQ(s.late_host_batches, 0);
+  EXPECT_EQ(s.host_batches, steady_host_batches(3, false, 1, PipelineMode::Repeat));
+}
+
+TEST(PipelineMemory, AConsumerHoldingBatchesMakesLateOnesAndTheyAreReused) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {40, 40});
+  PipelineOptions o;
+  o.batch_size = 8;
+  o.num_workers = 2;
+  o.prefetch_depth = 2;
+  o.deterministic = true;  // batch i from worker i mod 2: each file read equally often
+  const auto t0 = std::chrono::steady_clock::now();
+  Pipeline p(norm_source(d, shape), o);
+  constexpr std::int64_t kHeld = 6;
+  std::vector<Batch> held;
+  for (std::int64_t i = 0; i < kHeld; ++i) held.push_back(*p.next());
+  // Every stage fills up behind the held batches: each worker's two, the collector's one, the
+  // prefetch queue's two. The reservation foresaw one batch at the consumer and one gathering
+  // partial ones (unused here): kHeld - 2 more are made, late, and not one more.
+  const std::int64_t expected_late = kHeld - 2;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (p.stats().late_host_batches < expected_late &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  // Settled: the workers are blocked, nothing more can be asked of the pool.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  PipelineStats s = p.stats();
+  EXPECT_EQ(s.late_host_batches, expected_late);
+  EXPECT_EQ(s.host_batches, s.reserved_host_batches + s.late_host_batches);
+  // They stayed valid while the pipeline ran ahead.
+  std::vector<Sample> seen;
+  for (const Batch& b : held) {
+    for (auto& smp : datatest::samples_of(b)) seen.push_back(smp);
+  }
+  held.clear();
+  for (int i = 0; i < 40; ++i) {
+    auto b = p.next();
+    ASSERT_TRUE(b);
+    for (auto& smp : datatest::samples_of(*b)) seen.push_back(smp);
+  }
+  // 46 batches of 8, 23 from each worker's 40-sample file: each sample 4 or 5 times.
+  std::map<Sample, int> counts;
+  for (const auto& smp : seen) ++counts[smp];
+  EXPECT_EQ(counts.size(), d.all.size());
+  for (const auto& [smp, n] : counts) {
+    EXPECT_GE(n, 4);
+    EXPECT_LE(n, 5);
+  }
+  s = p.stats();
+  EXPECT_EQ(s.late_host_batches, expected_late) << "released late batches are reused";
+  EXPECT_EQ(s.batches, kHeld + 40);
+  expect_timers_within(s, seconds_since(t0));
+}
+
+TEST(PipelineMemory, WaitTimersSeeABlockedPipeline) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {100, 100, 100});
+  PipelineOptions o;
+  o.batch_size = 10;
+  o.num_workers = 3;
+  o.prefetch_depth = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  Pipeline p(norm_source(d, shape), o);
+  // Wait until the readers have stopped (every queue full): then the workers and the collector
+  // are waiting for room.
+  std::int64_t read = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::int64_t now = p.stats().samples_read;
+    if (now == read && now > 0) break;
+    read = now;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(p.next());
+  const PipelineStats s = p.stats();
+  EXPECT_GT(s.collector_output_wait_seconds, 0.0) << "the prefetch queue was full";
+  EXPECT_GT(s.worker_output_wait_seconds, 0.0) << "the workers' queues were full";
+  EXPECT_EQ(s.late_host_batches, 0);
+  expect_timers_within(s, seconds_since(t0));
+}
+
+TEST(PipelineMemory, GpuPipelinesLeaveTwoCoresByDefault) {
+  EXPECT_EQ(default_num_workers(16, false), 16);
+  EXPECT_EQ(default_num_workers(16, true), 14);
+  EXPECT_EQ(default_num_workers(3, true), 1);
+  EXPECT_EQ(default_num_workers(2, true), 1);
+  EXPECT_EQ(default_num_workers(1, true), 1);
+  EXPECT_EQ(default_num_workers(0, false), 1) << "hardware_concurrency() may report 0";
+  EXPECT_EQ(default_num_workers(0, true), 1);
+}
+
+TEST(PipelineMemory, SteadyHostBatchesGrowWithWorkersAndDepth) {
+  // Two per worker (one filled, one queued) whatever else; the prefetch queue counts only for
+  // host pipelines; Epochs mode holds one more back.
+  for (PipelineMode mode : {PipelineMode::Repeat, PipelineMode::Epochs}) {
+    for (bool gpu : {false, true}) {
+      EXPECT_EQ(steady_host_batches(5, gpu, 3, mode) - steady_host_batches(4, gpu, 3, mode), 2);
+      EXPECT_EQ(steady_host_batches(4, gpu, 4, mode) - steady_host_batches(4, gpu, 3, mode),
+                gpu ? 0 : 1);
+    }
+    EXPECT_EQ(steady_host_batches(4, false, 3, mode) - steady_host_batches(4, true, 3, mode), 4);
+  }
+  EXPECT_EQ(steady_host_batches(4, true, 3, PipelineMode::Epochs) -
+                steady_host_batches(4, true, 3, PipelineMode::Repeat),
+            1);
+  EXPECT_THROW(steady_host_batches(0, true, 3, PipelineMode::Repeat), Error);
+  EXPECT_THROW(steady_host_batches(2, true, 0, PipelineMode::Repeat), Error);
 }
 
 }  // namespace

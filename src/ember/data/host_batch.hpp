@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/core/allocation.hpp"
+#include "ember/core/allocator.hpp"
 #include "ember/core/place.hpp"
 #include "ember/data/batch_layout.hpp"
 
@@ -18,6 +19,9 @@ namespace ember::data {
 class HostBatch {
  public:
   HostBatch(const BatchLayout& layout, std::int64_t capacity, Place place = Place::host());
+  // Memory from `allocator` (host-accessible; it must outlive the batch), e.g. a pipeline's pinned
+  // allocator.
+  HostBatch(const BatchLayout& layout, std::int64_t capacity, Allocator& allocator);
 
   const BatchLayout& layout() const { return layout_; }
   const BatchBufferPlan& plan() const { return plan_; }
@@ -51,6 +55,8 @@ class HostBatch {
   void append(const HostBatch& src, std::int64_t begin, std::int64_t end);
 
  private:
+  HostBatch(const BatchLayout& layout, std::int64_t capacity, AllocationPtr allocation);
+
   BatchLayout layout_;
   std::int64_t capacity_;
   BatchBufferPlan plan_;

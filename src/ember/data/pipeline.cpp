@@ -2,17 +2,24 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include "ember/core/copy.hpp"
 #include "ember/core/device.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
+#include "ember/data/host_batch_pool.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/raw_format.hpp"
 #include "ember/tensor/device_resources.hpp"
@@ -21,49 +28,13 @@ namespace ember::data {
 
 namespace {
 
-// Host batches, created on demand and recycled. Never blocks: the queues bound how many exist.
-class HostPool {
- public:
-  HostPool(BatchLayout layout, std::int64_t capacity, Place place)
-      : layout_(std::move(layout)), capacity_(capacity), place_(place) {}
-
-  HostBatch* acquire() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        HostBatch* b = free_.back();
-        free_.pop_back();
-        b->clear();
-        return b;
-      }
-    }
-    auto fresh = std::make_unique<HostBatch>(layout_, capacity_, place_);
-    std::lock_guard lock(mutex_);
-    all_.push_back(std::move(fresh));
-    return all_.back().get();
-  }
-
-  void release(HostBatch* b) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(b);
-  }
-
- private:
-  BatchLayout layout_;
-  std::int64_t capacity_;
-  Place place_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<HostBatch>> all_;
-  std::vector<HostBatch*> free_;
-};
-
 // Returns a host batch to its pool when the last tensor viewing it goes.
 struct HostLease {
-  HostLease(std::shared_ptr<HostPool> p, HostBatch* b) : pool(std::move(p)), batch(b) {}
+  HostLease(std::shared_ptr<HostBatchPool> p, HostBatch* b) : pool(std::move(p)), batch(b) {}
   HostLease(const HostLease&) = delete;
   HostLease& operator=(const HostLease&) = delete;
   ~HostLease() { pool->release(batch); }
-  std::shared_ptr<HostPool> pool;
+  std::shared_ptr<HostBatchPool> pool;
   HostBatch* batch;
 };
 
@@ -97,6 +68,21 @@ class SlotPool {
     }
   }
 
+  // Makes slots until `count` exist (before the pipeline starts: device allocation and event
+  // creation stay off the copy path).
+  void reserve(std::size_t count) {
+    for (;;) {
+      {
+        std::lock_guard lock(mutex_);
+        if (all_.size() >= count) return;
+      }
+      DeviceSlot* s = make();
+      std::lock_guard lock(mutex_);
+      free_.push_back(s);
+    }
+  }
+
+  // A free slot; a new (late) one when the consumer holds more batches than reserve() foresaw.
   DeviceSlot* acquire() {
     {
       std::lock_guard lock(mutex_);
@@ -106,6 +92,31 @@ class SlotPool {
         return s;
       }
     }
+    DeviceSlot* s = make();
+    std::lock_guard lock(mutex_);
+    ++late_;
+    return s;
+  }
+
+  std::int64_t count() const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::int64_t>(all_.size());
+  }
+
+  std::int64_t late() const {
+    std::lock_guard lock(mutex_);
+    return late_;
+  }
+
+  void release(DeviceSlot* s) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(s);
+  }
+
+  const std::vector<Place>& devices() const { return devices_; }
+
+ private:
+  DeviceSlot* make() {
     auto slot = std::make_unique<DeviceSlot>();
     for (const Place& p : devices_) {
       slot->memory.push_back(Allocation::create(p, bytes_));
@@ -118,19 +129,12 @@ class SlotPool {
     return all_.back().get();
   }
 
-  void release(DeviceSlot* s) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(s);
-  }
-
-  const std::vector<Place>& devices() const { return devices_; }
-
- private:
   std::vector<Place> devices_;
   std::size_t bytes_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::unique_ptr<DeviceSlot>> all_;
   std::deque<DeviceSlot*> free_;
+  std::int64_t late_ = 0;
 };
 
 // Returns a device slot when the last tensor viewing it goes, after marking on each device's
@@ -175,6 +179,39 @@ Tensor view(const AllocationPtr& memory, DType dtype, const Shape& shape, std::s
                                  static_cast<std::int64_t>(byte_offset / dtype_size(dtype)));
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Batches a worker may have queued for the collector. One is enough to keep the collector fed
+// (it takes from whichever worker is ready), and every queued batch is memory held: pinned, for a
+// GPU pipeline, 100 MB or more per multi-hot batch of 65536 samples.
+constexpr std::size_t kWorkQueueCapacity = 1;
+
+// Device slots made up front: the prefetch queue's, the one the collector fills, the one the
+// consumer holds.
+constexpr int kSlotsBeyondPrefetch = 2;
+
+// How often the collector looks whether a batch's copies are done. cudaEventSynchronize would
+// spin a core at full load under CUDA's default scheduling (one context, fewer than the cores),
+// which takes a core from the reader workers when they use every core; a short sleep between
+// queries leaves it to them. The wait is on the collector's critical path (a DLRM batch of 65536
+// samples takes about half a millisecond to copy), so the interval is short and the collector
+// asks the kernel for a tight timer (Linux's default slack of 50 us would double it).
+constexpr std::chrono::microseconds kCopyPollInterval{20};
+constexpr unsigned long kCollectorTimerSlackNs = 1000;
+
+// Nanoseconds summed by several threads (where the pipeline's time goes, for stats()).
+class TimeCounter {
+ public:
+  void add_since(Clock::time_point t0) {
+    ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count(),
+                  std::memory_order_relaxed);
+  }
+  double seconds() const { return 1e-9 * static_cast<double>(ns_.load(std::memory_order_relaxed)); }
+
+ private:
+  std::atomic<std::int64_t> ns_{0};
+};
+
 }  // namespace
 
 struct Pipeline::Impl {
@@ -185,7 +222,7 @@ struct Pipeline::Impl {
   int workers = 1;
   ReadCounters counters;
 
-  std::shared_ptr<HostPool> host_pool;
+  std::shared_ptr<HostBatchPool> host_pool;
   std::shared_ptr<SlotPool> slot_pool;
   std::unique_ptr<BatchBufferPlan> device_plan;
 
@@ -194,7 +231,6 @@ struct Pipeline::Impl {
   std::condition_variable work_ready;  // an item was queued (collector waits)
   std::condition_variable work_space;  // an item was taken (workers wait)
   std::vector<std::deque<WorkItem>> work;
-  static constexpr std::size_t kWorkQueueCapacity = 2;
 
   // Collector -> consumer.
   std::mutex out_mutex;
@@ -213,6 +249,11 @@ struct Pipeline::Impl {
   // Collector state.
   std::int64_t sequence = 0;
 
+  // For stats().
+  TimeCounter collector_input_wait, collector_output_wait, merge_time, copy_issue, copy_wait,
+      worker_output_wait, consumer_wait;
+  std::atomic<std::int64_t> slot_reuse_waits{0}, merged_batches{0};
+
   void start();
   void stop();
   void worker_main(int w);
@@ -229,7 +270,12 @@ struct Pipeline::Impl {
 bool Pipeline::Impl::push_work(int w, WorkItem item) {
   std::unique_lock lock(work_mutex);
   auto& q = work[static_cast<std::size_t>(w)];
-  work_space.wait(lock, [&] { return stopping.load() || q.size() < kWorkQueueCapacity; });
+  const auto room = [&] { return stopping.load() || q.size() < kWorkQueueCapacity; };
+  if (!room()) {
+    const auto t0 = Clock::now();
+    work_space.wait(lock, room);
+    worker_output_wait.add_since(t0);
+  }
   if (stopping.load()) {
     if (item.batch != nullptr) host_pool->release(item.batch);
     return false;
@@ -310,15 +356,22 @@ bool Pipeline::Impl::pop_work(std::vector<bool>& done, int& round_robin, WorkIte
       work_space.notify_all();
       return true;
     }
+    const auto t0 = Clock::now();
     work_ready.wait(lock);
+    collector_input_wait.add_since(t0);
   }
 }
 
 bool Pipeline::Impl::push_out(OutItem item) {
   std::unique_lock lock(out_mutex);
-  out_space.wait(lock, [&] {
+  const auto room = [&] {
     return stopping.load() || out.size() < static_cast<std::size_t>(options.prefetch_depth);
-  });
+  };
+  if (!room()) {
+    const auto t0 = Clock::now();
+    out_space.wait(lock, room);
+    collector_output_wait.add_since(t0);
+  }
   if (stopping.load()) return false;
   out.push_back(std::move(item));
   lock.unlock();
@@ -374,12 +427,16 @@ Batch Pipeline::Impl::build_device_batch(HostBatch* hb, std::int64_t epoch, bool
     const std::byte* host = hb->allocation()->bytes();
     const Place host_place = hb->place();
     const std::size_t key_size = layout.key_size();
+    const auto issue_start = Clock::now();
     for (std::size_t d = 0; d < options.devices.size(); ++d) {
       const Place place = options.devices[d];
       const int dev = place.device();
       DeviceGuard guard(dev);
       const StreamHandle stream = DeviceResources::get(dev).copy_stream();
-      if (slot->release_recorded[d]) slot->released[d].block(stream);
+      if (slot->release_recorded[d]) {
+        if (!slot->released[d].query()) slot_reuse_waits.fetch_add(1, std::memory_order_relaxed);
+        slot->released[d].block(stream);
+      }
       std::byte* mem = slot->memory[d]->bytes();
       const auto copy = [&](std::size_t dst_offset, std::size_t src_offset, std::size_t bytes) {
         copy_bytes(mem + dst_offset, place, host + src_offset, host_place, bytes, stream);
@@ -398,9 +455,15 @@ Batch Pipeline::Impl::build_device_batch(HostBatch* hb, std::int64_t epoch, bool
       }
       slot->ready[d].record(stream);
     }
+    copy_issue.add_since(issue_start);
     // The host batch is free once its copies are done. Waiting here blocks only this side
     // thread, while the copies overlap whatever the devices compute.
-    for (std::size_t d = 0; d < options.devices.size(); ++d) slot->ready[d].synchronize();
+    const auto wait_start = Clock::now();
+    for (std::size_t d = 0; d < options.devices.size(); ++d) {
+      while (!slot->ready[d].query()) std::this_thread::sleep_for(kCopyPollInterval);
+      slot->ready[d].synchronize();  // done already; reports any error of the copies
+    }
+    copy_wait.add_since(wait_start);
     lease = std::make_shared<SlotLease>(slot_pool, slot);
     slot = nullptr;
 
@@ -472,32 +535,16 @@ void Pipeline::Impl::recycle(WorkItem& item) {
 }
 
 void Pipeline::Impl::collector_main() {
-  struct Leftover {
-    HostBatch* batch;
-    std::int64_t start;
-  };
-  std::deque<Leftover> leftovers;
-  std::int64_t leftover_samples = 0;
+#if defined(__linux__)
+  if (gpu) (void)::prctl(PR_SET_TIMERSLACK, kCollectorTimerSlackNs);  // best effort
+#endif
+  // Samples of partial batches (the end of a worker's shard, Raw's last chunk), gathered in
+  // arrival order into one batch as they come. Copying them at once, instead of holding the
+  // partial batches until a full batch's worth has arrived, bounds the collector's batches
+  // (steady_host_batches()).
+  HostBatch* partial = nullptr;
   HostBatch* pending = nullptr;  // Epochs mode: held back one batch to mark the epoch's last
-  const std::int64_t B = options.batch_size;
   const bool epochs = options.mode == PipelineMode::Epochs;
-
-  // Merges `count` leftover samples, in arrival order, into one batch.
-  const auto merge = [&](std::int64_t count) {
-    HostBatch* merged = host_pool->acquire();
-    while (merged->size() < count) {
-      Leftover& front = leftovers.front();
-      const std::int64_t take = std::min(count - merged->size(), front.batch->size() - front.start);
-      merged->append(*front.batch, front.start, front.start + take);
-      front.start += take;
-      leftover_samples -= take;
-      if (front.start == front.batch->size()) {
-        host_pool->release(front.batch);
-        leftovers.pop_front();
-      }
-    }
-    return merged;
-  };
 
   std::int64_t epoch = 0;
   // emit: hands a batch on (Repeat) or holds it back one step (Epochs).
@@ -506,6 +553,41 @@ void Pipeline::Impl::collector_main() {
     HostBatch* previous = std::exchange(pending, hb);
     return previous == nullptr || deliver(previous, epoch, false);
   };
+  const auto emit_partial = [&] {
+    merged_batches.fetch_add(1, std::memory_order_relaxed);
+    return emit(std::exchange(partial, nullptr));
+  };
+  // Adds the samples of a partial batch `hb` (which it takes) to `partial`, handing `partial` on
+  // each time it fills. The next `partial` is taken only after the full one went on, so that the
+  // one-batch-per-stage bound holds.
+  const auto gather = [&](HostBatch* hb) {
+    struct Release {
+      HostBatchPool& pool;
+      HostBatch* batch;
+      ~Release() { pool.release(batch); }
+    } release{*host_pool, hb};
+    std::int64_t start = 0;
+    while (start < hb->size()) {
+      if (partial == nullptr) partial = host_pool->acquire();
+      const auto t0 = Clock::now();
+      const std::int64_t take = std::min(partial->capacity() - partial->size(), hb->size() - start);
+      partial->append(*hb, start, start + take);
+      start += take;
+      merge_time.add_since(t0);
+      if (partial->full() && !emit_partial()) return false;
+    }
+    return true;
+  };
+  // Whatever the way out (stopping, an error), the held batches go back to the pool.
+  struct ReleaseHeld {
+    HostBatchPool& pool;
+    HostBatch*& pending;
+    HostBatch*& partial;
+    ~ReleaseHeld() {
+      if (pending != nullptr) pool.release(pending);
+      if (partial != nullptr) pool.release(partial);
+    }
+  } release_held{*host_pool, pending, partial};
 
   try {
     std::vector<bool> done(static_cast<std::size_t>(workers), false);
@@ -513,9 +595,7 @@ void Pipeline::Impl::collector_main() {
     std::int64_t epoch_samples = 0;
     for (;;) {
       if (epochs && std::all_of(done.begin(), done.end(), [](bool b) { return b; })) {
-        while (leftover_samples > 0) {
-          if (!emit(merge(std::min(B, leftover_samples)))) return;
-        }
+        if (partial != nullptr && !partial->empty() && !emit_partial()) return;
         if (epoch_samples == 0 || pending == nullptr) {
           EMBER_THROW_AS(DataError, source->description(), " has no samples to read (epoch ",
                          epoch, ")");
@@ -551,15 +631,7 @@ void Pipeline::Impl::collector_main() {
         case WorkItem::Kind::Batch: {
           HostBatch* hb = std::exchange(item.batch, nullptr);
           epoch_samples += hb->size();
-          if (hb->full()) {
-            if (!emit(hb)) return;
-          } else {
-            leftovers.push_back({hb, 0});
-            leftover_samples += hb->size();
-            while (leftover_samples >= B) {
-              if (!emit(merge(B))) return;
-            }
-          }
+          if (!(hb->full() ? emit(hb) : gather(hb))) return;
           break;
         }
       }
@@ -567,8 +639,6 @@ void Pipeline::Impl::collector_main() {
   } catch (...) {
     push_out({OutItem::Kind::Error, {}, std::current_exception()});
   }
-  if (pending != nullptr) host_pool->release(pending);
-  for (auto& l : leftovers) host_pool->release(l.batch);
 }
 
 void Pipeline::Impl::start() {
@@ -606,6 +676,25 @@ void Pipeline::Impl::stop() {
   out.clear();  // drops the leases of undelivered batches
 }
 
+std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode) {
+  EMBER_CHECK(workers >= 1 && prefetch_depth >= 1, "steady_host_batches: ", workers,
+              " workers, prefetch depth ", prefetch_depth);
+  // Each worker: its queue's and the one it fills (or holds, waiting for room in the queue).
+  const std::int64_t per_worker = static_cast<std::int64_t>(kWorkQueueCapacity) + 1;
+  // The collector: the batch it took from a worker and the one gathering partial batches; in
+  // Epochs mode the one it holds back to mark the epoch's end.
+  std::int64_t collector = 2 + (mode == PipelineMode::Epochs ? 1 : 0);
+  // Host pipelines hand the host batches themselves on: the prefetch queue's and the consumer's.
+  // GPU pipelines return a host batch once its copies are done; device slots hold the rest.
+  const std::int64_t downstream = gpu ? 0 : prefetch_depth + 1;
+  return workers * per_worker + collector + downstream;
+}
+
+int default_num_workers(int hardware_threads, bool gpu) {
+  const int cores = std::max(1, hardware_threads);
+  return std::max(1, gpu ? cores - 2 : cores);
+}
+
 Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -635,22 +724,40 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
   m.options = std::move(options);
   m.layout = m.source->layout();
   const int usable = std::max(1, m.source->max_workers(m.options.batch_size));
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
   int workers = m.options.num_workers;
   if (workers <= 0) {
-    workers = std::min(usable, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    workers = std::min(usable, default_num_workers(cores, m.gpu));
   } else if (workers > usable) {
     EMBER_LOG_INFO("{}: {} reader workers asked for, {} used (one per file or chunk)",
                    m.source->description(), workers, usable);
     workers = usable;
   }
+  if (m.gpu && cores > 0 && workers > default_num_workers(cores, true)) {
+    EMBER_LOG_INFO("{}: {} reader workers on {} hardware threads leave none for the collector "
+                   "(which queues the device copies) and the training thread; when the readers "
+                   "are busy they compete with those two",
+                   m.source->description(), workers, cores);
+  }
   m.workers = workers;
-  m.host_pool = std::make_shared<HostPool>(m.layout, m.options.batch_size,
-                                           m.gpu ? Place::pinned() : Place::host());
+  Allocator& host_allocator = m.options.host_allocator != nullptr
+                                  ? *m.options.host_allocator
+                                  : default_allocator(m.gpu ? Place::pinned() : Place::host());
+  if (m.gpu) {
+    EMBER_CHECK(host_allocator.place().kind() == PlaceKind::Pinned,
+                "Pipeline: host batches bound for GPUs need pinned memory, but the host "
+                "allocator gives ",
+                host_allocator.place(), " (", host_allocator.name(), ")");
+  }
+  m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size, host_allocator);
   if (m.gpu) {
     const std::int64_t local_rows = (m.options.batch_size + D - 1) / D;
     m.device_plan = std::make_unique<BatchBufferPlan>(m.layout, local_rows, m.options.batch_size);
     m.slot_pool = std::make_shared<SlotPool>(m.options.devices, m.device_plan->total_bytes);
+    m.slot_pool->reserve(static_cast<std::size_t>(m.options.prefetch_depth + kSlotsBeyondPrefetch));
   }
+  m.host_pool->reserve(
+      steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth, m.options.mode));
   m.start();
 }
 
@@ -661,7 +768,11 @@ std::optional<Batch> Pipeline::next() {
   if (m.failure) std::rethrow_exception(m.failure);
   if (m.finished) return std::nullopt;
   std::unique_lock lock(m.out_mutex);
-  m.out_ready.wait(lock, [&] { return !m.out.empty(); });
+  if (m.out.empty()) {
+    const auto t0 = Clock::now();
+    m.out_ready.wait(lock, [&] { return !m.out.empty(); });
+    m.consumer_wait.add_since(t0);
+  }
   OutItem item = std::move(m.out.front());
   m.out.pop_front();
   lock.unlock();
@@ -696,6 +807,23 @@ PipelineStats Pipeline::stats() const {
   s.dropped = m.counters.dropped.load();
   s.bytes_read = m.counters.bytes.load();
   s.workers = m.workers;
+  const HostBatchPoolStats host = m.host_pool->stats();
+  s.host_batches = host.batches;
+  s.late_host_batches = host.late_batches;
+  s.reserved_host_batches = host.batches - host.late_batches;
+  s.host_batch_bytes = host.bytes_each;
+  s.host_batch_seconds = host.make_seconds;
+  s.device_slots = m.slot_pool != nullptr ? m.slot_pool->count() : 0;
+  s.late_device_slots = m.slot_pool != nullptr ? m.slot_pool->late() : 0;
+  s.slot_reuse_waits = m.slot_reuse_waits.load();
+  s.merged_batches = m.merged_batches.load();
+  s.collector_input_wait_seconds = m.collector_input_wait.seconds();
+  s.collector_output_wait_seconds = m.collector_output_wait.seconds();
+  s.merge_seconds = m.merge_time.seconds();
+  s.copy_issue_seconds = m.copy_issue.seconds();
+  s.copy_wait_seconds = m.copy_wait.seconds();
+  s.worker_output_wait_seconds = m.worker_output_wait.seconds();
+  s.consumer_wait_seconds = m.consumer_wait.seconds();
   return s;
 }
 

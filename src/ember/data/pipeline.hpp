@@ -9,6 +9,12 @@
 // consumer's stream waits on an event instead of the host waiting for the copy. A CPU-only run
 // makes no CUDA call at all: batches are views of the host buffers the workers filled.
 //
+// Memory is taken before any thread starts: the host batches a steady run holds at once
+// (steady_host_batches()) and, for GPUs, the device slots (prefetch depth + 2). Pinning memory
+// while the pipeline runs stalls the copies (see host_batch_pool.hpp); stats() counts any host
+// batch or device slot made later ("late"), which only a consumer holding more than one batch at
+// a time causes.
+//
 // Modes: Repeat (HugeCTR's max_iter: the dataset wraps around forever, every batch full) and
 // Epochs (num_epochs passes, every sample exactly once per epoch, the last batch of an epoch
 // possibly partial and marked end_of_epoch). Deterministic mode hands out the same batches in the
@@ -24,6 +30,7 @@
 #include <optional>
 #include <vector>
 
+#include "ember/core/allocator.hpp"
 #include "ember/core/dtype.hpp"
 #include "ember/core/place.hpp"
 #include "ember/data/batch.hpp"
@@ -39,7 +46,7 @@ struct PipelineOptions {
   std::int64_t batch_size = 0;
   // The training devices: D host "devices" (all Place::host()) or D GPUs (Place::cuda(d)).
   std::vector<Place> devices{Place::host()};
-  // Reader threads; 0: min(hardware threads, what the source can use (files, chunks)).
+  // Reader threads; 0: min(default_num_workers(), what the source can use (files, chunks)).
   int num_workers = 0;
   // Batches kept ready ahead of the consumer.
   int prefetch_depth = 3;
@@ -52,6 +59,10 @@ struct PipelineOptions {
   bool require_even_split = true;
   // GPU batches: next() makes each device's current stream wait for the batch's copies.
   bool wait_on_current_stream = true;
+  // Where host batches come from; null: the default allocator of Place::pinned() for GPU
+  // pipelines, of Place::host() otherwise. GPU pipelines need a pinned one. It must outlive the
+  // pipeline and every batch it handed out.
+  Allocator* host_allocator = nullptr;
 };
 
 struct PipelineStats {
@@ -61,7 +72,51 @@ struct PipelineStats {
   std::int64_t dropped = 0;  // samples dropped by checksum mismatches
   std::int64_t bytes_read = 0;
   int workers = 0;
+
+  // Host batches (pinned for GPUs): made in all, made up front (steady_host_batches()), made
+  // later because none was free (only a consumer of a host pipeline holding more than one batch
+  // at a time causes that, in either mode), bytes each, and seconds spent making them.
+  std::int64_t host_batches = 0;
+  std::int64_t reserved_host_batches = 0;
+  std::int64_t late_host_batches = 0;
+  std::size_t host_batch_bytes = 0;
+  double host_batch_seconds = 0;
+  // GPU pipelines: device slots made (up front: prefetch depth + 2; later, when the consumer
+  // holds more than one batch at a time), and slots taken while the consumer's release of their
+  // previous batch had not completed on the device (the copies then wait there, inside
+  // copy_wait_seconds). Slots have the capacity of a full batch (every key budget), so a
+  // multi-hot batch of any size fits: they are never grown.
+  std::int64_t device_slots = 0;
+  std::int64_t late_device_slots = 0;
+  std::int64_t slot_reuse_waits = 0;
+  // Batches the collector assembled from partial ones (host memcpy on its thread).
+  std::int64_t merged_batches = 0;
+
+  // Where the time goes, seconds since the pipeline started (take differences over a window).
+  // The collector is one thread; the workers' figure is summed over all of them. Every wait is a
+  // condition-variable wait (no thread spins), except copy_wait, a query of the copies' event
+  // every 20 microseconds.
+  double collector_input_wait_seconds = 0;   // no worker's batch ready (input-bound)
+  double collector_output_wait_seconds = 0;  // prefetch queue full (consumer-bound)
+  double merge_seconds = 0;                  // merging partial batches
+  double copy_issue_seconds = 0;             // queuing the device copies (host side)
+  double copy_wait_seconds = 0;              // waiting for the copies to finish
+  double worker_output_wait_seconds = 0;     // workers: their queue full (collector-bound)
+  double consumer_wait_seconds = 0;          // next() waiting for a batch
 };
+
+// Host batches a steady run holds at once, made before the threads start: per worker one being
+// filled and one queued; the collector's two (the one it took from a worker, the one gathering
+// partial batches), plus in Epochs mode the one held back to mark the epoch's end; for host
+// pipelines also the prefetch queue's and the consumer's one (GPU pipelines return a host batch
+// as soon as its copies are done).
+std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode);
+
+// The reader workers used when PipelineOptions::num_workers is 0 (before the source's own
+// limit): every hardware thread for host pipelines; two fewer for GPU pipelines, whose collector
+// (queuing copies) and training thread (launching kernels) must not wait for a core behind busy
+// readers. An explicit num_workers is used as given.
+int default_num_workers(int hardware_threads, bool gpu);
 
 class Pipeline {
  public:
