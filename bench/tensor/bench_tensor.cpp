@@ -2,7 +2,7 @@
 // copy bandwidth, PyTorch, and cuBLAS called directly, all measured in the same run.
 //
 //   bench_tensor              full GPU run (needs a CUDA device; about a minute): binary add,
-//                             relu, cast f32->bf16, a CUB sum, the transposing copy of an
+//                             relu, cast f32->bf16, an all-element sum, the transposing copy of an
 //                             8192^2 and a 4096^2 f32 matrix and of a 64x1024x1024 tensor
 //                             (permute(0, 2, 1)), each on 256 MiB+ tensors; GB/s counting bytes
 //                             read plus written, the ratio to a device-to-device cudaMemcpy of the
@@ -13,6 +13,8 @@
 //                             Ends with "SUMMARY |" lines.
 //   bench_tensor --quick      a short CPU run of the same ops on 16 MiB tensors (GB/s on host).
 //   options: --no-torch, --repeats N (default 20)
+//   environment: EMBER_L2_EVICT_FIRST=0 turns off the L2 evict-first hint of the streaming
+//                kernels (to measure its effect; see docs/tensor.md)
 //
 // Timing: CUDA events around each call on the op's stream, 3 warm-up calls, median of repeats.
 #include <algorithm>
@@ -326,7 +328,7 @@ int run_gpu(const Options& o) {
   }
   add_row(cast);
 
-  Row sum{"sum f32 (CUB, all elements)", "sum", f32_bytes};
+  Row sum{"sum f32 (all elements)", "sum", f32_bytes};
   Tensor total;
   sum.ms = time_ms([&] { total = ops::reduce_all(ops::ReduceOp::Sum, a); }, o, true);
   {

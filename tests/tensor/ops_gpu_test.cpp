@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <string>
 
 #include "ember/core/stream.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/tensor/pointwise_plan.hpp"
 #include "ember/tensor/reduce.hpp"
 #include "support/test_support.hpp"
 #include "tensor/op_test_util.hpp"
@@ -274,6 +277,20 @@ TEST(OpsGpu, WorkBeyondThirtyTwoBitIndexing) {
       ASSERT_EQ(got[static_cast<std::size_t>(i)], (start + i) % 2 == 0 ? 7 : 8) << start + i;
     }
   }
+  // The all-element reduction over both 2^30-element pieces and the rest: a largest and a
+  // smallest element placed past 2^31, and the u8 sum (wrapping) and mean (truncating) of all.
+  const std::int64_t high = n - 5, low = (std::int64_t{1} << 31) + 11;  // even: 7; odd: 8
+  ops::fill(c.slice(0, high, high + 1), 200.0);
+  ops::fill(c.slice(0, low, low + 1), 1.0);
+  const std::uint64_t evens = static_cast<std::uint64_t>(n + 1) / 2;
+  const std::uint64_t odds = static_cast<std::uint64_t>(n) - evens;
+  const std::uint64_t total = 7 * evens + 8 * odds - 7 + 200 - 8 + 1;
+  auto item = [](const Tensor& t) { return t.to(Place::host()).item<std::uint8_t>(); };
+  EXPECT_EQ(item(ops::reduce_all(ops::ReduceOp::Max, c)), 200);
+  EXPECT_EQ(item(ops::reduce_all(ops::ReduceOp::Min, c)), 1);
+  EXPECT_EQ(item(ops::reduce_all(ops::ReduceOp::Sum, c)), static_cast<std::uint8_t>(total % 256));
+  EXPECT_EQ(item(ops::reduce_all(ops::ReduceOp::Mean, c)),
+            static_cast<std::uint8_t>(total / static_cast<std::uint64_t>(n)));
   // A transposed view of more than 2^31 elements: element-wise pieces (not tiled).
   const std::int64_t rows = 65537, cols = 32771;  // 2.15e9 elements
   const Tensor m = a.slice(0, 0, rows * cols).reshape({rows, cols});
@@ -299,6 +316,185 @@ TEST(OpsGpu, OpsRunOnTheGivenStreamAndRejectMixedPlaces) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("host"), std::string::npos) << e.what();
+  }
+}
+
+// ---- the vectorised path ----------------------------------------------------------------------
+// Pointwise path 1 (pointwise_plan.hpp) moves 16-byte vectors after a head of single elements that
+// reaches the output's vector boundary, in grid steps of several vectors per thread, and ends with
+// a tail of singles. These tests place every operand at each element offset 0..15 into a guarded
+// allocation (so that every head length occurs for every vector width), check with the planner
+// that the launch really is vectorised, and compare the whole allocation, guards included, with
+// the CPU's: the output is poisoned first, so an element left unwritten or written outside the
+// view shows.
+
+// A value no tested op produces from the inputs used here (|inputs| <= 60). A bool output's poison
+// is `true`, so there only the false results would show an unwritten element.
+constexpr double kPoison = 123;
+constexpr std::int64_t kGuard = 16;
+
+struct Placed {
+  Tensor base;  // [offset poison elements | the n elements | kGuard poison elements]
+  Tensor view;
+};
+
+// `values` (or, when empty, n poison elements) `offset` elements into a guarded allocation.
+Placed placed(const std::vector<double>& values, std::int64_t n, DType dtype, std::int64_t offset,
+              Place place) {
+  std::vector<double> all(static_cast<std::size_t>(offset + n + kGuard), kPoison);
+  std::copy(values.begin(), values.end(), all.begin() + offset);
+  Placed p;
+  p.base = testing::host_tensor(all, {static_cast<std::int64_t>(all.size())}, dtype).to(place);
+  p.view = Tensor::from_allocation(p.base.allocation(), dtype, {n}, offset);
+  return p;
+}
+
+// Whether the CUDA planner vectorises out = f(ins...) at width 16 / (widest element).
+bool vectorised(const Tensor& out, const std::vector<Tensor>& ins) {
+  PointwiseOperands ops;
+  ops.count = 1 + static_cast<int>(ins.size());
+  ops.data[0] = out.data();
+  ops.strides[0] = out.strides();
+  ops.element_size[0] = dtype_size(out.dtype());
+  std::size_t widest = ops.element_size[0];
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    ops.data[k + 1] = ins[k].data();
+    ops.strides[k + 1] = ins[k].strides();
+    ops.element_size[k + 1] = dtype_size(ins[k].dtype());
+    widest = std::max(widest, ops.element_size[k + 1]);
+  }
+  const auto launches = plan_pointwise(out.shape(), ops, static_cast<int>(16 / widest));
+  return std::all_of(launches.begin(), launches.end(),
+                     [](const PointwiseLaunch& l) { return l.vectorised; });
+}
+
+// One op of the vectorised-path tests: writes `out` from `ins` (on any place).
+struct VectorCase {
+  std::string name;
+  DType out;
+  std::vector<DType> ins;
+  std::function<void(const Tensor& out, const std::vector<Tensor>& ins)> run;
+  bool vectorises = true;  // whether the CUDA op has a vectorised kernel at all
+};
+
+std::vector<VectorCase> vector_cases() {
+  using ops::BinaryOp;
+  auto binary = [](BinaryOp op) {
+    return [op](const Tensor& out, const std::vector<Tensor>& in) {
+      ops::binary(op, out, in[0], in[1]);
+    };
+  };
+  auto relu = [](const Tensor& out, const std::vector<Tensor>& in) {
+    ops::unary(ops::UnaryOp::Relu, out, in[0]);
+  };
+  auto cast = [](const Tensor& out, const std::vector<Tensor>& in) { ops::copy(out, in[0]); };
+  auto scalar_mul = [](const Tensor& out, const std::vector<Tensor>& in) {
+    ops::binary_scalar(BinaryOp::Mul, out, in[0], 0.5);  // an immediate operand
+  };
+  auto add_first_of_b = [](const Tensor& out, const std::vector<Tensor>& in) {
+    // b's first element repeated (stride 0, read from memory once per thread).
+    ops::binary(BinaryOp::Add, out, in[0], in[1].slice(0, 0, 1).expand(in[0].shape()));
+  };
+  auto where = [](const Tensor& out, const std::vector<Tensor>& in) {
+    ops::where(out, in[0], in[1], in[2]);
+  };
+  return {
+      {"add f32", DType::F32, {DType::F32, DType::F32}, binary(BinaryOp::Add)},
+      {"add f16", DType::F16, {DType::F16, DType::F16}, binary(BinaryOp::Add)},
+      {"sub bf16", DType::BF16, {DType::BF16, DType::BF16}, binary(BinaryOp::Sub)},
+      {"mul f64", DType::F64, {DType::F64, DType::F64}, binary(BinaryOp::Mul)},
+      {"add u8", DType::U8, {DType::U8, DType::U8}, binary(BinaryOp::Add)},
+      {"add i64", DType::I64, {DType::I64, DType::I64}, binary(BinaryOp::Add)},
+      {"lt f32 -> bool", DType::Bool, {DType::F32, DType::F32}, binary(BinaryOp::Lt)},
+      {"relu f32", DType::F32, {DType::F32}, relu},
+      {"relu bf16", DType::BF16, {DType::BF16}, relu},
+      {"relu i8", DType::I8, {DType::I8}, relu},
+      {"mul f16 by an immediate", DType::F16, {DType::F16}, scalar_mul},
+      {"add a repeated f32", DType::F32, {DType::F32, DType::F32}, add_first_of_b},
+      {"cast f32 -> bf16", DType::BF16, {DType::F32}, cast},
+      {"cast f32 -> f16", DType::F16, {DType::F32}, cast},
+      {"cast bf16 -> f32", DType::F32, {DType::BF16}, cast},
+      {"cast f16 -> f32", DType::F32, {DType::F16}, cast},
+      {"cast f16 -> bf16", DType::BF16, {DType::F16}, cast},
+      {"cast f64 -> f32", DType::F32, {DType::F64}, cast},
+      {"cast u8 -> f32", DType::F32, {DType::U8}, cast},
+      {"cast f32 -> i8", DType::I8, {DType::F32}, cast},
+      {"cast i32 -> i64 (strided kernel only)", DType::I64, {DType::I32}, cast, false},
+      {"where f64", DType::F64, {DType::Bool, DType::F64, DType::F64}, where},
+  };
+}
+
+std::vector<double> vector_inputs(std::mt19937_64& rng, std::int64_t n, DType dtype) {
+  if (dtype == DType::Bool) return random_values(rng, n, dtype, 0, 1);
+  if (is_floating(dtype)) return random_values(rng, n, dtype, -60, 60);
+  return random_values(rng, n, dtype, is_signed(dtype) ? -60 : 0, 60);
+}
+
+// Runs `c` with the output at out_offset and every input at in_offset; the GPU's whole output
+// allocation must equal the CPU's. expect_vector 1: the planner must vectorise the launch, 0: it
+// must not, -1: either.
+::testing::AssertionResult vector_case_matches(std::mt19937_64& rng, const VectorCase& c,
+                                               std::int64_t n, std::int64_t out_offset,
+                                               std::int64_t in_offset, int expect_vector) {
+  std::vector<Tensor> host_in, gpu_in;
+  for (DType d : c.ins) {
+    const auto values = vector_inputs(rng, n, d);
+    host_in.push_back(placed(values, n, d, in_offset, Place::host()).view);
+    gpu_in.push_back(placed(values, n, d, in_offset, kGpu).view);
+  }
+  const Placed host_out = placed({}, n, c.out, out_offset, Place::host());
+  const Placed gpu_out = placed({}, n, c.out, out_offset, kGpu);
+  if (expect_vector >= 0 && vectorised(gpu_out.view, gpu_in) != (expect_vector == 1)) {
+    return ::testing::AssertionFailure()
+           << "the planner " << (expect_vector == 1 ? "does not vectorise" : "vectorises")
+           << " this case";
+  }
+  c.run(host_out.view, host_in);
+  c.run(gpu_out.view, gpu_in);
+  auto result = values_match(host_values(gpu_out.base), host_values(host_out.base), c.out);
+  if (!result) result << " (index into the allocation; the view starts at " << out_offset << ")";
+  return result;
+}
+
+TEST(OpsGpu, VectorisedPathMatchesCpuAtEveryAlignmentAndOddSizes) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  // Device allocations start on 16-byte boundaries, so an element offset is the misalignment.
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(Tensor::empty({3}, DType::U8, kGpu).data()) % 16, 0u);
+  for (const VectorCase& c : vector_cases()) {
+    for (std::int64_t n : {1, 2, 7, 31, 1023, 65537}) {
+      for (std::int64_t offset = 0; offset < 16; ++offset) {
+        // One element is one strided step; the rest vectorise when the op has the kernel (the
+        // planner is not asked about ops that never do).
+        const int expect = !c.vectorises ? -1 : n > 1 ? 1 : 0;
+        ASSERT_TRUE(vector_case_matches(rng, c, n, offset, offset, expect))
+            << c.name << ", " << n << " elements at offset " << offset;
+      }
+    }
+    // Output and inputs on different sides of a vector boundary: the strided fallback.
+    for (std::int64_t n : {7, 1023, 65537}) {
+      ASSERT_TRUE(vector_case_matches(rng, c, n, 0, 1, n >= 64 ? 0 : -1))
+          << c.name << ", " << n << " elements, output aligned, inputs one element off";
+    }
+  }
+}
+
+// More vectors than one wave of the grid takes in a step (SMs x 2048 threads x 4 vectors of 4 f32
+// is 4.3 million elements on 132 SMs): every thread loops over several grid steps, the last one
+// partial.
+TEST(OpsGpu, VectorisedPathOverSeveralGridSteps) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  const std::int64_t n = 3 * (std::int64_t{1} << 22) + 5;
+  for (const VectorCase& c : vector_cases()) {
+    if (c.name != "add f32" && c.name != "cast f32 -> bf16" && c.name != "relu bf16" &&
+        c.name != "add a repeated f32") {
+      continue;
+    }
+    for (std::int64_t offset : {0, 3}) {
+      ASSERT_TRUE(vector_case_matches(rng, c, n, offset, offset, 1))
+          << c.name << ", " << n << " elements at offset " << offset;
+    }
   }
 }
 
@@ -385,6 +581,34 @@ TEST(ReduceGpu, AllElementsMatchesCpu) {
   }
   EXPECT_TRUE(
       std::isnan(ops::mean(Tensor::zeros({0}, DType::F32, kGpu)).to(Place::host()).item<float>()));
+}
+
+// The all-element reduction loads 16-byte vectors after a head that reaches the first boundary:
+// every head length, odd sizes, one block (small inputs) and several blocks with a second pass
+// over their partials (large ones), and more vectors than one grid step takes.
+TEST(ReduceGpu, AllElementsAtEveryAlignment) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  const std::int64_t large = 3 * (std::int64_t{1} << 22) + 5;
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8,
+                      DType::I32, DType::I64}) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{7}, std::int64_t{1023}, std::int64_t{65537}, large}) {
+      if (n == large && dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::I8) continue;
+      const auto values = inputs(rng, n, dtype, false);
+      for (std::int64_t offset = 0; offset < 16; offset += n == large ? 5 : 1) {
+        const Tensor host = placed(values, n, dtype, offset, Place::host()).view;
+        const Tensor gpu = placed(values, n, dtype, offset, kGpu).view;
+        for (ops::ReduceOp op :
+             {ops::ReduceOp::Sum, ops::ReduceOp::Mean, ops::ReduceOp::Max, ops::ReduceOp::Min}) {
+          ASSERT_TRUE(
+              reductions_match(ops::reduce_all(op, gpu), ops::reduce_all(op, host), values, dtype))
+              << ops::op_name(op) << " " << dtype_name(dtype) << ", " << n << " elements at offset "
+              << offset;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

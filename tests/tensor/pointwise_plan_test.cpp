@@ -113,6 +113,42 @@ TEST(PointwisePlan, NoVectorsWhenWidthIsOne) {
   EXPECT_FALSE(l.vectorised);
 }
 
+// The bytes a launch moves decide its L2 policy: the output and each input read per element; an
+// input that a vectorised launch reads as one repeated value, or an immediate, counts nothing.
+TEST(PointwisePlan, LaunchBytesCountWhatEachElementMoves) {
+  PointwiseOperands ops = binary_f32(0x1000, 0x2000, 0x3000, {1023});
+  auto l = plan_pointwise({1023}, ops, 4)[0];
+  ASSERT_TRUE(l.vectorised);
+  EXPECT_EQ(launch_bytes(l, ops), 3u * 4u * 1023u);
+  ops.strides[2] = Strides{0};  // b repeated: read once per thread
+  l = plan_pointwise({1023}, ops, 4)[0];
+  ASSERT_TRUE(l.vectorised);
+  EXPECT_EQ(launch_bytes(l, ops), 2u * 4u * 1023u);
+  ops.data[2] = nullptr;  // an immediate
+  EXPECT_EQ(launch_bytes(plan_pointwise({1023}, ops, 4)[0], ops), 2u * 4u * 1023u);
+  // The strided kernel reads a stride-0 input from memory per element; a cast counts each size.
+  ops = binary_f32(0x1000, 0x2004, 0x3000, {1023});
+  ops.strides[2] = Strides{0};
+  l = plan_pointwise({1023}, ops, 4)[0];
+  ASSERT_FALSE(l.vectorised);
+  EXPECT_EQ(launch_bytes(l, ops), 3u * 4u * 1023u);
+  PointwiseOperands cast;
+  cast.count = 2;
+  cast.data = {at(0x1000), at(0x2000)};
+  cast.strides = {Strides{1}, Strides{1}};
+  cast.element_size = {2, 4};
+  EXPECT_EQ(launch_bytes(plan_pointwise({100}, cast, 4)[0], cast), 6u * 100u);
+}
+
+TEST(PointwisePlan, GridStepsFitThirtyTwoBits) {
+  // The largest piece (2^31 - 1 elements of 1 byte, 16 per vector) with a generous grid fits.
+  const std::uint64_t vectors = ((std::uint64_t{1} << 31) - 1) / 2;  // V = 2 is the smallest
+  EXPECT_TRUE(grid_steps_fit_32bit(std::uint64_t{4096} * 256, vectors, 4));
+  // A grid far past one wave would not.
+  EXPECT_FALSE(grid_steps_fit_32bit(std::uint64_t{1} << 29, vectors, 4));
+  EXPECT_FALSE(grid_steps_fit_32bit(256, (std::uint64_t{1} << 32) - 100, 4));
+}
+
 // Every element of a plan is covered exactly once by its 32-bit pieces, and each piece fits.
 TEST(PointwisePlan, ThirtyTwoBitPiecesCoverEverythingOnce) {
   // A stand-in small enough to enumerate: shrink the limit by checking pieces' offsets directly.

@@ -5,8 +5,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include "ember/core/error.hpp"
@@ -16,6 +18,7 @@ namespace ember {
 namespace {
 std::mutex g_mutex;
 std::map<int, int> g_multiprocessors;                                      // device -> count
+std::map<int, std::uint64_t> g_l2_bytes;                                   // device -> bytes
 std::map<std::tuple<int, const void*, int, std::size_t>, int> g_resident;  // -> blocks per SM
 }  // namespace
 
@@ -30,6 +33,27 @@ int multiprocessor_count() {
     it = g_multiprocessors.emplace(device, count).first;
   }
   return it->second;
+}
+
+std::uint64_t l2_cache_bytes() {
+  int device = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_l2_bytes.find(device);
+  if (it == g_l2_bytes.end()) {
+    int bytes = 0;
+    EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+    it = g_l2_bytes.emplace(device, static_cast<std::uint64_t>(std::max(bytes, 0))).first;
+  }
+  return it->second;
+}
+
+bool streaming_evict_first(std::uint64_t bytes) {
+  static const bool enabled = [] {
+    const char* value = std::getenv("EMBER_L2_EVICT_FIRST");
+    return value == nullptr || std::string_view(value) != "0";
+  }();
+  return enabled && bytes > l2_cache_bytes();
 }
 
 unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_t shared_bytes) {

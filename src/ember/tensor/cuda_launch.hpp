@@ -16,4 +16,14 @@ unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_
 // Multiprocessors of the current device.
 int multiprocessor_count();
 
+// Bytes of L2 cache of the current device.
+std::uint64_t l2_cache_bytes();
+
+// Whether a streaming launch that moves `bytes` (read plus written, each once) should mark its
+// accesses L2 evict-first: when they exceed the current device's L2, since then no line it
+// touches is still there for a later reader, and keeping them only evicts lines that are. The
+// environment variable EMBER_L2_EVICT_FIRST=0 turns the hint off (normal priority everywhere), so
+// that its effect can be measured.
+bool streaming_evict_first(std::uint64_t bytes);
+
 }  // namespace ember

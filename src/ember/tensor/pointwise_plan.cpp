@@ -89,4 +89,14 @@ std::vector<PointwiseLaunch> plan_pointwise(const Shape& shape, const PointwiseO
   return launches;
 }
 
+std::uint64_t launch_bytes(const PointwiseLaunch& launch, const PointwiseOperands& ops) {
+  std::uint64_t per_element = ops.element_size[0];
+  for (int k = 1; k < ops.count; ++k) {
+    const std::size_t i = static_cast<std::size_t>(k);
+    const bool moves = ops.data[i] != nullptr && (!launch.vectorised || launch.dense[i]);
+    if (moves) per_element += ops.element_size[i];
+  }
+  return per_element * launch.n;
+}
+
 }  // namespace ember

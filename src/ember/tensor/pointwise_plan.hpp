@@ -64,6 +64,16 @@ EMBER_HOST_DEVICE inline void offsets_of(const StridedGeometry& g, std::uint32_t
   }
 }
 
+// The vectorised kernels (pointwise path 1 and the all-element reduction) walk their vectors in
+// grid steps: thread t of `threads` takes vectors first + k * threads for k < U, where first starts
+// at t and advances by U * threads while it is below `vectors`. Their 32-bit indices reach
+// vectors + U * threads; this says whether that stays below 2^32 (with a margin of another
+// U * threads). It holds for any piece (vectors < 2^31 / V, V >= 2) and a one-wave grid, and
+// launches check it anyway.
+inline bool grid_steps_fit_32bit(std::uint64_t threads, std::uint64_t vectors, int unroll) {
+  return vectors + 2 * static_cast<std::uint64_t>(unroll) * threads < (std::uint64_t{1} << 32);
+}
+
 // One kernel launch.
 struct PointwiseLaunch {
   bool vectorised = false;
@@ -90,5 +100,10 @@ struct PointwiseOperands {
 // The launches for `shape` (nonempty). vector_width is V, or 1 to never vectorise.
 std::vector<PointwiseLaunch> plan_pointwise(const Shape& shape, const PointwiseOperands& operands,
                                             int vector_width);
+
+// The bytes one launch reads and writes: the output, and each input held in memory, except an
+// input that a vectorised launch reads as one repeated value (read once per thread, not per
+// element). Compared with the L2 size to choose the launch's cache policy.
+std::uint64_t launch_bytes(const PointwiseLaunch& launch, const PointwiseOperands& operands);
 
 }  // namespace ember

@@ -1,8 +1,13 @@
-// CUDA reductions (see reduce_kernels.hpp). The only file of the layer that includes CUB.
+// CUDA reductions (see reduce_kernels.hpp).
 //
-// All elements: cub::DeviceReduce::TransformReduce over the input's memory (any dense layout, a
-// transposed one included, since order does not matter; other views are packed first), into a
-// 64-bit accumulator, then a one-thread kernel converts it.
+// All elements: one pass over the input's memory (any dense layout, a transposed one included,
+// since order does not matter; other views are packed first). Each thread loads 16-byte vectors,
+// four per grid step, all issued before any is added, into four accumulators; a block reduces its
+// threads' values into one partial. One block writes the result directly; otherwise a second,
+// one-block kernel adds the partials in block order (so the result does not depend on timing)
+// and converts. Inputs of 2^31 elements or more are cut into pieces that fit 32-bit indexing,
+// their partials reduced together. This replaced cub::DeviceReduce, which took three launches
+// (CUB's two and a conversion) and most of this file's compile time.
 //
 // Along one dimension the input is seen as [outer, length, inner] (dense; packed first when it is
 // not). Two hand-written kernels cover the layouts:
@@ -13,16 +18,16 @@
 //            neighbouring threads reading neighbouring addresses, again cut into parts along the
 //            reduced dimension when the outputs are too few to fill the GPU.
 // Narrow columns (1 < inner < 32) would not coalesce and are transposed into rows first.
-#include <cub/device/device_reduce.cuh>
-
 #include <algorithm>
 
 #include "ember/core/allocation.hpp"
 #include "ember/core/device.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/tensor/cuda_launch.hpp"
+#include "ember/tensor/cuda_vector_io.cuh"
 #include "ember/tensor/op_dispatch.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/tensor/pointwise_plan.hpp"
 #include "ember/tensor/reduce_functors.hpp"
 #include "ember/tensor/reduce_kernels.hpp"
 
@@ -139,9 +144,107 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- all elements -------------------------------------------------------------------------
+
+constexpr int kAllUnroll = 4;  // vectors per thread per grid step
+
+// This thread's share of the n elements at `in` (n < 2^31), combined with Op (a compile-time
+// constant, so the per-element step has no switch). The body is the 16-byte vectors after a head
+// of up to V - 1 elements that reaches the first 16-byte boundary, walked in grid steps of
+// kAllUnroll vectors as the pointwise kernels do (cuda_apply.cuh: one predicated loop body, the
+// last step's missing vectors skipped); the head and the tail are taken by the first threads, one
+// element each.
+template <ReduceOp Op, class T, class Acc>
+__device__ __forceinline__ Acc reduce_share(const T* in, std::uint32_t n, std::uint64_t policy) {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  using Vector = cuda_apply::Vec<T, V>;
+  const ReduceStep<Acc> step{Op};
+  const ToAcc<T> convert_to_acc;
+  const std::uint32_t misaligned =
+      static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(in) % 16 / sizeof(T));
+  const std::uint32_t to_boundary =
+      misaligned == 0 ? 0u : static_cast<std::uint32_t>(V) - misaligned;
+  const std::uint32_t head = to_boundary < n ? to_boundary : n;
+  const std::uint32_t vectors = (n - head) / V;
+  const Vector* body = reinterpret_cast<const Vector*>(in + head);
+  const std::uint32_t thread = blockIdx.x * kThreads + threadIdx.x;
+  const std::uint32_t threads = gridDim.x * kThreads;
+  // One accumulator per unrolled vector: kAllUnroll independent chains of adds.
+  Acc acc[kAllUnroll];
+#pragma unroll
+  for (int k = 0; k < kAllUnroll; ++k)
+    acc[k] = reduce_identity<Acc>(Op);
+  for (std::uint32_t first = thread; first < vectors; first += kAllUnroll * threads) {
+    Vector x[kAllUnroll];
+    // All loads of a step are issued before any add.
+#pragma unroll
+    for (int k = 0; k < kAllUnroll; ++k) {
+      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * threads;
+      if (at < vectors) x[k] = cuda_apply::load_vector(body + at, policy);
+    }
+#pragma unroll
+    for (int k = 0; k < kAllUnroll; ++k) {
+      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * threads;
+      if (at < vectors) {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          acc[k] = step(acc[k], convert_to_acc(x[k].v[j]));
+      }
+    }
+  }
+  const std::uint32_t tail_begin = head + vectors * V;
+  const std::uint32_t singles = head + (n - tail_begin);
+  if (thread < singles) {
+    const std::uint32_t i = thread < head ? thread : tail_begin + (thread - head);
+    acc[0] = step(acc[0], convert_to_acc(in[i]));
+  }
+#pragma unroll
+  for (int k = 1; k < kAllUnroll; ++k)
+    acc[0] = step(acc[0], acc[k]);
+  return acc[0];
+}
+
+// One block's partial of n elements (n < 2^31): into partials[blockIdx.x], or, with `out` set
+// (a grid of one block and a single piece), the finished result.
 template <class T, class Acc>
-__global__ void finish_kernel(const Acc* acc, T* out, ReduceOp op, std::int64_t count) {
-  *out = reduce_finish<T>(*acc, op, count);
+__global__ void __launch_bounds__(kThreads)
+    reduce_all_kernel(const T* in, std::uint32_t n, ReduceOp op, bool evict_first, Acc* partials,
+                      T* out, std::int64_t count) {
+  const std::uint64_t policy = cuda_apply::l2_policy(evict_first);
+  Acc acc;
+  switch (op) {
+    case ReduceOp::Max:
+      acc = reduce_share<ReduceOp::Max, T, Acc>(in, n, policy);
+      break;
+    case ReduceOp::Min:
+      acc = reduce_share<ReduceOp::Min, T, Acc>(in, n, policy);
+      break;
+    default:  // Sum and Mean add
+      acc = reduce_share<ReduceOp::Sum, T, Acc>(in, n, policy);
+      break;
+  }
+  acc = block_reduce(acc, ReduceStep<Acc>{op}, op);
+  if (threadIdx.x == 0) {
+    if (out != nullptr) {
+      *out = reduce_finish<T>(acc, op, count);
+    } else {
+      partials[blockIdx.x] = acc;
+    }
+  }
+}
+
+// One block: the partials in a fixed order (each thread a strided share, then the block's tree),
+// converted into the result.
+template <class T, class Acc>
+__global__ void __launch_bounds__(kThreads)
+    reduce_partials_kernel(const Acc* partials, std::uint32_t count_partials, T* out, ReduceOp op,
+                           std::int64_t count) {
+  const ReduceStep<Acc> step{op};
+  Acc acc = reduce_identity<Acc>(op);
+  for (std::uint32_t i = threadIdx.x; i < count_partials; i += kThreads)
+    acc = step(acc, partials[i]);
+  acc = block_reduce(acc, step, op);
+  if (threadIdx.x == 0) *out = reduce_finish<T>(acc, op, count);
 }
 
 void check_launch() {
@@ -292,20 +395,44 @@ void reduce_all_cuda(ReduceOp op, const Tensor& out, const Tensor& in, StreamHan
   dispatch_numeric(in.dtype(), op_name(op), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = ReduceAcc<T>;
+    constexpr int V = 16 / static_cast<int>(sizeof(T));
     const T* data = static_cast<const T*>(src.data());
-    std::size_t temp_bytes = 0;
-    EMBER_CUDA_CHECK(cub::DeviceReduce::TransformReduce(
-        nullptr, temp_bytes, data, static_cast<Acc*>(nullptr), n, ReduceStep<Acc>{op}, ToAcc<T>{},
-        reduce_identity<Acc>(op), stream));
-    // [accumulator | CUB's temporary storage], the latter 256-byte aligned.
-    constexpr std::size_t kHead = 256;
-    const AllocationPtr memory = Allocation::create(Place::cuda(device), kHead + temp_bytes);
-    if (stream != current_stream(device)) memory->record_stream(stream);
-    Acc* acc = static_cast<Acc*>(memory->data());
-    EMBER_CUDA_CHECK(cub::DeviceReduce::TransformReduce(memory->bytes() + kHead, temp_bytes, data,
-                                                        acc, n, ReduceStep<Acc>{op}, ToAcc<T>{},
-                                                        reduce_identity<Acc>(op), stream));
-    finish_kernel<T, Acc><<<1, 1, 0, stream>>>(acc, static_cast<T*>(out.data()), op, n);
+    T* const result = static_cast<T*>(out.data());
+    // Pieces that fit 32-bit indexing (each finds its own first 16-byte boundary).
+    constexpr std::int64_t kPiece = std::int64_t{1} << 30;
+    const std::int64_t pieces = (n + kPiece - 1) / kPiece;
+    const auto kernel = reduce_all_kernel<T, Acc>;
+    const auto grid_of = [&](std::int64_t elements) {
+      const std::int64_t steps = (elements / V + kAllUnroll - 1) / kAllUnroll;
+      const unsigned grid = grid_for(reinterpret_cast<const void*>(kernel), kThreads,
+                                     std::max<std::int64_t>(steps, 2 * V));
+      EMBER_CHECK(grid_steps_fit_32bit(std::uint64_t{grid} * kThreads,
+                                       static_cast<std::uint64_t>(elements / V), kAllUnroll),
+                  "reduce_all: a grid of ", grid, " blocks over ", elements,
+                  " elements overflows 32-bit indexing");
+      return grid;
+    };
+    const bool evict_first = streaming_evict_first(static_cast<std::uint64_t>(n) * sizeof(T));
+    if (pieces == 1 && grid_of(n) == 1) {
+      kernel<<<1, kThreads, 0, stream>>>(data, static_cast<std::uint32_t>(n), op, evict_first,
+                                         nullptr, result, n);
+      check_launch();
+      return;
+    }
+    const std::int64_t max_partials = pieces * grid_of(std::min(n, kPiece));
+    Tensor partials = scratch(max_partials, acc_dtype<Acc>(), device, stream);
+    Acc* const p = static_cast<Acc*>(partials.data());
+    std::int64_t written = 0;
+    for (std::int64_t begin = 0; begin < n; begin += kPiece) {
+      const std::int64_t elements = std::min(kPiece, n - begin);
+      const unsigned grid = grid_of(elements);
+      kernel<<<grid, kThreads, 0, stream>>>(data + begin, static_cast<std::uint32_t>(elements), op,
+                                            evict_first, p + written, nullptr, n);
+      check_launch();
+      written += grid;
+    }
+    const auto finish = reduce_partials_kernel<T, Acc>;
+    finish<<<1, kThreads, 0, stream>>>(p, static_cast<std::uint32_t>(written), result, op, n);
     check_launch();
   });
 }
