@@ -88,6 +88,12 @@ class FullyConnectedLayer : public Layer {
   bool chain_from(FullyConnectedLayer& producer, StreamHandle stream = nullptr);
   bool chained_to_consumer() const { return writes_mask_; }
   bool chained_from_producer() const { return producer_ != nullptr; }
+  // The ReLU bit mask the forward writes for the chained consumer (chained_to_consumer()):
+  // [rows, relu_mask_ld(out) / 8] bytes, bit c % 8 of byte c / 8 of row r set where output
+  // (r, c) counts as positive; the consumer's ReLU-gradient epilogue reads it. Within rounding
+  // distance of the kink it can disagree with the stored output (measured on the H200 for
+  // output rows that are not a multiple of 16 bytes: bit 1, output 0); tests align to it.
+  const Tensor& relu_mask() const { return mask_; }
   // How each planned product runs and, when searched, what the forms cost (benchmarks print
   // it); empty before planning.
   std::string plan_summary() const;
