@@ -97,10 +97,11 @@ struct Chunk {
   Vec<T, V> v[kUnroll];
 };
 
-// The body of n elements after a head: `vectors` whole vectors, in grid steps. In a step, thread t
-// of `threads` takes vectors first, first + threads, ..., first + (kUnroll - 1) * threads (first
-// starts at t and advances by kUnroll * threads), so that each of a warp's kUnroll accesses is one
-// contiguous run. Vectors at or past `vectors` are skipped by predicate: one loop body serves the
+// The body of n elements after a head: `vectors` whole vectors, in grid steps. In a step, block b
+// takes the kUnroll * kThreads vectors from its chunk start c = (step * gridDim + b) * kUnroll *
+// kThreads, and its thread t the vectors c + t, c + t + kThreads, ..., c + t + (kUnroll - 1) *
+// kThreads: each of a warp's kUnroll accesses is one contiguous run, and a block reads one
+// contiguous chunk (as PyTorch's elementwise kernels do) instead of kUnroll pieces a grid apart. Vectors at or past `vectors` are skipped by predicate: one loop body serves the
 // last, partial step too (a second, unchecked copy of the body would double the code of every
 // (functor, dtypes) instantiation for a few integer compares per step). 32-bit arithmetic: the
 // launch checks grid_steps_fit_32bit.
@@ -124,12 +125,13 @@ __device__ __forceinline__ void vector_loop(const F& f, Out* out, Pack<Operand<I
   ((get<K>(src) =
         get<K>(in).dense ? reinterpret_cast<const Vec<In, V>*>(get<K>(in).ptr + head) : nullptr),
    ...);
-  for (std::uint32_t first = thread; first < vectors; first += kUnroll * threads) {
+  for (std::uint32_t first = blockIdx.x * (kUnroll * kThreads) + threadIdx.x; first < vectors;
+       first += kUnroll * threads) {
     Pack<Chunk<In, V>...> x;  // a repeated operand's chunk is never loaded nor read
                               // Every load of the step is issued before any value is used.
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
-      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * threads;
+      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * kThreads;
       if (at < vectors) {
         ((get<K>(in).dense
               ? static_cast<void>(get<K>(x).v[k] = load_vector(get<K>(src) + at, policy))
@@ -139,7 +141,7 @@ __device__ __forceinline__ void vector_loop(const F& f, Out* out, Pack<Operand<I
     }
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
-      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * threads;
+      const std::uint32_t at = first + static_cast<std::uint32_t>(k) * kThreads;
       if (at < vectors) {
         Vec<Out, V> result;
 #pragma unroll
@@ -222,11 +224,10 @@ void pointwise(F f, const Tensor& out, cudaStream_t stream, const Arg<In>&... ar
       if (launch.vectorised) {
         const auto kernel = vector_kernel<V, F, Out, In...>;
         // A thread's item is a step of kUnroll vectors; the head and tail need up to 2V - 1
-        // threads. grid_for caps the grid at one wave (every block resident at once): beyond
-        // that the threads loop over grid steps.
+        // threads. See pointwise_grid for the grid's size.
         const std::int64_t steps = (std::int64_t{launch.vectors} + kUnroll - 1) / kUnroll;
-        const unsigned grid = grid_for(reinterpret_cast<const void*>(kernel), kThreads,
-                                       std::max<std::int64_t>(steps, 2 * V));
+        const unsigned grid = pointwise_grid(reinterpret_cast<const void*>(kernel), kThreads,
+                                             std::max<std::int64_t>(steps, 2 * V));
         EMBER_CHECK(grid_steps_fit_32bit(std::uint64_t{grid} * kThreads, launch.vectors, kUnroll),
                     "pointwise: a grid of ", grid, " blocks over ", launch.vectors,
                     " vectors overflows 32-bit indexing");

@@ -78,6 +78,16 @@ unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_
   return static_cast<unsigned>(std::min(wanted, limit));
 }
 
+unsigned pointwise_grid(const void* kernel, int threads, std::int64_t work) {
+  static const bool one_wave = [] {
+    const char* value = std::getenv("EMBER_POINTWISE_GRID");
+    return value != nullptr && std::string_view(value) == "wave";
+  }();
+  if (one_wave) return grid_for(kernel, threads, work);
+  const std::int64_t blocks = (std::max<std::int64_t>(work, 1) + threads - 1) / threads;
+  return static_cast<unsigned>(std::min<std::int64_t>(blocks, 0x7fffffff));
+}
+
 }  // namespace ember
 
 #endif  // EMBER_WITH_CUDA

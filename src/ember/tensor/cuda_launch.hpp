@@ -13,6 +13,12 @@ namespace ember {
 // and `shared_bytes` of dynamic shared memory, `work` items, one per thread per loop step.
 unsigned grid_for(const void* kernel, int threads, std::int64_t work, std::size_t shared_bytes = 0);
 
+// The grid of a streaming pointwise kernel with `work` items (one per thread per step): one item
+// per thread (as PyTorch launches its elementwise kernels: every block reads one chunk and exits),
+// or, with the environment variable EMBER_POINTWISE_GRID=wave, grid_for's one resident wave
+// looping over steps, so that the two can be measured against each other.
+unsigned pointwise_grid(const void* kernel, int threads, std::int64_t work);
+
 // Multiprocessors of the current device.
 int multiprocessor_count();
 

@@ -65,11 +65,11 @@ EMBER_HOST_DEVICE inline void offsets_of(const StridedGeometry& g, std::uint32_t
 }
 
 // The vectorised kernels (pointwise path 1 and the all-element reduction) walk their vectors in
-// grid steps: thread t of `threads` takes vectors first + k * threads for k < U, where first starts
-// at t and advances by U * threads while it is below `vectors`. Their 32-bit indices reach
-// vectors + U * threads; this says whether that stays below 2^32 (with a margin of another
-// U * threads). It holds for any piece (vectors < 2^31 / V, V >= 2) and a one-wave grid, and
-// launches check it anyway.
+// grid steps: each of `threads` threads takes U vectors per step (the two kernels lay them out
+// differently), its step's first index advancing by U * threads while it is below `vectors`.
+// Their 32-bit indices reach vectors + U * threads; this says whether that stays below 2^32 (with
+// a margin of another U * threads). It holds for any piece (vectors < 2^31 / V, V >= 2) with a
+// one-wave grid or one step per thread, and launches check it anyway.
 inline bool grid_steps_fit_32bit(std::uint64_t threads, std::uint64_t vectors, int unroll) {
   return vectors + 2 * static_cast<std::uint64_t>(unroll) * threads < (std::uint64_t{1} << 32);
 }
