@@ -1,5 +1,5 @@
 // End-to-end training throughput: `ember train`'s session on DLRM with Criteo-Kaggle-sized tables
-// (configs/dlrm_criteo_kaggle.json: 26 one-hot tables, 33.8 M rows of width 128, bottom MLP
+// (configs/dlrm_criteo_kaggle.json: 26 one-hot tables, 23.8 M rows of width 128, bottom MLP
 // 512-256-128, top MLP 1024-1024-512-256-1, batch 65536, fp32 with TF32 off, SGD), reading
 // synthetic data already on disk through the input pipeline; and, in the same run, the same model
 // in plain PyTorch (nn.EmbeddingBag with sparse gradients, SGD, fp32, TF32 off) fed batches it has

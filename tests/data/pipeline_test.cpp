@@ -184,10 +184,19 @@ TEST(Pipeline, RepeatModeRetiresAWorkerWhoseFilesAreEmpty) {
     for (int i = 0; i < 20; ++i) {  // 160 samples: four passes over the 40
       for (auto& s : datatest::samples_of(*p.next())) ++counts[s];
     }
-    EXPECT_EQ(counts.size(), d.all.size());
     int total = 0;
     for (const auto& [s, n] : counts) total += n;
     EXPECT_EQ(total, 160);
+    if (deterministic) {
+      EXPECT_EQ(counts.size(), d.all.size());  // strict turns: each live worker's 20 every pass
+    } else {
+      // Batches come in the order they are ready, so on a loaded machine the first 20 can all
+      // be one worker's (seen here on 2 busy cores); the other live worker must still deliver.
+      for (int i = 0; i < 2000 && counts.size() < d.all.size(); ++i) {
+        for (auto& s : datatest::samples_of(*p.next())) ++counts[s];
+      }
+      EXPECT_EQ(counts.size(), d.all.size());
+    }
   }
   const Dataset empty = write_dataset(dir / "empty", rng, shape, {0, 0});
   PipelineOptions o;
