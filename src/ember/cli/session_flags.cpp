@@ -34,8 +34,7 @@ void SessionFlags::add_to(CLI::App& cmd, bool config_required) {
   cmd.add_option("--set", overrides,
                  "Override a configuration value, e.g. --set solver.batchsize=1024; "
                  "--set KEY=null deletes KEY (repeatable)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->allow_extra_args(false);
 }
 
 train::ModelConfig SessionFlags::load_config() const {

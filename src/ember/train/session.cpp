@@ -317,8 +317,9 @@ void Session::TrainingLoop::check_loss(std::int64_t iteration, const std::vector
   for (std::size_t r = 0; r < losses.size(); ++r) {
     if (std::isfinite(losses[r])) continue;
     progress_.clear();
-    EMBER_THROW("training diverged: the loss is ", losses[r], " at iteration ", iteration,
-                losses.size() > 1 ? cat(" (rank ", r, ")") : std::string(),
+    EMBER_THROW("training diverged: the loss is ",
+                std::isnan(losses[r]) ? "nan" : format_number(losses[r]), " at iteration ",
+                iteration, losses.size() > 1 ? cat(" (rank ", r, ")") : std::string(),
                 "; no model is saved from it. Lower the learning rate, look for NaN or infinite "
                 "values in the data, or set solver.nan_policy to \"skip\" to skip such batches");
   }
