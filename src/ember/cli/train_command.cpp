@@ -68,10 +68,12 @@ void check_outputs(const TrainFlags& f, const train::ModelConfig& config, const 
     train::check_checkpoint_destination(f.export_initial, "--export-initial");
   }
   if (!run_dir.empty()) train::check_output_directory(run_dir, "--run-dir");
-  const train::SnapshotPlace snapshots =
-      train::snapshot_place(config.solver.snapshot_prefix, run_dir);
-  const fs::path snapshot_parent = snapshots.parent.empty() ? fs::path(".") : snapshots.parent;
-  train::check_output_directory(snapshot_parent, "solver.snapshot_prefix");
+  if (config.solver.snapshot > 0) {
+    const train::SnapshotPlace snapshots =
+        train::snapshot_place(config.solver.snapshot_prefix, run_dir);
+    train::check_output_directory(snapshots.parent.empty() ? fs::path(".") : snapshots.parent,
+                                  "solver.snapshot_prefix");
+  }
   if (const std::string& prefix = config.solver.export_predictions_prefix; !prefix.empty()) {
     const fs::path parent = fs::path(prefix).parent_path();
     train::check_output_directory(parent.empty() ? fs::path(".") : parent,

@@ -460,10 +460,11 @@ void Session::TrainingLoop::finish() {
   result_.samples_per_second =
       result_.seconds > 0 ? static_cast<double>(trained_samples_) / result_.seconds : 0;
   result_.iterations = session_.iteration_;
-  if (session_.iteration_ == first_iteration_) return;
-  check_loss_now();
-  // The last step's loss, also when it fell between display lines.
-  if (last_display_iteration_ != session_.iteration_) result_.last_loss = mean_last_loss();
+  if (session_.iteration_ > first_iteration_) {
+    check_loss_now();
+    // The last step's loss, also when it fell between display lines.
+    if (last_display_iteration_ != session_.iteration_) result_.last_loss = mean_last_loss();
+  }
   // A run that ended between evaluations reports the model it ends with; an interrupted one
   // ends at once.
   if (!result_.interrupted && last_eval_iteration_ != session_.iteration_ &&
