@@ -334,11 +334,11 @@ TEST_F(RobustCli, CtrlCStopsAfterTheStepWithASnapshot) {
   }
   {
     testing::ChildProcess run(
-        testing::ember_argv({"train", config(), "--set",
-                             "layers.data.source=" + data() + "/train.txt", "--set",
-                             "layers.data.eval_source=" + data() + "/eval.txt", "--device", "cpu",
-                             "--set", "solver.batchsize=12000", "--set", "solver.display=1",
-                             "--set", "solver.max_iter=1000000", "--no-progress"}),
+        testing::ember_argv(
+            {"train", config(), "--set", "layers.data.source=" + data() + "/train.txt", "--set",
+             "layers.data.eval_source=" + data() + "/eval.txt", "--device", "cpu", "--set",
+             "solver.batchsize=12000", "--set", "solver.display=1", "--set",
+             "solver.max_iter=1000000", "--no-progress", "--run-dir", (dir_ / "run2").string()}),
         dir_ / "err2.txt");
     ASSERT_TRUE(run.wait_for_line([](const std::string& l) { return l.rfind("iter=2 ", 0) == 0; },
                                   std::chrono::seconds(60)));
