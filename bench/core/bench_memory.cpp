@@ -84,7 +84,9 @@ PairResult pairs(Candidate& c, std::size_t bytes, int threads, int count,
     ++ready;
     while (ready.load() < threads) {
     }
-    auto& v = times[t];
+    // The thread's own vector, handed over at the end: the vectors' headers in `times` share
+    // cache lines, and writing them at every pair would time the harness's contention too.
+    std::vector<double> v;
     v.reserve(count);
     for (int i = 0; i < count; ++i) {
       const auto t0 = Clock::now();
@@ -93,6 +95,7 @@ PairResult pairs(Candidate& c, std::size_t bytes, int threads, int count,
       const auto t1 = Clock::now();
       v.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() - overhead);
     }
+    times[t] = std::move(v);
   };
   if (threads == 1) {
     body(0);
