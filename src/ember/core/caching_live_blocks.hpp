@@ -74,6 +74,7 @@ class LiveBlocks {
     SpinMutex mutex;
     LiveMap map;
   };
+  static_assert(sizeof(Bucket) == 64, "a bucket's lock and map head fill one cache line");
   Bucket& bucket(const void* ptr) {
     // Blocks start on 512-byte boundaries; Fibonacci hashing spreads the rest.
     const auto a = reinterpret_cast<std::uintptr_t>(ptr) >> 9;
