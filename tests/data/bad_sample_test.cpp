@@ -8,12 +8,17 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "data/data_test_support.hpp"
 #include "ember/data/data_source.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/parquet/hugectr_metadata.hpp"
+#include "ember/data/parquet/parquet_reader.hpp"
+#include "ember/data/parquet/parquet_source.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
 #include "support/test_support.hpp"
@@ -204,7 +209,81 @@ TEST(BadSamples, RawNamesTheStoredValueBehindAConvertedOne) {
   EXPECT_TRUE(std::isnan(batch.dense()[3]));
 }
 
-// A Data layer for `format` over the files in `dir` (Norm: list.txt; Raw: r.bin).
+// Writes `samples` as a Parquet dataset in dir/pq (one file, HugeCTR's layout: _file_list.txt,
+// _metadata.json), small row groups so that a read crosses them.
+void write_parquet(const testing::ScratchDir& dir, const std::vector<Sample>& samples,
+                   const SampleShape& shape) {
+  const std::filesystem::path folder = dir / "pq";
+  std::filesystem::create_directories(folder);
+  auto o = parquet::ParquetWriterOptions::with_default_names(shape.label_dim, shape.dense_dim,
+                                                             shape.total_slots());
+  o.row_group_rows = 24;
+  const std::string path = (folder / "part_0.parquet").string();
+  parquet::ParquetWriter w(path, o);
+  for (const Sample& x : samples) {
+    std::vector<std::int32_t> nnz;
+    std::vector<std::int64_t> keys;
+    for (const auto& slot : x.slots) {
+      nnz.push_back(static_cast<std::int32_t>(slot.size()));
+      keys.insert(keys.end(), slot.begin(), slot.end());
+    }
+    w.write(x.label, x.dense, nnz, keys);
+  }
+  w.close();
+  parquet::write_parquet_layout(folder.string(), (folder / "_file_list.txt").string(),
+                                {{path, w.rows()}}, o);
+}
+
+TEST(BadSamples, ParquetRowsAreCheckedToo) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  auto samples = datatest::random_samples(rng, 50, shape);
+  samples[3].dense[2] = kNaN;
+  samples[4].label[0] = 1.5f;  // next to another bad row: one run of two dropped
+  samples[30].dense[0] = -kInf;
+  samples[49].label[0] = kInf;  // the last row
+  write_parquet(dir, samples, shape);
+  const std::string list = (dir / "pq" / "_file_list.txt").string();
+  const std::string file = (dir / "pq" / "part_0.parquet").string();
+  const BatchLayout layout = datatest::layout_for(shape, DType::I64);
+  PipelineOptions o;
+  o.batch_size = 7;
+  o.mode = PipelineMode::Epochs;
+  o.deterministic = true;
+  {
+    Pipeline p(std::make_shared<parquet::ParquetSource>(list, layout, std::vector<std::int64_t>{},
+                                                        SampleChecks{{}, binary_labels()}),
+               o);
+    EMBER_EXPECT_THROW_WITH(
+        while (p.next()){}, DataError,
+        "Parquet file '" + file + "': row 3: dense column 2 is NaN (the Data layer's");
+  }
+  ReadCounters counters;
+  testing::LogCapture log;
+  parquet::ParquetFileReader reader(layout, {}, &counters,
+                                    SampleChecks{BadSamplePolicy::Drop, binary_labels()});
+  reader.open(file, parquet::read_hugectr_metadata(dir / "pq" / "_metadata.json"));
+  std::vector<Sample> got;
+  HostBatch batch(layout, 11);
+  while (!reader.done()) {
+    batch.clear();
+    reader.read(batch);
+    for (auto& x : datatest::samples_of(batch))
+      got.push_back(std::move(x));
+  }
+  std::vector<Sample> expect;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (i != 3 && i != 4 && i != 30 && i != 49) expect.push_back(samples[i]);
+  }
+  EXPECT_EQ(got, expect);
+  EXPECT_EQ(counters.bad.load(), 4);
+  EXPECT_THAT(log.text(), HasSubstr("'" + file + "': sample 4 dropped: label column 0 is 1.5"));
+  EXPECT_THAT(log.text(), HasSubstr("sample 49 dropped: label column 0 is +infinity"));
+}
+
+// A Data layer for `format` over the files in `dir` (Norm: list.txt; Raw: r.bin; Parquet:
+// pq/_file_list.txt).
 DataConfig data_config(const std::string& format, const testing::ScratchDir& dir,
                        const std::string& policy, std::int64_t samples) {
   nlohmann::json j = nlohmann::json::parse(R"({
@@ -212,7 +291,9 @@ DataConfig data_config(const std::string& format, const testing::ScratchDir& dir
       "label": {"top": "label", "label_dim": 1}, "dense": {"top": "dense", "dense_dim": 3},
       "sparse": [{"top": "data1", "slot_num": 2, "max_feature_num_per_sample": 2}]})");
   j["format"] = format;
-  j["source"] = format == "Raw" ? (dir / "r.bin").string() : (dir / "list.txt").string();
+  j["source"] = format == "Raw"       ? (dir / "r.bin").string()
+                : format == "Parquet" ? (dir / "pq" / "_file_list.txt").string()
+                                      : (dir / "list.txt").string();
   if (format == "Raw") {
     j["num_samples"] = samples;
     j["float_label_dense"] = true;
@@ -231,13 +312,14 @@ TEST(BadSamples, PipelinesApplyTheDataLayersPolicyAndTheLossRange) {
   datatest::write_norm(dir / "a.data", samples, shape, CheckMode::None, DType::U32);
   write_file_list(dir / "list.txt", {dir / "a.data"});
   datatest::write_raw(dir / "r.bin", samples, shape, true);
+  write_parquet(dir, samples, shape);
   DataSourceOptions loss;
   loss.labels = binary_labels();
   PipelineOptions o;
   o.batch_size = 8;
   o.mode = PipelineMode::Epochs;
   o.deterministic = true;
-  for (const std::string format : {"Norm", "Raw"}) {
+  for (const std::string format : {"Norm", "Raw", "Parquet"}) {
     // The default policy: the first bad sample ends the run with its file and index.
     {
       Pipeline p(
@@ -284,7 +366,8 @@ TEST(BadSamples, NothingLeftAfterDroppingEndsWithAnErrorNotAHang) {
   datatest::write_norm(dir / "a.data", samples, shape, CheckMode::None, DType::U32);
   write_file_list(dir / "list.txt", {dir / "a.data"});
   datatest::write_raw(dir / "r.bin", samples, shape, true);
-  for (const std::string format : {"Norm", "Raw"}) {
+  write_parquet(dir, samples, shape);
+  for (const std::string format : {"Norm", "Raw", "Parquet"}) {
     for (PipelineMode mode : {PipelineMode::Repeat, PipelineMode::Epochs}) {
       PipelineOptions o;
       o.batch_size = 4;

@@ -61,7 +61,7 @@ std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key
       return std::make_shared<RawSource>(raw, layout);
     }
     case DataFormat::Parquet:
-      return std::make_shared<parquet::ParquetSource>(path, layout, config.slot_size_array);
+      return std::make_shared<parquet::ParquetSource>(path, layout, config.slot_size_array, checks);
   }
   EMBER_THROW_AS(ConfigError, config.name, ": unknown data format");
 }
