@@ -38,7 +38,8 @@ std::vector<char> damage(const std::vector<char>& good, std::mt19937_64& rng, st
   if (size == 0) return b;
   auto flip = [&](std::size_t at) {
     b[at] = static_cast<char>(b[at] ^ static_cast<char>(1 + rng() % 255));
-    *what += " " + std::to_string(at);
+    *what += ' ';  // two appends: GCC 12 warns (-Wrestrict, falsely) about " " + string
+    *what += std::to_string(at);
   };
   switch (rng() % 4) {
     case 0: {
