@@ -139,7 +139,8 @@ TEST(DataConfig, MissingOrBadValuesNameTheKey) {
   EXPECT_THAT(config_error(j), HasSubstr("\"sparse[0].max_feature_num_per_sample\" is missing"));
   j = dlrm_layer();
   j["check"] = "CRC";
-  EXPECT_THAT(config_error(j), HasSubstr("\"check\" must be \"Sum\" or \"None\", got \"CRC\""));
+  EXPECT_THAT(config_error(j),
+              HasSubstr("\"check\" must be \"Sum\", \"None\" or \"Non\", got \"CRC\""));
   j = dlrm_layer();
   j["format"] = "Avro";
   EXPECT_THAT(config_error(j),
@@ -199,6 +200,55 @@ TEST(DataConfig, JsonNamesAreHugeCtrsExactlyTheCommandLineTakesAnyCase) {
   j = dlrm_layer();
   j["sparse"][0]["is_fixed_length"] = 2;
   EXPECT_THAT(config_error(j), HasSubstr("\"sparse[0].is_fixed_length\" must be true or false"));
+}
+
+TEST(DataConfig, HugeCtrsNonSpellingOfTheCheckIsNone) {
+  // hugectr.Check_t.Non is how HugeCTR's Python API spells it, and configurations it wrote do.
+  json j = dlrm_layer();
+  j["check"] = "Non";
+  const DataConfig c = parse_data_layer(j, "layers[0]");
+  EXPECT_EQ(c.check, CheckMode::None);
+  EXPECT_EQ(to_string(c.check), "None");  // written back as None
+  EXPECT_EQ(to_json(c)["check"], "None");
+  EXPECT_EQ(parse_check_mode("non", "--check"), CheckMode::None);
+}
+
+TEST(DataConfig, BadSamplePolicyIsReadAndWrittenBack) {
+  json j = dlrm_layer();
+  EXPECT_EQ(parse_data_layer(j, "layers[0]").bad_sample_policy, BadSamplePolicy::Error);
+  EXPECT_FALSE(to_json(parse_data_layer(j, "layers[0]")).contains("bad_sample_policy"));
+  j["bad_sample_policy"] = "drop";
+  const DataConfig c = parse_data_layer(j, "layers[0]");
+  EXPECT_EQ(c.bad_sample_policy, BadSamplePolicy::Drop);
+  EXPECT_EQ(to_json(c)["bad_sample_policy"], "drop");
+  EXPECT_EQ(parse_data_layer(to_json(c), "again").bad_sample_policy, BadSamplePolicy::Drop);
+  j["bad_sample_policy"] = "skip";
+  EXPECT_THAT(config_error(j),
+              HasSubstr("\"bad_sample_policy\" must be \"error\" or \"drop\", got \"skip\""));
+}
+
+TEST(DataConfig, CacheEvalDataAndFixedLengthAreWrittenBack) {
+  json j = dlrm_layer();
+  j["cache_eval_data"] = 12;
+  j["sparse"][0]["is_fixed_length"] = true;
+  j["sparse"][0]["max_nnz"] = 1;
+  const DataConfig c = parse_data_layer(j, "layers[0]");
+  EXPECT_EQ(c.cache_eval_data, 12);
+  EXPECT_EQ(c.sparse[0].fixed_nnz(), std::vector<std::int64_t>(26, 1));  // max_nnz per slot
+  const DataConfig again = parse_data_layer(to_json(c), "again");
+  EXPECT_EQ(again.cache_eval_data, 12);
+  EXPECT_TRUE(again.sparse[0].is_fixed_length);
+  j["cache_eval_data"] = true;
+  EXPECT_EQ(to_json(parse_data_layer(j, "layers[0]"))["cache_eval_data"], true);
+}
+
+TEST(DataConfig, FixedLengthBeyondTheKeyBudgetIsRefused) {
+  json j = dlrm_layer();
+  j["sparse"][0]["is_fixed_length"] = true;
+  j["sparse"][0]["max_nnz"] = 2;  // 26 slots of 2 keys: 52 > 30
+  EXPECT_THAT(config_error(j),
+              HasSubstr("\"sparse[0].is_fixed_length\" is true, so every sample holds 52 keys "
+                        "(max_nnz 2 in each of 26 slots), but max_feature_num_per_sample is 30"));
 }
 
 TEST(DataConfig, KeyTypeNames) {

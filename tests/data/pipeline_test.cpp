@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -476,7 +477,13 @@ TEST(Pipeline, RawRepeatModeGivesOnlyFullBatches) {
   shape.dense_dim = 2;
   shape.slots_per_input = {3};
   shape.min_nnz = shape.max_nnz = 1;
-  const auto samples = datatest::random_samples(rng, 25, shape);
+  auto samples = datatest::random_samples(rng, 25, shape);
+  // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
+  // sample).
+  for (auto& sample : samples) {
+    for (auto& v : sample.dense)
+      v = std::abs(v);
+  }
   datatest::write_raw(dir / "r.bin", samples, shape, false);
   RawOptions raw;
   raw.path = dir / "r.bin";
@@ -653,7 +660,13 @@ TEST(PipelineMemory, RawPartialChunksWhenRepeatingMakeNoLateHostBatches) {
   shape.dense_dim = 2;
   shape.slots_per_input = {3};
   shape.min_nnz = shape.max_nnz = 1;
-  const auto samples = datatest::random_samples(rng, 25, shape);
+  auto samples = datatest::random_samples(rng, 25, shape);
+  // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
+  // sample).
+  for (auto& sample : samples) {
+    for (auto& v : sample.dense)
+      v = std::abs(v);
+  }
   datatest::write_raw(dir / "r.bin", samples, shape, false);
   RawOptions raw;
   raw.path = dir / "r.bin";

@@ -457,9 +457,10 @@ TEST(SparseEmbeddingGpu, MatchesCpuForEveryTypeOptimizerAndUpdateType) {
   const std::vector<std::int64_t> sizes = {70, 200, 3, 500, 110};
   for (EmbeddingType type : {EmbeddingType::DistributedSlotHash, EmbeddingType::LocalizedSlotHash,
                              EmbeddingType::LocalizedSlotOneHot}) {
-    for (optim::OptimizerType ot : {optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD,
-                                    optim::OptimizerType::Nesterov, optim::OptimizerType::Adam,
-                                    optim::OptimizerType::AdaGrad}) {
+    for (optim::OptimizerType ot :
+         {optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD,
+          optim::OptimizerType::Nesterov, optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,
+          optim::OptimizerType::RMSProp, optim::OptimizerType::Ftrl}) {
       for (optim::UpdateType ut :
            {optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal}) {
         // vec_size 128 takes the 16-byte pooling path, 7 the scalar one.
@@ -471,6 +472,9 @@ TEST(SparseEmbeddingGpu, MatchesCpuForEveryTypeOptimizerAndUpdateType) {
         p.optimizer.update_type = ut;
         p.optimizer.schedule.base_lr = 0.05f;
         p.optimizer.momentum_factor = 0.9f;
+        p.optimizer.ftrl_beta = 0.5f;
+        p.optimizer.lambda1 = 0.001f;
+        p.optimizer.lambda2 = 0.01f;
         for (int t = 0; t < 4; ++t) {
           p.batches.push_back(testing::random_batch(64, sizes, 6, rng));
           p.grads.push_back(testing::random_grad(64 * 5 * V, rng));

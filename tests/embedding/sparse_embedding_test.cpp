@@ -46,6 +46,10 @@ optim::OptimizerConfig make_optimizer(optim::OptimizerType type, optim::UpdateTy
   o.momentum_factor = 0.8f;
   o.initial_accu_value = 0.1f;
   o.epsilon = 1e-6f;
+  o.rmsprop_beta = 0.8f;
+  o.ftrl_beta = 0.5f;
+  o.lambda1 = 0.001f;
+  o.lambda2 = 0.01f;
   return o;
 }
 
@@ -105,9 +109,10 @@ TEST_P(ShardedEmbedding, ForwardMatchesReferenceForBothCombiners) {
 TEST_P(ShardedEmbedding, EveryOptimizerAndUpdateTypeMatchesReference) {
   const auto [type, D] = GetParam();
   auto rng = ember::testing::make_rng(10 + D);
-  for (optim::OptimizerType ot : {optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD,
-                                  optim::OptimizerType::Nesterov, optim::OptimizerType::Adam,
-                                  optim::OptimizerType::AdaGrad}) {
+  for (optim::OptimizerType ot :
+       {optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD,
+        optim::OptimizerType::Nesterov, optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,
+        optim::OptimizerType::RMSProp, optim::OptimizerType::Ftrl}) {
     for (optim::UpdateType ut :
          {optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal}) {
       const auto c = base_config(type, Combiner::Mean, DType::I64, rng());
@@ -164,12 +169,18 @@ TEST(SparseEmbedding, LazyGlobalEqualsGlobalOverLongGaps) {
   // Few keys, each touched rarely: rows skip many steps before they are touched again.
   auto rng = ember::testing::make_rng();
   for (optim::OptimizerType ot : {optim::OptimizerType::MomentumSGD, optim::OptimizerType::Nesterov,
-                                  optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad}) {
+                                  optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,
+                                  optim::OptimizerType::RMSProp, optim::OptimizerType::Ftrl}) {
     EmbeddingConfig c =
         base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::I64, rng());
     Problem global;
     global.config = c;
     global.optimizer = make_optimizer(ot, optim::UpdateType::Global);
+    // A rate that changes over the gaps (warm-up, then decay): the catch-up must use each missed
+    // step's own rate where the rule depends on it (Adam's step sizes, Ftrl's weight).
+    global.optimizer.schedule.decay_start = 4;
+    global.optimizer.schedule.decay_steps = 6;
+    global.optimizer.schedule.end_lr = 0.01f;
     for (int t = 0; t < 12; ++t) {
       HostBatch h;
       h.batch = 2;

@@ -58,6 +58,7 @@ struct Fixture {
 struct Reference {
   optim::OptimizerType type = optim::OptimizerType::SGD;
   double lr = 0, mu = 0.9, b1 = 0.9, b2 = 0.999, eps = 1e-7;
+  double rms_beta = 0.9, ftrl_beta = 0.5, lambda1 = 0.01, lambda2 = 0.1;
   std::vector<double> m, v;
   int t = 0;
   void step(std::vector<double>& w, const std::vector<double>& g) {
@@ -90,6 +91,21 @@ struct Reference {
           m[i] += g[i] * g[i];
           w[i] -= lr * g[i] / (std::sqrt(m[i]) + eps);
           break;
+        case optim::OptimizerType::RMSProp:
+          m[i] = rms_beta * m[i] + (1 - rms_beta) * g[i] * g[i];
+          w[i] -= lr * g[i] / (std::sqrt(m[i]) + eps);
+          break;
+        case optim::OptimizerType::Ftrl: {
+          // FTRL-Proximal (McMahan et al. 2013, algorithm 1): m is n, v is z.
+          const double n = m[i] + g[i] * g[i];
+          const double sigma = (std::sqrt(n) - std::sqrt(m[i])) / lr;
+          v[i] += g[i] - sigma * w[i];
+          m[i] = n;
+          w[i] = std::abs(v[i]) <= lambda1 ? 0.0
+                                           : -(v[i] - (v[i] < 0 ? -lambda1 : lambda1)) /
+                                                 ((ftrl_beta + std::sqrt(n)) / lr + lambda2);
+          break;
+        }
       }
     }
   }
@@ -106,6 +122,10 @@ TEST_P(DenseOptimizerRules, SeveralStepsMatchTheReference) {
   c.schedule.base_lr = 0.05f;
   c.momentum_factor = 0.9f;
   c.initial_accu_value = 0.1f;
+  c.rmsprop_beta = 0.9f;
+  c.ftrl_beta = 0.5f;
+  c.lambda1 = 0.01f;
+  c.lambda2 = 0.1f;
   DenseOptimizer opt(c, f.store);
   std::vector<double> w(13);
   for (auto& x : w)
@@ -135,15 +155,15 @@ TEST_P(DenseOptimizerRules, SeveralStepsMatchTheReference) {
   EXPECT_EQ(opt.state_count(), c.state_count());
 }
 
-INSTANTIATE_TEST_SUITE_P(All, DenseOptimizerRules,
-                         ::testing::Values(optim::OptimizerType::SGD,
-                                           optim::OptimizerType::MomentumSGD,
-                                           optim::OptimizerType::Nesterov,
-                                           optim::OptimizerType::Adam,
-                                           optim::OptimizerType::AdaGrad),
-                         [](const ::testing::TestParamInfo<optim::OptimizerType>& info) {
-                           return std::string(optim::optimizer_name(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    All, DenseOptimizerRules,
+    ::testing::Values(optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD,
+                      optim::OptimizerType::Nesterov, optim::OptimizerType::Adam,
+                      optim::OptimizerType::AdaGrad, optim::OptimizerType::RMSProp,
+                      optim::OptimizerType::Ftrl),
+    [](const ::testing::TestParamInfo<optim::OptimizerType>& info) {
+      return std::string(optim::optimizer_name(info.param));
+    });
 
 TEST(DenseOptimizer, HandComputedSgdWithWarmupAndDecay) {
   Fixture f;

@@ -9,6 +9,7 @@
 #include "ember/core/stream.hpp"
 #include "ember/network/layer_registry.hpp"
 #include "ember/network/layers/dropout_layer.hpp"
+#include "ember/network/layers/fully_connected_layer.hpp"
 #include "ember/network/layers/loss_layers.hpp"
 
 namespace ember::network::testing {
@@ -92,6 +93,7 @@ void Graph::forward(bool training) {
     if (auto* d = dynamic_cast<DropoutLayer*>(l.get())) d->set_steps(0);
     l->forward(training);
     if (storage_of_ != nullptr) {
+      if (plain_products_.count(l->name()) > 0) redo_as_plain_product(*l);
       for (const auto& t : l->tops())
         round_like_device(t, false);
     }
@@ -134,6 +136,43 @@ void Graph::round_like_device(const BlobPtr& blob, bool gradient) const {
   if (blob->shape().numel() == 0) return;  // placeholder tops
   const Tensor& t = gradient ? blob->grad() : blob->value();
   from_doubles(t, rounded(to_doubles(t), stored));
+}
+
+void Graph::redo_as_plain_product(const Layer& layer) const {
+  const auto* fc = dynamic_cast<const FullyConnectedLayer*>(&layer);
+  EMBER_CHECK(fc != nullptr, "model_plain_products: '", layer.name(), "' is not an FC layer");
+  const std::string& top = fc->tops()[0]->name();
+  const auto it = storage_of_->blobs_.find(top);
+  if (it == storage_of_->blobs_.end()) return;
+  const DType stored = it->second->dtype();
+  if (stored != DType::F16 && stored != DType::BF16) return;  // one rounding only
+  const std::vector<double> x = values(fc->bottoms()[0]->name());
+  const std::vector<double> w = to_doubles(fc->weight()->value());
+  const std::vector<double> b = to_doubles(fc->bias()->value());
+  const std::int64_t rows = fc->rows(), in = fc->in_features(), out = fc->out_features();
+  // The product as the device accumulates it (f32), then stored in 16 bits.
+  std::vector<double> y(static_cast<std::size_t>(rows * out));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < out; ++c) {
+      double p = 0;
+      for (std::int64_t k = 0; k < in; ++k) {
+        p += x[static_cast<std::size_t>(r * in + k)] * w[static_cast<std::size_t>(k * out + c)];
+      }
+      y[static_cast<std::size_t>(r * out + c)] = static_cast<float>(p);
+    }
+  }
+  y = rounded(std::move(y), stored);
+  // Ember's bias/ReLU kernel: f32 sum of the stored product and the 16-bit bias, then ReLU
+  // (the caller rounds the result to 16 bits like every stored top).
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < out; ++c) {
+      auto& v = y[static_cast<std::size_t>(r * out + c)];
+      v = static_cast<float>(static_cast<float>(v) +
+                             static_cast<float>(b[static_cast<std::size_t>(c)]));
+      if (fc->relu() && v < 0) v = 0;
+    }
+  }
+  set_values(top, y);
 }
 
 std::vector<double> rounded(std::vector<double> v, DType dtype) {

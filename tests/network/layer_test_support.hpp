@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,13 @@ class Graph {
   // exactly the values the device computes from; only the arithmetic inside a layer differs
   // (summation order). `device` must outlive this graph's use of it; names must match.
   void emulate_storage_of(const Graph& device);
+  // With emulate_storage_of: the FC layers named here run on the device in the plain form (the
+  // product stored in 16 bits, then Ember's bias/ReLU kernel adds the bias in f32 and rounds
+  // again); the reference computes their outputs the same way: round16(x W) + b, ReLU, round16.
+  // Where x W and the bias nearly cancel, the first rounding alone is many u of the output.
+  void model_plain_products(std::set<std::string> fc_layers) {
+    plain_products_ = std::move(fc_layers);
+  }
 
   // Copies host values (any floating dtype) into a blob's value or gradient.
   void set_values(const std::string& blob, const std::vector<double>& values) const;
@@ -75,8 +83,10 @@ class Graph {
   std::map<std::string, BlobPtr> blobs_;
   std::vector<BlobPtr> inputs_;
   std::vector<LayerPtr> layers_;
-  const Graph* storage_of_ = nullptr;  // see emulate_storage_of
+  const Graph* storage_of_ = nullptr;     // see emulate_storage_of
+  std::set<std::string> plain_products_;  // see model_plain_products
   void round_like_device(const BlobPtr& blob, bool gradient) const;
+  void redo_as_plain_product(const Layer& fc) const;
 };
 
 // Values rounded to what `dtype` holds (f16, bf16, f32; f64 leaves them).

@@ -74,11 +74,68 @@ TEST(Optimizer, RulesMatchHandComputedSteps) {
   optim::apply_update(optim::make_update_step(c, 0.1f, 1), w, 2.0f, s0, s1);
   EXPECT_FLOAT_EQ(s0, 4.5f);
   EXPECT_NEAR(w, 1.0f - 0.1f * 2.0f / (std::sqrt(4.5f) + 1e-7f), 1e-7);
+  // RMSProp, beta 0.9: v = 0.1 * 2^2 = 0.4, w = 1 - 0.1 * 2 / (sqrt(0.4) + eps).
+  c.type = optim::OptimizerType::RMSProp;
+  c.rmsprop_beta = 0.9f;
+  w = 1, s0 = c.initial_state(0);
+  optim::apply_update(optim::make_update_step(c, 0.1f, 1), w, 2.0f, s0, s1);
+  EXPECT_FLOAT_EQ(s0, 0.4f);
+  EXPECT_NEAR(w, 1.0 - 0.2 / (std::sqrt(0.4) + 1e-7), 1e-6);
+  // A second step with g = 0 only decays the mean square.
+  optim::apply_update(optim::make_update_step(c, 0.1f, 2), w, 0.0f, s0, s1);
+  EXPECT_FLOAT_EQ(s0, 0.36f);
+  EXPECT_NEAR(w, 1.0 - 0.2 / (std::sqrt(0.4) + 1e-7), 1e-6);
   // The loss scaler divides the gradient.
   c.type = optim::OptimizerType::SGD;
   w = 1;
   optim::apply_update(optim::make_update_step(c, 0.5f, 1, 128.0f), w, 128.0f, s0, s1);
   EXPECT_FLOAT_EQ(w, 0.5f);
+}
+
+TEST(Optimizer, FtrlMatchesHandComputedSteps) {
+  optim::OptimizerConfig c;
+  c.type = optim::OptimizerType::Ftrl;
+  c.ftrl_beta = 1.0f;
+  c.lambda1 = 0.1f;
+  c.lambda2 = 0.2f;
+  EXPECT_EQ(c.state_count(), 2);
+  float w = 1, n = c.initial_state(0), z = c.initial_state(1);
+  EXPECT_EQ(n, 0.0f);
+  EXPECT_EQ(z, 0.0f);
+  // lr 0.5, g = 2: n = 4, sigma = (2 - 0) / 0.5 = 4, z = 2 - 4 * 1 = -2, outside the dead zone:
+  // w = (-0.1 + 2) / ((1 + 2) / 0.5 + 0.2) = 1.9 / 6.2.
+  optim::apply_update(optim::make_update_step(c, 0.5f, 1), w, 2.0f, n, z);
+  EXPECT_FLOAT_EQ(n, 4.0f);
+  EXPECT_FLOAT_EQ(z, -2.0f);
+  EXPECT_NEAR(w, 1.9 / 6.2, 1e-6);
+  // g = 0.05: n = 4.0025, sigma = (2.000625 - 2) / 0.5, z = -2 + 0.05 - sigma * w.
+  const double w1 = 1.9 / 6.2;
+  const double z2 = -2.0 + 0.05 - (std::sqrt(4.0025) - 2.0) / 0.5 * w1;
+  optim::apply_update(optim::make_update_step(c, 0.5f, 2), w, 0.05f, n, z);
+  EXPECT_NEAR(z, z2, 1e-6);
+  EXPECT_NEAR(w, (-0.1 - z2) / ((1 + std::sqrt(4.0025)) / 0.5 + 0.2), 1e-6);
+  // A large lambda1 puts the weight in the dead zone: exactly 0.
+  c.lambda1 = 5.0f;
+  w = 1, n = 0, z = 0;
+  optim::apply_update(optim::make_update_step(c, 0.5f, 1), w, 2.0f, n, z);
+  EXPECT_EQ(w, 0.0f);
+  // A weight that never had a gradient is 0 after a step (its state says nothing), and no
+  // division by zero happens when beta = lambda2 = 0.
+  c = optim::OptimizerConfig{};
+  c.type = optim::OptimizerType::Ftrl;
+  w = 0.7f, n = 0, z = 0;
+  optim::apply_update(optim::make_update_step(c, 0.5f, 1), w, 0.0f, n, z);
+  EXPECT_EQ(w, 0.0f);
+  EXPECT_EQ(n, 0.0f);
+  EXPECT_EQ(z, 0.0f);
+  // The loss scaler divides the gradient here too.
+  w = 1, n = 0, z = 0;
+  float w2 = 1, n2 = 0, z2b = 0;
+  optim::apply_update(optim::make_update_step(c, 0.5f, 1, 64.0f), w, 2.0f * 64.0f, n, z);
+  optim::apply_update(optim::make_update_step(c, 0.5f, 1), w2, 2.0f, n2, z2b);
+  EXPECT_EQ(w, w2);
+  EXPECT_EQ(n, n2);
+  EXPECT_EQ(z, z2b);
 }
 
 TEST(OptimizerJson, ParsesHugeCtrBlocks) {
@@ -98,6 +155,53 @@ TEST(OptimizerJson, ParsesHugeCtrBlocks) {
   EXPECT_EQ(adam.type, optim::OptimizerType::Adam);
   EXPECT_EQ(adam.update_type, optim::UpdateType::Global);
   EXPECT_EQ(adam.state_count(), 2);
+  // HugeCTR's Ftrl block (beta, lambda1, lambda2) and RMSProp's (beta, epsilon).
+  const auto ftrl = parse(nlohmann::json::parse(
+      R"({"type": "Ftrl", "update_type": "Global", "ftrl_hparam": {"learning_rate": 0.05,
+          "beta": 1.0, "lambda1": 0.001, "lambda2": 0.002}})"));
+  EXPECT_EQ(ftrl.type, optim::OptimizerType::Ftrl);
+  EXPECT_FLOAT_EQ(ftrl.schedule.base_lr, 0.05f);
+  EXPECT_FLOAT_EQ(ftrl.ftrl_beta, 1.0f);
+  EXPECT_FLOAT_EQ(ftrl.lambda1, 0.001f);
+  EXPECT_FLOAT_EQ(ftrl.lambda2, 0.002f);
+  EXPECT_EQ(ftrl.state_count(), 2);
+  const auto rms = parse(nlohmann::json::parse(
+      R"({"type": "RMSProp", "rmsprop_hparam": {"learning_rate": 0.002, "beta": 0.8,
+          "epsilon": 1e-6, "warmup_steps": 3}})"));
+  EXPECT_EQ(rms.type, optim::OptimizerType::RMSProp);
+  EXPECT_FLOAT_EQ(rms.schedule.base_lr, 0.002f);
+  EXPECT_FLOAT_EQ(rms.rmsprop_beta, 0.8f);
+  EXPECT_FLOAT_EQ(rms.epsilon, 1e-6f);
+  EXPECT_EQ(rms.schedule.warmup_steps, 3);
+  EXPECT_EQ(rms.state_count(), 1);
+  // Defaults: HugeCTR's (RMSProp beta 0.9, epsilon 1e-7; Ftrl beta = lambda1 = lambda2 = 0).
+  const auto rms_default = parse(nlohmann::json::parse(R"({"type": "RMSProp"})"));
+  EXPECT_FLOAT_EQ(rms_default.rmsprop_beta, 0.9f);
+  EXPECT_FLOAT_EQ(rms_default.epsilon, 1e-7f);
+  const auto ftrl_default = parse(nlohmann::json::parse(R"({"type": "Ftrl"})"));
+  EXPECT_EQ(ftrl_default.ftrl_beta, 0.0f);
+  EXPECT_EQ(ftrl_default.lambda1, 0.0f);
+  EXPECT_EQ(ftrl_default.lambda2, 0.0f);
+}
+
+TEST(OptimizerJson, SgdAtomicUpdateIsAcceptedEitherWay) {
+  // HugeCTR's flag picks atomic adds; Ember's update is deterministic either way (logged).
+  for (const char* text : {R"({"type": "SGD", "sgd_hparam": {"atomic_update": false}})",
+                           R"({"type": "SGD", "sgd_hparam": {"atomic_update": true}})"}) {
+    const auto c = parse(nlohmann::json::parse(text));
+    EXPECT_EQ(c.type, optim::OptimizerType::SGD);
+  }
+  EXPECT_FALSE(
+      parse(nlohmann::json::parse(R"({"type": "SGD", "sgd_hparam": {"atomic_update": false}})"))
+          .atomic_update);
+  try {
+    parse(nlohmann::json::parse(R"({"type": "SGD", "sgd_hparam": {"atomic_update": "yes"}})"));
+    FAIL() << "a string atomic_update was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"sgd_hparam.atomic_update\" must be true or false"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(OptimizerJson, ErrorsNameTheKey) {
@@ -131,8 +235,22 @@ TEST(OptimizerJson, ErrorsNameTheKey) {
                "unknown key \"sgd_hparam.beta1\"");
   expect_error(R"({"update_type": "Local"})", "optimizer: \"type\" is missing");
   expect_error(R"({"type": "sgd"})",
-               "\"type\" must be \"SGD\", \"MomentumSGD\", \"Nesterov\", \"Adam\" or "
-               "\"AdaGrad\", got \"sgd\"");
+               "\"type\" must be \"SGD\", \"MomentumSGD\", \"Nesterov\", \"Adam\", "
+               "\"AdaGrad\", \"RMSProp\" or \"Ftrl\", got \"sgd\"");
+  // Ftrl divides by the rate; RMSProp's beta is a decay.
+  expect_error(R"({"type": "Ftrl", "ftrl_hparam": {"learning_rate": 0}})",
+               "optimizer: \"ftrl_hparam.learning_rate\" must be > 0 for Ftrl (its rule divides "
+               "by the rate), got 0");
+  expect_error(R"({"type": "Ftrl", "ftrl_hparam": {"decay_start": 10, "end_lr": 0}})",
+               "\"ftrl_hparam.end_lr\" must be > 0 for Ftrl when the rate decays");
+  expect_error(R"({"type": "Ftrl", "ftrl_hparam": {"lambda1": -1}})",
+               "\"ftrl_hparam.lambda1\" must be >= 0, got -1");
+  expect_error(R"({"type": "RMSProp", "rmsprop_hparam": {"beta": 1}})",
+               "\"rmsprop_hparam.beta\" must be in [0, 1), got 1");
+  expect_error(R"({"type": "RMSProp", "rmsprop_hparam": {"epsilon": 0}})",
+               "\"rmsprop_hparam.epsilon\" must be > 0, got 0");
+  expect_error(R"({"type": "Ftrl", "ftrl_hparam": {"epsilon": 1e-7}})",
+               "unknown key \"ftrl_hparam.epsilon\"");
 }
 
 TEST(OptimizerJson, OtherTypesBlocksAreIgnoredAndUpdateTypeWins) {

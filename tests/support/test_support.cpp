@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
+#include "ember/core/log.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::testing {
@@ -57,6 +61,30 @@ ScratchDir::ScratchDir() {
 ScratchDir::~ScratchDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+struct LogCapture::State {
+  std::ostringstream out;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink =
+      std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  spdlog::level::level_enum old_level = spdlog::level::info;
+};
+
+LogCapture::LogCapture() : state_(std::make_unique<State>()) {
+  state_->old_level = logger().level();
+  logger().set_level(spdlog::level::info);
+  logger().sinks().push_back(state_->sink);
+}
+
+LogCapture::~LogCapture() {
+  auto& sinks = logger().sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), state_->sink), sinks.end());
+  logger().set_level(state_->old_level);
+}
+
+std::string LogCapture::text() const {
+  state_->sink->flush();
+  return state_->out.str();
 }
 
 }  // namespace ember::testing

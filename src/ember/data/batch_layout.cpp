@@ -33,6 +33,18 @@ void BatchLayout::validate(std::string_view what) const {
                      s.slot_num, " and max_feature_num_per_sample ", s.max_feature_num_per_sample,
                      "; neither may be negative");
     }
+    if (!s.fixed_nnz.empty()) {
+      std::int64_t total = 0;
+      for (std::int64_t n : s.fixed_nnz)
+        total += n;
+      if (static_cast<std::int64_t>(s.fixed_nnz.size()) != s.slot_num ||
+          total > s.max_feature_num_per_sample) {
+        EMBER_THROW_AS(ConfigError, what, ": sparse input ", i, " (\"", s.name,
+                       "\") is fixed-length with ", s.fixed_nnz.size(), " slot counts summing to ",
+                       total, " keys, but has ", s.slot_num,
+                       " slots and max_feature_num_per_sample ", s.max_feature_num_per_sample);
+      }
+    }
   }
 }
 
@@ -42,7 +54,8 @@ BatchLayout BatchLayout::from_config(const DataConfig& config, DType key_type) {
   layout.dense_dim = config.dense_dim;
   layout.key_type = key_type;
   for (const auto& s : config.sparse) {
-    layout.sparse.push_back({s.top, s.slot_num, s.max_feature_num_per_sample, s.max_nnz});
+    layout.sparse.push_back(
+        {s.top, s.slot_num, s.max_feature_num_per_sample, s.max_nnz, s.fixed_nnz()});
   }
   layout.validate(config.name);
   return layout;

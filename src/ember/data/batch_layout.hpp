@@ -21,6 +21,9 @@ struct SparseInputLayout {
   std::int64_t max_feature_num_per_sample = 0;
   // Most keys in one slot (informative: HugeCTR's Norm reader does not enforce it).
   std::int64_t max_nnz = 0;
+  // is_fixed_length: the key count of every slot, which every sample must have (empty: any
+  // count within the budget).
+  std::vector<std::int64_t> fixed_nnz = {};
 };
 
 struct BatchLayout {

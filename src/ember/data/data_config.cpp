@@ -19,7 +19,11 @@ namespace {
 // HugeCTR's names, spelled once: the JSON reader takes them exactly, the command line in any case.
 constexpr Named<DataFormat> kFormats[] = {
     {"Norm", DataFormat::Norm}, {"Raw", DataFormat::Raw}, {"Parquet", DataFormat::Parquet}};
-constexpr Named<CheckMode> kChecks[] = {{"Sum", CheckMode::Sum}, {"None", CheckMode::None}};
+// "Non" is HugeCTR's Python spelling of None (hugectr.Check_t.Non); to_string gives "None".
+constexpr Named<CheckMode> kChecks[] = {
+    {"Sum", CheckMode::Sum}, {"None", CheckMode::None}, {"Non", CheckMode::None}};
+constexpr Named<BadSamplePolicy> kBadSamplePolicies[] = {{"error", BadSamplePolicy::Error},
+                                                         {"drop", BadSamplePolicy::Drop}};
 constexpr Named<SparseInputType> kSparseTypes[] = {
     {"DistributedSlot", SparseInputType::DistributedSlot},
     {"LocalizedSlot", SparseInputType::LocalizedSlot}};
@@ -62,6 +66,15 @@ std::string_view to_string(CheckMode check) {
 }
 std::string_view to_string(SparseInputType type) {
   return name_of(type, kSparseTypes);
+}
+std::string_view to_string(BadSamplePolicy policy) {
+  return name_of(policy, kBadSamplePolicies);
+}
+
+std::vector<std::int64_t> SparseInputConfig::fixed_nnz() const {
+  if (!is_fixed_length) return {};
+  if (!nnz_per_slot.empty()) return nnz_per_slot;
+  return std::vector<std::int64_t>(static_cast<std::size_t>(slot_num), max_nnz);
 }
 
 DataFormat parse_data_format(std::string_view text, std::string_view what) {
@@ -132,6 +145,19 @@ SparseInputConfig parse_sparse_input(ConfigReader& r) {
     default_max_nnz = *std::max_element(s.nnz_per_slot.begin(), s.nnz_per_slot.end());
   }
   s.max_nnz = r.integer_or("max_nnz", default_max_nnz, kCount);
+  if (s.is_fixed_length) {
+    std::int64_t fixed_total = 0;
+    for (std::int64_t n : s.fixed_nnz())
+      fixed_total += n;
+    if (fixed_total > s.max_feature_num_per_sample) {
+      r.fail("is_fixed_length",
+             cat("is true, so every sample holds ", fixed_total, " keys (",
+                 s.nnz_per_slot.empty()
+                     ? cat("max_nnz ", s.max_nnz, " in each of ", s.slot_num, " slots")
+                     : std::string("the sum of nnz_per_slot"),
+                 "), but max_feature_num_per_sample is ", s.max_feature_num_per_sample));
+    }
+  }
   return s;
 }
 
@@ -192,6 +218,8 @@ DataConfig parse_data_layer(const json& layer, const std::string& where) {
     }
   }
   c.float_label_dense = r.boolean_or("float_label_dense", false);
+  c.bad_sample_policy =
+      r.choice_or("bad_sample_policy", BadSamplePolicy::Error, kBadSamplePolicies);
   r.ignore(kIgnoredDataKeys);
   r.finish();
   return c;
@@ -206,6 +234,12 @@ json to_json(const DataConfig& c) {
   if (!c.eval_source.empty()) j["eval_source"] = c.eval_source;
   j["check"] = std::string(to_string(c.check));
   if (c.num_workers > 0) j["num_workers"] = c.num_workers;
+  if (c.cache_eval_data != 0) {
+    j["cache_eval_data"] = c.cache_eval_data < 0 ? json(true) : json(c.cache_eval_data);
+  }
+  if (c.bad_sample_policy != BadSamplePolicy::Error) {
+    j["bad_sample_policy"] = std::string(to_string(c.bad_sample_policy));
+  }
   j["label"] = {{"top", c.label_top}, {"label_dim", c.label_dim}};
   j["dense"] = {{"top", c.dense_top}, {"dense_dim", c.dense_dim}};
   json sparse = json::array();
@@ -217,6 +251,7 @@ json to_json(const DataConfig& c) {
     js["max_nnz"] = s.max_nnz;
     js["slot_num"] = s.slot_num;
     if (s.is_fixed_length) js["is_fixed_length"] = true;
+    if (!s.nnz_per_slot.empty()) js["nnz_per_slot"] = s.nnz_per_slot;
     sparse.push_back(js);
   }
   j["sparse"] = sparse;

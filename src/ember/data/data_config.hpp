@@ -14,12 +14,18 @@ namespace ember::data {
 enum class DataFormat { Norm, Raw, Parquet };
 enum class CheckMode { None, Sum };
 enum class SparseInputType { DistributedSlot, LocalizedSlot };
+// What the readers do with a sample whose label or dense values are not finite, or whose labels
+// are outside the range the loss takes: stop with a DataError naming the file, the sample and the
+// column (the default), or drop it, count it and log the first few (as a checksum mismatch).
+enum class BadSamplePolicy { Error, Drop };
 
-// "Norm" / "Raw" / "Parquet" and "None" / "Sum", as HugeCTR spells them; parse_* also accept
-// lower case (the command line uses it). Anything else is a ConfigError naming `what`.
+// "Norm" / "Raw" / "Parquet" and "None" / "Sum", as HugeCTR spells them (and HugeCTR's Python
+// spelling "Non" for None); parse_* also accept lower case (the command line uses it). Anything
+// else is a ConfigError naming `what`.
 std::string_view to_string(DataFormat format);
 std::string_view to_string(CheckMode check);
 std::string_view to_string(SparseInputType type);
+std::string_view to_string(BadSamplePolicy policy);  // "error" / "drop"
 DataFormat parse_data_format(std::string_view text, std::string_view what);
 CheckMode parse_check_mode(std::string_view text, std::string_view what);
 
@@ -31,9 +37,14 @@ struct SparseInputConfig {
   // Most keys in one slot; HugeCTR defaults it to max_feature_num_per_sample.
   std::int64_t max_nnz = 0;
   std::int64_t slot_num = 0;
+  // HugeCTR's promise that every sample holds exactly nnz_per_slot[k] keys in slot k (max_nnz in
+  // every slot when nnz_per_slot is not given). The Norm reader checks it (a sample that breaks
+  // it is a DataError); HugeCTR trusts it to reuse the CSR row offsets between batches.
   bool is_fixed_length = false;
   // Parquet's per-slot key counts (empty when not given).
   std::vector<std::int64_t> nnz_per_slot;
+  // The key count of each slot under is_fixed_length (empty when it is false).
+  std::vector<std::int64_t> fixed_nnz() const;
 };
 
 struct DataConfig {
@@ -45,8 +56,12 @@ struct DataConfig {
   CheckMode check = CheckMode::None;
   // Reader threads; 0 means the pipeline's default (min(cores, files)).
   int num_workers = 0;
-  // HugeCTR's cache_eval_data: false/0 off, true (-1) the whole evaluation set, N batches.
+  // HugeCTR's cache_eval_data: false/0 off, true (-1) the whole evaluation set, N batches: the
+  // evaluation batches are kept (on the training devices) after the first evaluation and used
+  // again at the later ones, when the evaluation takes at most that many batches.
   std::int64_t cache_eval_data = 0;
+  // Ember's "bad_sample_policy": "error" (default) or "drop".
+  BadSamplePolicy bad_sample_policy = BadSamplePolicy::Error;
   std::string label_top = "label";
   std::int64_t label_dim = 1;
   std::string dense_top = "dense";

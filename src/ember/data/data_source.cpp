@@ -19,14 +19,28 @@ void ReadCounters::record_drop(const std::string& file, std::int64_t sample_inde
   }
 }
 
+void ReadCounters::record_bad(const std::string& file, std::int64_t sample_index,
+                              const std::string& problem) {
+  const std::int64_t n = bad.fetch_add(1) + 1;
+  if (n <= static_cast<std::int64_t>(kKeptDrops)) {
+    EMBER_LOG_WARN("'{}': sample {} dropped: {} (bad_sample_policy \"drop\")", file, sample_index,
+                   problem);
+  } else if (n == static_cast<std::int64_t>(kKeptDrops) + 1) {
+    EMBER_LOG_WARN(
+        "more samples dropped for bad label or dense values; only the count is kept now");
+  }
+}
+
 std::vector<ReadCounters::Drop> ReadCounters::first_drops() const {
   std::lock_guard lock(mutex_);
   return drops_;
 }
 
 std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key_type,
-                                             DataSplit split, std::uint64_t seed) {
+                                             DataSplit split, std::uint64_t seed,
+                                             const DataSourceOptions& options) {
   const BatchLayout layout = BatchLayout::from_config(config, key_type);
+  const SampleChecks checks{config.bad_sample_policy, options.labels};
   const bool eval = split == DataSplit::Eval;
   const std::string& path = eval ? config.eval_source : config.source;
   if (path.empty()) {
@@ -34,7 +48,7 @@ std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key
   }
   switch (config.format) {
     case DataFormat::Norm:
-      return std::make_shared<NormSource>(path, config.check, layout);
+      return std::make_shared<NormSource>(path, config.check, layout, checks);
     case DataFormat::Raw: {
       RawOptions raw;
       raw.path = path;
@@ -43,10 +57,11 @@ std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key
       raw.slot_size_array = config.slot_size_array;
       raw.shuffle = !eval;
       raw.seed = seed;
+      raw.checks = checks;
       return std::make_shared<RawSource>(raw, layout);
     }
     case DataFormat::Parquet:
-      return std::make_shared<parquet::ParquetSource>(path, layout, config.slot_size_array);
+      return std::make_shared<parquet::ParquetSource>(path, layout, config.slot_size_array, checks);
   }
   EMBER_THROW_AS(ConfigError, config.name, ": unknown data format");
 }

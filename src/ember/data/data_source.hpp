@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/host_batch.hpp"
+#include "ember/data/sample_check.hpp"
 
 namespace ember::data {
 
@@ -22,10 +24,13 @@ class ReadCounters {
  public:
   std::atomic<std::int64_t> samples{0};  // samples delivered
   std::atomic<std::int64_t> dropped{0};  // samples dropped by a checksum mismatch
+  std::atomic<std::int64_t> bad{0};      // samples dropped by bad_sample_policy "drop"
   std::atomic<std::int64_t> bytes{0};    // bytes of sample data parsed
 
   // Records a dropped sample; the first few are kept (and logged) with their file and index.
   void record_drop(const std::string& file, std::int64_t sample_index);
+  // Records a sample dropped for a bad value; the first few are logged with the problem.
+  void record_bad(const std::string& file, std::int64_t sample_index, const std::string& problem);
   struct Drop {
     std::string file;
     std::int64_t sample_index;
@@ -72,10 +77,19 @@ class DataSource {
 
 enum class DataSplit { Train, Eval };
 
+// What the user of a source knows that the Data layer does not.
+struct DataSourceOptions {
+  // The labels the model's loss takes (the training layer sets it from the loss type); unset:
+  // any finite label. Every sample's label and dense values are checked, and a bad sample is
+  // handled as the Data layer's bad_sample_policy says.
+  std::optional<LabelRange> labels;
+};
+
 // The source a Data layer describes: Norm or Parquet file list, or Raw file (training or
 // evaluation side). Raw training chunks are shuffled with `seed`. Parquet reads the file list
 // with the `_metadata.json` of each file's folder, keys offset by slot_size_array when given.
 std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key_type,
-                                             DataSplit split, std::uint64_t seed = 0);
+                                             DataSplit split, std::uint64_t seed = 0,
+                                             const DataSourceOptions& options = {});
 
 }  // namespace ember::data

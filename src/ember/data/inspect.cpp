@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "ember/core/error.hpp"
+#include "ember/core/path_check.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/host_batch.hpp"
 #include "ember/data/norm_reader.hpp"
@@ -179,7 +180,9 @@ InspectSummary inspect_dataset(const InspectOptions& o, std::ostream& out) {
   EMBER_CHECK(o.offset >= 0, "inspect: --offset must not be negative, got ", o.offset);
   EMBER_CHECK(o.key_type == DType::U32 || o.key_type == DType::I64,
               "inspect: key type must be u32 or i64");
-  if (!fs::exists(o.path)) EMBER_THROW_AS(DataError, "inspect: '", o.path, "' does not exist");
+  if (const std::string problem = file_problem(o.path); !problem.empty()) {
+    EMBER_THROW_AS(DataError, "inspect: '", o.path, "' ", problem);
+  }
   Printer printer(o, out);
   ReadCounters counters;
   if (o.raw) {
@@ -211,6 +214,7 @@ InspectSummary inspect_dataset(const InspectOptions& o, std::ostream& out) {
       raw.num_samples = samples;
       raw.float_label_dense = o.float_label_dense;
       raw.slot_size_array = o.slot_size_array;
+      raw.checks = std::nullopt;  // shown as stored, NaN included
       const RawSource source(raw, layout);
       HostBatch batch(layout, 1);
       // Raw has random access: the offset is a seek, not a skip.

@@ -9,17 +9,28 @@
 #include <cstring>
 
 #include "ember/core/error.hpp"
+#include "ember/core/path_check.hpp"
 
 namespace ember::data {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) EMBER_THROW_AS(DataError, "cannot open '", path, "': ", std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;
+    const std::string problem = file_problem(path);
+    EMBER_THROW_AS(DataError, "data file '", path, "' ",
+                   problem.empty() ? cat("cannot be opened (", std::strerror(err), ")") : problem);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     EMBER_THROW_AS(DataError, "cannot stat '", path, "': ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    EMBER_THROW_AS(DataError, "data file '", path, "' ",
+                   S_ISDIR(st.st_mode) ? "is a directory, not a file" : "is not a regular file");
   }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ > 0) {

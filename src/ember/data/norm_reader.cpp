@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
+#include <mutex>
+#include <set>
 
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
+#include "ember/core/path_check.hpp"
 #include "ember/data/mapped_file.hpp"
+#include "ember/data/norm_diagnosis.hpp"
 
 namespace ember::data {
 
@@ -29,11 +34,22 @@ std::string check_name(std::int64_t error_check) {
   return std::to_string(error_check);
 }
 
+// True the first time a path is asked about in this process: the trailing-bytes diagnosis scans
+// the whole file, once, not at every epoch.
+bool first_time_for(const std::string& path) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  std::lock_guard lock(mutex);
+  return seen.insert(path).second;
+}
+
 }  // namespace
 
-NormFileReader::NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters)
+NormFileReader::NormFileReader(const BatchLayout& layout, CheckMode check, ReadCounters* counters,
+                               std::optional<SampleChecks> checks)
     : layout_(layout), check_(check), counters_(counters) {
   layout_.validate("Norm reader");
+  if (checks) validator_.emplace(std::move(*checks), layout_.label_dim, layout_.dense_dim);
   std::int64_t base = 0;
   std::size_t budget = 0;
   for (const auto& s : layout_.sparse) {
@@ -54,6 +70,9 @@ void NormFileReader::close() {
 }
 
 NormHeader read_norm_header(const std::string& path, CheckMode check) {
+  if (const std::string problem = file_problem(path); !problem.empty()) {
+    EMBER_THROW_AS(DataError, "Norm data file '", path, "' ", problem);
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     EMBER_THROW_AS(DataError, "cannot open Norm data file '", path, "': ", std::strerror(errno));
@@ -87,6 +106,8 @@ void NormFileReader::open(const std::string& path) {
   close();
   path_ = path;
   record_ = 0;
+  end_checked_ = false;
+  bad_ = 0;
   header_ = NormHeader{};
   // Parsing straight from the page cache: no read() copy (which costs as much as the parsing).
   file_ = std::make_unique<MappedFile>(path);
@@ -157,26 +178,187 @@ void NormFileReader::open(const std::string& path) {
     EMBER_THROW_AS(DataError, "Norm data file '", path, "': negative number_of_records ",
                    header_.number_of_records);
   }
+  data_begin_ = pos_;
+  check_key_width_at_open();
+}
+
+void NormFileReader::check_key_width_at_open() const {
+  // The first samples only: enough to tell the widths apart, cheap at every open.
+  constexpr std::int64_t kProbeSamples = 32;
+  const std::int64_t n = std::min(header_.number_of_records, kProbeSamples);
+  if (n == 0) return;
+  const std::size_t mine = layout_.key_size(), other = other_key_size();
+  const std::byte* begin = data_ + data_begin_;
+  const std::byte* end = data_ + size_;
+  const NormFileScan as_other = scan_norm_samples(layout_, check_, other, begin, end, n, true);
+  if (as_other.failed || as_other.implausible_values > 0) return;  // no better with the other
+  const NormFileScan as_mine = scan_norm_samples(layout_, check_, mine, begin, end, n, false);
+  if (as_mine.failed) {
+    throw DataError(key_width_mismatch(
+        path_, mine,
+        cat("sample ", as_mine.samples, " does not parse with ", mine * 8,
+            "-bit keys, while its first ", n, " samples all parse with ", other * 8, "-bit keys")));
+  }
+  if (as_mine.implausible_values > 0) {
+    throw DataError(key_width_mismatch(
+        path_, mine,
+        cat("its first ", n, " samples parse with both widths, but with ", mine * 8,
+            "-bit keys their label and dense values hold ", as_mine.implausible_values,
+            " values no writer produces (NaN, infinities, denormals: keys and counts read as "
+            "floats), with ",
+            other * 8, "-bit keys none")));
+  }
+}
+
+void NormFileReader::check_key_width_of_file(const std::string& symptom) const {
+  const NormFileScan as_other =
+      scan_norm_samples(layout_, check_, other_key_size(), data_ + data_begin_, data_ + size_,
+                        header_.number_of_records, true);
+  if (!as_other.failed && data_begin_ + as_other.end == size_) {
+    throw DataError(
+        key_width_mismatch(path_, layout_.key_size(),
+                           cat(symptom, " with ", layout_.key_size() * 8, "-bit keys, but its ",
+                               header_.number_of_records, " samples fill it exactly with ",
+                               other_key_size() * 8, "-bit keys")));
+  }
+}
+
+void NormFileReader::check_trailing_bytes() const {
+  if (pos_ >= size_) return;
+  const std::size_t extra = size_ - pos_;
+  if (check_ == CheckMode::None) {
+    check_key_width_of_file(
+        cat("its ", header_.number_of_records, " samples end ", extra, " bytes before its end"));
+  }
+  if (!first_time_for(path_)) return;
+  const NormFileScan more =
+      scan_norm_samples(layout_, check_, layout_.key_size(), data_ + pos_, data_ + size_,
+                        std::numeric_limits<std::int64_t>::max(), false);
+  std::string what = cat(extra, " more bytes");
+  if (more.samples > 0) {
+    what += cat(" (", more.samples, " more samples",
+                more.end < extra ? ", then bytes that do not parse as a sample" : "", ")");
+  }
+  log_once("norm extra " + path_, spdlog::level::warn,
+           cat("Norm data file '", path_, "': its header says number_of_records ",
+               header_.number_of_records, " but the file holds ", what,
+               " after them; they are ignored (as HugeCTR ignores them; rewrite the header to read "
+               "them)"));
 }
 
 void NormFileReader::fail_truncated(const char* what) const {
+  if (check_ == CheckMode::None) {
+    check_key_width_of_file(cat("sample ", record_, " ", what));
+  }
   EMBER_THROW_AS(DataError, "Norm data file '", path_, "' is truncated: sample ", record_,
                  " (0-based) ", what, " at byte ", size_, " (end of file); the header claims ",
                  header_.number_of_records, " samples");
 }
 
+void NormFileReader::fail_budget(int input, std::int64_t keys, const std::string& found) const {
+  const auto& s = layout_.sparse[static_cast<std::size_t>(input)];
+  EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_, " ", found,
+                 "; the sample is well formed with ", keys, " keys in sparse input ", input, " (\"",
+                 s.name, "\"), more than its max_feature_num_per_sample ",
+                 s.max_feature_num_per_sample,
+                 ": the configuration's key budget is too small for this data (raise "
+                 "max_feature_num_per_sample of sparse input ",
+                 input, " to at least ", keys, ")");
+}
+
 void NormFileReader::fail_nnz(int input, std::int64_t slot_in_input, std::int64_t nnz,
-                              std::int64_t keys_so_far) const {
+                              std::int64_t keys_so_far, const std::byte* sample) const {
   const auto& s = layout_.sparse[static_cast<std::size_t>(input)];
   const std::int64_t slot = slot_base_[static_cast<std::size_t>(input)] + slot_in_input;
+  if (nnz >= 0) {
+    // A sample that parses without the budget is well formed: the budget is what is wrong.
+    const NormSampleScan whole =
+        scan_norm_sample(layout_, layout_.key_size(), sample, sample_limit_);
+    const bool framed = check_ == CheckMode::Sum;
+    if (whole.complete && (!framed || sample + whole.bytes == sample_limit_)) {
+      fail_budget(
+          input, whole.keys[static_cast<std::size_t>(input)],
+          cat("slot ", slot, " has nnz ", nnz, ", which brings sparse input ", input, " (\"",
+              s.name, "\") to ", keys_so_far + nnz, " keys, above its max_feature_num_per_sample ",
+              s.max_feature_num_per_sample));
+    }
+  }
+  if (check_ == CheckMode::None) {
+    const NormFileScan as_other =
+        scan_norm_samples(layout_, check_, other_key_size(), data_ + data_begin_, data_ + size_,
+                          std::min(record_ + 1, header_.number_of_records), true);
+    if (!as_other.failed) {
+      throw DataError(
+          key_width_mismatch(path_, layout_.key_size(),
+                             cat("sample ", record_, " slot ", slot, " reads nnz ", nnz, " with ",
+                                 layout_.key_size() * 8, "-bit keys, while samples 0 to ", record_,
+                                 " parse with ", other_key_size() * 8, "-bit keys")));
+    }
+  }
   if (nnz < 0) {
     EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_, " slot ", slot,
-                   " has a negative nnz ", nnz);
+                   " has a negative nnz ", nnz, " (the file is damaged or not in this layout)");
   }
   EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_, " slot ", slot,
                  " has nnz ", nnz, ", which brings sparse input ", input, " (\"", s.name, "\") to ",
                  keys_so_far + nnz, " keys, above its max_feature_num_per_sample ",
-                 s.max_feature_num_per_sample);
+                 s.max_feature_num_per_sample,
+                 "; the sample does not parse even without that budget, so the file is damaged "
+                 "or not in this layout");
+}
+
+void NormFileReader::fail_fixed(int input, std::int64_t slot_in_input, std::int64_t nnz) const {
+  const auto& s = layout_.sparse[static_cast<std::size_t>(input)];
+  const std::int64_t slot = slot_base_[static_cast<std::size_t>(input)] + slot_in_input;
+  EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_, " slot ", slot,
+                 " has nnz ", nnz, ", but sparse input ", input, " (\"", s.name,
+                 "\") is declared is_fixed_length with ",
+                 s.fixed_nnz[static_cast<std::size_t>(slot_in_input)],
+                 " keys in that slot (its nnz_per_slot, or max_nnz)");
+}
+
+void NormFileReader::fail_record(const std::byte* payload, std::int64_t length,
+                                 const std::string& why) const {
+  // The record's bytes are all in the file here (the caller checked).
+  const std::byte* end = payload + length;
+  const NormSampleScan mine = scan_norm_sample(layout_, layout_.key_size(), payload, end);
+  if (mine.complete && mine.bytes == static_cast<std::size_t>(length)) {
+    const int over = first_input_over_budget(layout_, mine.keys);
+    if (over >= 0) {
+      fail_budget(over, mine.keys[static_cast<std::size_t>(over)],
+                  cat("has a record of ", length,
+                      " bytes, longer than a sample of this "
+                      "configuration can be (",
+                      max_sample_bytes_, " bytes with every key budget full)"));
+    }
+  }
+  const NormSampleScan other = scan_norm_sample(layout_, other_key_size(), payload, end);
+  if (other.complete && other.bytes == static_cast<std::size_t>(length) &&
+      first_input_over_budget(layout_, other.keys) < 0) {
+    throw DataError(key_width_mismatch(
+        path_, layout_.key_size(),
+        cat("sample ", record_, "'s record of ", length, " bytes is filled exactly by ",
+            other_key_size() * 8, "-bit keys and not by ", layout_.key_size() * 8, "-bit ones")));
+  }
+  EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
+                 " has a broken record: ", why);
+}
+
+bool NormFileReader::accept_sample(const HostBatch& batch) {
+  if (!validator_) return true;
+  const std::int64_t row = batch.size();
+  const auto problem = validator_->find(batch.label() + row * layout_.label_dim,
+                                        batch.dense() + row * layout_.dense_dim);
+  if (!problem) [[likely]]
+    return true;
+  const std::string what = validator_->describe(*problem);
+  if (validator_->policy() == BadSamplePolicy::Error) {
+    EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_, ": ", what, " ",
+                   bad_sample_hint());
+  }
+  ++bad_;
+  if (counters_ != nullptr) counters_->record_bad(path_, record_, what);
+  return false;
 }
 
 // Parses one sample from [p, end) into row batch.size() of `batch`. Returns the byte after the
@@ -188,6 +370,7 @@ template <class Key, bool Checked>
 const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byte* end,
                                               HostBatch& batch) {
   const std::int64_t row = batch.size();
+  const std::byte* const sample = p;
   if (Checked && static_cast<std::size_t>(end - p) < min_sample_bytes_) return nullptr;
   const auto ld = layout_.label_dim, dd = layout_.dense_dim;
   // Plain loops rather than memcpy: the widths are small and a library call per field costs more.
@@ -207,6 +390,7 @@ const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byt
     Key* values = batch.values_as<Key>(i);
     const std::int64_t first = off[0];
     const std::int64_t limit = first + s.max_feature_num_per_sample;
+    const std::int64_t* fixed = s.fixed_nnz.empty() ? nullptr : s.fixed_nnz.data();
     std::int64_t pos = first;
     for (std::int64_t k = 0; k < slots; ++k) {
       if (Checked && end - p < 4) [[unlikely]]
@@ -214,7 +398,9 @@ const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byt
       const auto nnz = load<std::int32_t>(p);
       p += 4;
       if (nnz < 0 || nnz > limit - pos) [[unlikely]]
-        fail_nnz(i, k, nnz, pos - first);
+        fail_nnz(i, k, nnz, pos - first, sample);
+      if (fixed != nullptr && nnz != fixed[k]) [[unlikely]]
+        fail_fixed(i, k, nnz);
       if (Checked && static_cast<std::size_t>(end - p) <
                          static_cast<std::size_t>(nnz) * sizeof(Key)) [[unlikely]] {
         return nullptr;
@@ -246,17 +432,23 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
     if (check_ == CheckMode::Sum) {
       if (left < kRecordLengthBytes) fail_truncated("has no record length");
       const auto length = load<std::int32_t>(p);
+      const std::byte* payload = p + kRecordLengthBytes;
       if (length < static_cast<std::int64_t>(min_sample_bytes_) ||
           static_cast<std::size_t>(length) > max_sample_bytes_) {
-        EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
-                       " has a broken record: length ", length,
-                       " bytes, outside what a sample of this configuration can take (",
-                       min_sample_bytes_, " to ", max_sample_bytes_, ")");
+        const std::string why =
+            cat("length ", length, " bytes, outside what a sample of this configuration can take (",
+                min_sample_bytes_, " to ", max_sample_bytes_, ")");
+        if (length < 0 ||
+            left < kRecordLengthBytes + static_cast<std::size_t>(length) + kRecordChecksumBytes) {
+          EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
+                         " has a broken record: ", why);
+        }
+        fail_record(payload, length, why);
       }
       const std::size_t record_bytes =
           kRecordLengthBytes + static_cast<std::size_t>(length) + kRecordChecksumBytes;
       if (left < record_bytes) fail_truncated("ends past the end of the file");
-      const std::byte* payload = p + kRecordLengthBytes;
+      sample_limit_ = payload + length;
       const auto stored = load<std::uint8_t>(payload + length);
       if (norm_checksum(payload, static_cast<std::size_t>(length)) != stored) {
         ++dropped_;
@@ -265,21 +457,26 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
       } else {
         const std::byte* after = parse(payload, payload + length);
         if (after != payload + length) {
-          EMBER_THROW_AS(DataError, "Norm data file '", path_, "': sample ", record_,
-                         " has a broken record: its fields ",
-                         after == nullptr || after > payload + length ? "run past" : "end before",
-                         " the record length ", length);
+          fail_record(payload, length,
+                      cat("its fields ",
+                          after == nullptr || after > payload + length ? "run past" : "end before",
+                          " the record length ", length));
         }
-        batch.set_size(batch.size() + 1);
+        if (accept_sample(batch)) batch.set_size(batch.size() + 1);
       }
       pos_ += record_bytes;
     } else {
+      sample_limit_ = end;
       const std::byte* after = parse(p, end);
       if (after == nullptr) fail_truncated("ends past the end of the file");
       pos_ += static_cast<std::size_t>(after - p);
-      batch.set_size(batch.size() + 1);
+      if (accept_sample(batch)) batch.set_size(batch.size() + 1);
     }
     ++record_;
+  }
+  if (record_ >= header_.number_of_records && !end_checked_) {
+    end_checked_ = true;
+    check_trailing_bytes();
   }
   const std::int64_t added = batch.size() - start;
   if (counters_ != nullptr) {
@@ -306,7 +503,9 @@ namespace {
 class NormShardReader final : public ShardReader {
  public:
   NormShardReader(const NormSource& source, const ShardSpec& spec)
-      : source_(source), spec_(spec), reader_(source.layout(), source.check(), spec.counters) {}
+      : source_(source),
+        spec_(spec),
+        reader_(source.layout(), source.check(), spec.counters, source.checks()) {}
 
   std::int64_t fill(HostBatch& batch) override {
     const std::int64_t start = batch.size();
@@ -345,8 +544,9 @@ class NormShardReader final : public ShardReader {
 
 }  // namespace
 
-NormSource::NormSource(const std::string& file_list, CheckMode check, const BatchLayout& layout)
-    : list_(read_file_list(file_list)), check_(check), layout_(layout) {
+NormSource::NormSource(const std::string& file_list, CheckMode check, const BatchLayout& layout,
+                       SampleChecks checks)
+    : list_(read_file_list(file_list)), check_(check), layout_(layout), checks_(std::move(checks)) {
   layout_.validate("Norm source");
   // Open every file once now: a header mismatch is reported before training starts.
   NormFileReader probe(layout_, check_);

@@ -469,14 +469,33 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
   m.layout = m.source->layout();
   m.workers = choose_workers(*m.source, m.options, m.gpu);
   // Everything a steady run needs is made before any thread starts.
-  m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size,
-                                                host_batch_allocator(m.options, m.gpu));
-  if (m.gpu) {
-    m.transfer = std::make_unique<DeviceTransfer>(m.layout, m.options.devices, m.options.batch_size,
-                                                  m.options.prefetch_depth + kSlotsBeyondPrefetch);
+  const std::int64_t host_batches =
+      steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth, m.options.mode);
+  const int device_slots = m.options.prefetch_depth + kSlotsBeyondPrefetch;
+  try {
+    m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size,
+                                                  host_batch_allocator(m.options, m.gpu));
+    if (m.gpu) {
+      m.transfer = std::make_unique<DeviceTransfer>(m.layout, m.options.devices,
+                                                    m.options.batch_size, device_slots);
+    }
+    m.host_pool->reserve(host_batches);
+  } catch (const OutOfMemoryError& e) {
+    // A batch too large for the machine: say which setting makes it so, and how large it is.
+    const auto D = static_cast<std::int64_t>(m.options.devices.size());
+    const std::size_t host_bytes =
+        BatchBufferPlan(m.layout, m.options.batch_size, m.options.batch_size).total_bytes;
+    const std::size_t slot_bytes =
+        BatchBufferPlan(m.layout, (m.options.batch_size + D - 1) / D, m.options.batch_size)
+            .total_bytes;
+    std::string what = cat(host_batches, " host batches of ", host_bytes, " bytes (",
+                           m.gpu ? "pinned" : "host", " memory)");
+    if (m.gpu)
+      what += cat(" and ", device_slots, " device slots of ", slot_bytes, " bytes per GPU");
+    EMBER_THROW_AS(OutOfMemoryError, "the input pipeline cannot allocate its batches for ",
+                   m.options.batch_size_name, " ", m.options.batch_size, ": it needs ", what, " (",
+                   e.what(), "); lower ", m.options.batch_size_name);
   }
-  m.host_pool->reserve(
-      steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth, m.options.mode));
   m.start();
 }
 
@@ -526,6 +545,7 @@ PipelineStats Pipeline::stats() const {
   s.samples = m.delivered_samples.load();
   s.samples_read = m.counters.samples.load();
   s.dropped = m.counters.dropped.load();
+  s.bad_samples = m.counters.bad.load();
   s.bytes_read = m.counters.bytes.load();
   s.workers = m.workers;
   const HostBatchPoolStats host = m.host_pool->stats();

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ember/core/allocator.hpp"
@@ -44,6 +45,8 @@ enum class PipelineMode { Repeat, Epochs };
 
 struct PipelineOptions {
   std::int64_t batch_size = 0;
+  // How messages name the batch size (the training layer: "solver.batchsize").
+  std::string batch_size_name = "the batch size";
   // The training devices: D host "devices" (all Place::host()) or D GPUs (Place::cuda(d)).
   std::vector<Place> devices{Place::host()};
   // Reader threads; 0: min(default_num_workers(), what the source can use (files, chunks)).
@@ -69,7 +72,8 @@ struct PipelineStats {
   std::int64_t batches = 0;  // handed out by next()
   std::int64_t samples = 0;  // in those batches
   std::int64_t samples_read = 0;
-  std::int64_t dropped = 0;  // samples dropped by checksum mismatches
+  std::int64_t dropped = 0;      // samples dropped by checksum mismatches
+  std::int64_t bad_samples = 0;  // samples dropped by bad_sample_policy "drop"
   std::int64_t bytes_read = 0;
   int workers = 0;
 

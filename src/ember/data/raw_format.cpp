@@ -14,9 +14,17 @@ namespace ember::data {
 RawSource::RawSource(const RawOptions& options, const BatchLayout& layout)
     : options_(options), layout_(layout) {
   layout_.validate("Raw source");
+  if (options_.checks) validator_.emplace(*options_.checks, layout_.label_dim, layout_.dense_dim);
   const std::int64_t slots = layout_.total_slots();
   for (std::size_t i = 0; i < layout_.sparse.size(); ++i) {
     const auto& s = layout_.sparse[i];
+    for (std::int64_t n : s.fixed_nnz) {
+      if (n != 1) {
+        EMBER_THROW_AS(ConfigError, "Raw data '", options.path, "': sparse input ", i, " (\"",
+                       s.name, "\") is declared is_fixed_length with ", n,
+                       " keys in a slot; Raw holds exactly one key per slot");
+      }
+    }
     if (s.max_feature_num_per_sample < s.slot_num) {
       EMBER_THROW_AS(ConfigError, "Raw data '", options.path, "': sparse input ", i, " (\"", s.name,
                      "\") has ", s.slot_num, " one-hot slots but max_feature_num_per_sample ",
@@ -96,8 +104,37 @@ void RawSource::fail_key(std::int64_t sample, std::int64_t slot, std::int32_t va
                  ") given by slot_size_array");
 }
 
+bool RawSource::accept_sample(const HostBatch& batch, std::int64_t sample, const std::byte* stored,
+                              ReadCounters* counters) const {
+  if (!validator_) return true;
+  const std::int64_t row = batch.size();
+  const auto problem = validator_->find(batch.label() + row * layout_.label_dim,
+                                        batch.dense() + row * layout_.dense_dim);
+  if (!problem) [[likely]]
+    return true;
+  std::string what = validator_->describe(*problem);
+  if (!options_.float_label_dense) {
+    // Say what is stored: the int32 behind a converted value (dense is log(v + 1)).
+    std::int32_t v;
+    const std::int64_t field =
+        problem->in_label ? problem->column : layout_.label_dim + problem->column;
+    std::memcpy(&v, stored + field * 4, 4);
+    what +=
+        cat(problem->in_label ? " (the stored int32 " : " (log(v + 1) of the stored int32 v = ", v,
+            ")");
+  }
+  if (validator_->policy() == BadSamplePolicy::Error) {
+    EMBER_THROW_AS(DataError, "Raw file '", options_.path, "': sample ", sample, ": ", what, " ",
+                   bad_sample_hint());
+  }
+  if (counters != nullptr) counters->record_bad(options_.path, sample, what);
+  return false;
+}
+
 template <class Key>
-void RawSource::read_typed(std::int64_t first, std::int64_t count, HostBatch& batch) const {
+std::int64_t RawSource::read_typed(std::int64_t first, std::int64_t count, HostBatch& batch,
+                                   ReadCounters* counters) const {
+  const std::int64_t start = batch.size();
   const auto ld = layout_.label_dim, dd = layout_.dense_dim;
   const bool floats = options_.float_label_dense;
   const bool bounded = !options_.slot_size_array.empty();
@@ -141,20 +178,20 @@ void RawSource::read_typed(std::int64_t first, std::int64_t count, HostBatch& ba
         off[k + 1] = pos;
       }
     }
-    batch.set_size(row + 1);
+    if (accept_sample(batch, sample, p, counters)) batch.set_size(row + 1);
   }
+  return batch.size() - start;
 }
 
-void RawSource::read_samples(std::int64_t first, std::int64_t count, HostBatch& batch) const {
+std::int64_t RawSource::read_samples(std::int64_t first, std::int64_t count, HostBatch& batch,
+                                     ReadCounters* counters) const {
   EMBER_CHECK(first >= 0 && count >= 0 && first + count <= options_.num_samples,
               "Raw read of samples [", first, ", ", first + count, ") of ", options_.num_samples);
   EMBER_CHECK(batch.size() + count <= batch.capacity(), "Raw read of ", count,
               " samples into a batch with room for ", batch.capacity() - batch.size());
-  if (layout_.key_type == DType::U32) {
-    read_typed<std::uint32_t>(first, count, batch);
-  } else {
-    read_typed<std::int64_t>(first, count, batch);
-  }
+  if (layout_.key_type == DType::U32)
+    return read_typed<std::uint32_t>(first, count, batch, counters);
+  return read_typed<std::int64_t>(first, count, batch, counters);
 }
 
 namespace {
@@ -166,23 +203,28 @@ class RawShardReader final : public ShardReader {
 
   std::int64_t fill(HostBatch& batch) override {
     const auto chunks = static_cast<std::int64_t>(order_.size());
-    // Worker w reads chunk positions w, w+W, ... of the (shuffled) order, wrapping when
-    // repeating, as HugeCTR's Raw workers do.
-    const std::int64_t position = spec_.worker + next_ * spec_.num_workers;
-    if (!spec_.repeat && position >= chunks) return 0;
-    const std::int64_t chunk = order_[static_cast<std::size_t>(position % chunks)];
-    const std::int64_t first = chunk * spec_.batch_size;
-    const std::int64_t count = std::min(spec_.batch_size, source_.num_samples() - first);
-    EMBER_CHECK(count <= batch.capacity() - batch.size(), "Raw chunk of ", count,
-                " samples does not fit the batch");
-    source_.read_samples(first, count, batch);
-    ++next_;
-    if (spec_.counters != nullptr) {
-      spec_.counters->samples.fetch_add(count, std::memory_order_relaxed);
-      spec_.counters->bytes.fetch_add(count * static_cast<std::int64_t>(source_.stride()),
-                                      std::memory_order_relaxed);
+    // A chunk whose samples were all dropped gives nothing: go on to the next one, but not
+    // forever (repeating over a shard that holds no good sample).
+    for (std::int64_t tried = 0; tried <= chunks; ++tried) {
+      // Worker w reads chunk positions w, w+W, ... of the (shuffled) order, wrapping when
+      // repeating, as HugeCTR's Raw workers do.
+      const std::int64_t position = spec_.worker + next_ * spec_.num_workers;
+      if (!spec_.repeat && position >= chunks) return 0;
+      const std::int64_t chunk = order_[static_cast<std::size_t>(position % chunks)];
+      const std::int64_t first = chunk * spec_.batch_size;
+      const std::int64_t count = std::min(spec_.batch_size, source_.num_samples() - first);
+      EMBER_CHECK(count <= batch.capacity() - batch.size(), "Raw chunk of ", count,
+                  " samples does not fit the batch");
+      const std::int64_t added = source_.read_samples(first, count, batch, spec_.counters);
+      ++next_;
+      if (spec_.counters != nullptr) {
+        spec_.counters->samples.fetch_add(added, std::memory_order_relaxed);
+        spec_.counters->bytes.fetch_add(count * static_cast<std::int64_t>(source_.stride()),
+                                        std::memory_order_relaxed);
+      }
+      if (added > 0) return added;
     }
-    return count;
+    return 0;
   }
 
   void restart() override { next_ = 0; }

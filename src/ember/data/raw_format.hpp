@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "ember/data/data_source.hpp"
 #include "ember/data/mapped_file.hpp"
 #include "ember/data/output_file.hpp"
+#include "ember/data/sample_check.hpp"
 
 namespace ember::data {
 
@@ -25,6 +27,9 @@ struct RawOptions {
   // Training order: batch-size chunks shuffled (seeded); evaluation: in order.
   bool shuffle = false;
   std::uint64_t seed = 0;
+  // The label and dense checks and the bad-sample policy (unset: none; `ember inspect` shows a
+  // file as it is).
+  std::optional<SampleChecks> checks = SampleChecks{};
 };
 
 class RawSource final : public DataSource {
@@ -41,22 +46,30 @@ class RawSource final : public DataSource {
   std::unique_ptr<ShardReader> open_shard(const ShardSpec& spec) const override;
 
   std::size_t stride() const { return stride_; }
-  // Appends samples [first, first + count) to `batch` (bounds are the caller's business).
-  // A key outside its slot's range is a DataError naming the sample, the slot and the value.
-  void read_samples(std::int64_t first, std::int64_t count, HostBatch& batch) const;
+  // Appends samples [first, first + count) to `batch` (bounds are the caller's business) and
+  // returns how many it appended: fewer when the checks drop samples (bad_sample_policy "drop",
+  // counted in `counters` when given). A key outside its slot's range is a DataError naming the
+  // sample, the slot and the value; so is a sample that fails the checks under "error".
+  std::int64_t read_samples(std::int64_t first, std::int64_t count, HostBatch& batch,
+                            ReadCounters* counters = nullptr) const;
   // The order of the batch-size chunks (chunk c = samples [c * batch_size, ...)).
   std::vector<std::int64_t> chunk_order(std::int64_t batch_size) const;
 
  private:
   template <class Key>
-  void read_typed(std::int64_t first, std::int64_t count, HostBatch& batch) const;
+  std::int64_t read_typed(std::int64_t first, std::int64_t count, HostBatch& batch,
+                          ReadCounters* counters) const;
   [[noreturn]] void fail_key(std::int64_t sample, std::int64_t slot, std::int32_t value) const;
+  // Whether the sample read into row batch.size() goes into the batch (the checks).
+  bool accept_sample(const HostBatch& batch, std::int64_t sample, const std::byte* stored,
+                     ReadCounters* counters) const;
 
   RawOptions options_;
   BatchLayout layout_;
   std::shared_ptr<MappedFile> file_;
   std::size_t stride_ = 0;
   std::vector<std::int64_t> slot_offset_;
+  std::optional<SampleValidator> validator_;
 };
 
 // Writes a Raw file, in int32 or float32 label/dense mode.

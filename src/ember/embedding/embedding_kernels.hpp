@@ -59,12 +59,17 @@ struct LazyParams {
   optim::OptimizerType type = optim::OptimizerType::SGD;
   float momentum = 0.0f;
   float beta1 = 0.0f, beta2 = 0.0f, epsilon = 0.0f;
-  const float* adam_alpha = nullptr;  // adam_alpha[t - 1]: step t's lr*sqrt(1-b2^t)/(1-b1^t)
+  float rmsprop_beta = 0.0f;
+  float ftrl_beta = 0.0f, lambda1 = 0.0f, lambda2 = 0.0f;
+  // step_values[t - 1], per step t: Adam: lr*sqrt(1-b2^t)/(1-b1^t); Ftrl: the learning rate.
+  const float* step_values = nullptr;
 };
 
 // Applies the zero-gradient steps from+1 .. to to one weight, as Global would have:
 // SGD and AdaGrad do not move on a zero gradient; momentum and Nesterov in closed form
-// (m decays by mu per step and w collects the geometric sum); Adam replays each step exactly.
+// (m decays by mu per step and w collects the geometric sum); RMSProp's mean square decays by
+// beta^n (the weight does not move); Adam replays each step exactly; Ftrl's state does not move
+// and its weight is the function of that state at the last step's rate (exact, as Global's).
 EMBER_HOST_DEVICE inline void catch_up(const LazyParams& p, float& w, float& s0, float& s1,
                                        std::int64_t from, std::int64_t to) {
   const std::int64_t n = to - from;
@@ -84,6 +89,9 @@ EMBER_HOST_DEVICE inline void catch_up(const LazyParams& p, float& w, float& s0,
       s0 *= mun;
       return;
     }
+    case optim::OptimizerType::RMSProp:
+      s0 *= powf(p.rmsprop_beta, static_cast<float>(n));
+      return;
     case optim::OptimizerType::Adam: {
       optim::UpdateStep u;
       u.type = optim::OptimizerType::Adam;
@@ -91,9 +99,15 @@ EMBER_HOST_DEVICE inline void catch_up(const LazyParams& p, float& w, float& s0,
       u.beta2 = p.beta2;
       u.epsilon = p.epsilon;
       for (std::int64_t t = from + 1; t <= to; ++t) {
-        u.adam_alpha = p.adam_alpha[t - 1];
+        u.adam_alpha = p.step_values[t - 1];
         optim::apply_update(u, w, 0.0f, s0, s1);
       }
+      return;
+    }
+    case optim::OptimizerType::Ftrl: {
+      float inv_lr = 0.0f, l2 = 0.0f;
+      optim::ftrl_rate_terms(p.step_values[to - 1], p.ftrl_beta, p.lambda2, inv_lr, l2);
+      w = optim::ftrl_weight(s0, s1, p.lambda1, inv_lr, l2);
       return;
     }
   }

@@ -161,6 +161,10 @@ std::vector<std::string> SparseEmbedding::state_names() const {
       return {"adam_m", "adam_v"};
     case optim::OptimizerType::AdaGrad:
       return {"adagrad_accumulator"};
+    case optim::OptimizerType::RMSProp:
+      return {"rmsprop_mean_square"};
+    case optim::OptimizerType::Ftrl:
+      return {"ftrl_n", "ftrl_z"};
   }
   return {};
 }
@@ -359,24 +363,26 @@ void SparseEmbedding::check_deferred_errors() {
   }
 }
 
-void SparseEmbedding::ensure_adam_alpha(std::int64_t steps) {
-  if (optimizer_.type != optim::OptimizerType::Adam ||
-      optimizer_.update_type != optim::UpdateType::LazyGlobal) {
-    return;
-  }
-  const auto have = static_cast<std::int64_t>(adam_alpha_host_.size());
-  if (have >= steps && adam_alpha_.defined()) return;
+void SparseEmbedding::ensure_step_values(std::int64_t steps) {
+  const bool per_step = optimizer_.type == optim::OptimizerType::Adam ||
+                        optimizer_.type == optim::OptimizerType::Ftrl;
+  if (!per_step || optimizer_.update_type != optim::UpdateType::LazyGlobal) return;
+  const auto have = static_cast<std::int64_t>(step_values_host_.size());
+  if (have >= steps && step_values_.defined()) return;
   for (std::int64_t t = have + 1; t <= steps; ++t) {
-    adam_alpha_host_.push_back(optim::make_update_step(optimizer_, schedule_.at(t), t).adam_alpha);
+    const float lr = schedule_.at(t);
+    step_values_host_.push_back(optimizer_.type == optim::OptimizerType::Adam
+                                    ? optim::make_update_step(optimizer_, lr, t).adam_alpha
+                                    : lr);
   }
-  std::vector<float> padded = adam_alpha_host_;
+  std::vector<float> padded = step_values_host_;
   padded.resize(std::max<std::size_t>(1, padded.size() * 2), 0.0f);  // room to grow
-  if (!adam_alpha_.defined() || adam_alpha_.numel() < steps) {
-    adam_alpha_ = Tensor::from_vector(padded, place_);
+  if (!step_values_.defined() || step_values_.numel() < steps) {
+    step_values_ = Tensor::from_vector(padded, place_);
   } else {
-    adam_alpha_.slice(0, have, steps)
+    step_values_.slice(0, have, steps)
         .copy_from(Tensor::from_vector(
-            std::vector<float>(adam_alpha_host_.begin() + have, adam_alpha_host_.end())));
+            std::vector<float>(step_values_host_.begin() + have, step_values_host_.end())));
   }
 }
 
@@ -387,8 +393,12 @@ kernels::LazyParams SparseEmbedding::lazy_params(std::int64_t steps) {
   lp.beta1 = optimizer_.beta1;
   lp.beta2 = optimizer_.beta2;
   lp.epsilon = optimizer_.epsilon;
-  ensure_adam_alpha(steps);
-  lp.adam_alpha = ptr<float>(adam_alpha_);
+  lp.rmsprop_beta = optimizer_.rmsprop_beta;
+  lp.ftrl_beta = optimizer_.ftrl_beta;
+  lp.lambda1 = optimizer_.lambda1;
+  lp.lambda2 = optimizer_.lambda2;
+  ensure_step_values(steps);
+  lp.step_values = ptr<float>(step_values_);
   return lp;
 }
 

@@ -118,8 +118,9 @@ class SparseEmbedding {
   Tensor exchange_backward(const Tensor& grad);
   void catch_up_all();
   void drop_batch();
-  void ensure_adam_alpha(std::int64_t steps);
-  // What a LazyGlobal catch-up to `steps` needs (Adam's step sizes made ready up to there).
+  void ensure_step_values(std::int64_t steps);
+  // What a LazyGlobal catch-up to `steps` needs (Adam's step sizes or Ftrl's rates made ready
+  // up to there).
   kernels::LazyParams lazy_params(std::int64_t steps);
   kernels::RowStates row_states() const;
   void insert_loaded(const EmbeddingSnapshot& file, const std::vector<bool>& have_states);
@@ -145,8 +146,8 @@ class SparseEmbedding {
   bool onehot_bad_pending_ = false;
   optim::LearningRateSchedule schedule_;
   std::int64_t step_ = 0;
-  std::vector<float> adam_alpha_host_;  // LazyGlobal Adam: alpha of steps 1..n
-  Tensor adam_alpha_;
+  std::vector<float> step_values_host_;  // LazyGlobal Adam / Ftrl: LazyParams::step_values
+  Tensor step_values_;
   std::unique_ptr<Batch> batch_;           // the last training forward's bookkeeping
   Tensor forward_index_, backward_index_;  // LocalizedSlot all-to-all reorders
   std::int64_t index_local_batch_ = -1;    // the local batch they were built for

@@ -20,6 +20,10 @@ const char* optimizer_name(OptimizerType type) {
       return "Adam";
     case OptimizerType::AdaGrad:
       return "AdaGrad";
+    case OptimizerType::RMSProp:
+      return "RMSProp";
+    case OptimizerType::Ftrl:
+      return "Ftrl";
   }
   return "?";
 }
@@ -43,8 +47,10 @@ int OptimizerConfig::state_count() const {
     case OptimizerType::MomentumSGD:
     case OptimizerType::Nesterov:
     case OptimizerType::AdaGrad:
+    case OptimizerType::RMSProp:
       return 1;
     case OptimizerType::Adam:
+    case OptimizerType::Ftrl:
       return 2;
   }
   return 0;
@@ -69,11 +75,24 @@ void validate(const OptimizerConfig& c, const std::string& where, std::string_vi
     need(c.beta1 >= 0 && c.beta1 < 1, "beta1", c.beta1, "in [0, 1)");
     need(c.beta2 >= 0 && c.beta2 < 1, "beta2", c.beta2, "in [0, 1)");
   }
-  if (c.type == OptimizerType::Adam || c.type == OptimizerType::AdaGrad) {
+  if (c.type == OptimizerType::RMSProp) {
+    need(c.rmsprop_beta >= 0 && c.rmsprop_beta < 1, "beta", c.rmsprop_beta, "in [0, 1)");
+  }
+  if (c.type == OptimizerType::Adam || c.type == OptimizerType::AdaGrad ||
+      c.type == OptimizerType::RMSProp) {
     need(c.epsilon > 0, "epsilon", c.epsilon, "> 0");
   }
   if (c.type == OptimizerType::AdaGrad) {
     need(c.initial_accu_value >= 0, "initial_accu_value", c.initial_accu_value, ">= 0");
+  }
+  if (c.type == OptimizerType::Ftrl) {
+    // The rule divides by the rate: it must stay positive (warm-up starts above 0 already).
+    need(s.base_lr > 0, "learning_rate", s.base_lr, "> 0 for Ftrl (its rule divides by the rate)");
+    need(s.decay_start == 0 || s.end_lr > 0, "end_lr", s.end_lr,
+         "> 0 for Ftrl when the rate decays (its rule divides by the rate)");
+    need(c.ftrl_beta >= 0 && std::isfinite(c.ftrl_beta), "beta", c.ftrl_beta, ">= 0");
+    need(c.lambda1 >= 0 && std::isfinite(c.lambda1), "lambda1", c.lambda1, ">= 0");
+    need(c.lambda2 >= 0 && std::isfinite(c.lambda2), "lambda2", c.lambda2, ">= 0");
   }
 }
 
@@ -105,9 +124,15 @@ UpdateStep make_update_step(const OptimizerConfig& config, float lr, std::int64_
   u.lr = lr;
   u.momentum = config.momentum_factor;
   u.beta1 = config.beta1;
-  u.beta2 = config.beta2;
+  // RMSProp's mean square decays like Adam's second moment: the rule reads it from beta2.
+  u.beta2 = config.type == OptimizerType::RMSProp ? config.rmsprop_beta : config.beta2;
   u.epsilon = config.epsilon;
   u.inv_scaler = 1.0f / scaler;
+  if (config.type == OptimizerType::Ftrl) {
+    EMBER_CHECK(lr > 0, "Ftrl needs a positive learning rate, got ", lr);
+    u.lambda1 = config.lambda1;
+    ftrl_rate_terms(lr, config.ftrl_beta, config.lambda2, u.inv_lr, u.ftrl_l2);
+  }
   if (config.type == OptimizerType::Adam) {
     const double td = static_cast<double>(t);
     u.adam_alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(config.beta2, td)) /

@@ -9,6 +9,12 @@
 //   Adam         m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //                w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 //   AdaGrad      a += g^2;                            w -= lr * g / (sqrt(a) + eps)
+//   RMSProp      v = beta v + (1-beta) g^2;           w -= lr * g / (sqrt(v) + eps)
+//   Ftrl         n' = n + g^2;  z += g - (sqrt(n') - sqrt(n)) / lr * w;  n = n'
+//                w = 0 when |z| <= lambda1, else
+//                w = (sign(z) lambda1 - z) / ((beta + sqrt(n)) / lr + lambda2)
+// (FTRL-Proximal, McMahan et al. 2013, as HugeCTR's dense Ftrl kernel: the weight is a function
+// of its state, so a weight whose gradients were all zero so far is 0 after a step.)
 #pragma once
 
 #include <cmath>
@@ -20,7 +26,15 @@
 
 namespace ember::optim {
 
-enum class OptimizerType : std::uint8_t { SGD, MomentumSGD, Nesterov, Adam, AdaGrad };
+enum class OptimizerType : std::uint8_t {
+  SGD,
+  MomentumSGD,
+  Nesterov,
+  Adam,
+  AdaGrad,
+  RMSProp,
+  Ftrl
+};
 // Which rows of a sparse table move each step (dense weights always all move).
 //   Local: rows touched by the batch only (their optimizer state too).
 //   Global: every row, as a dense optimizer would (state decays, momentum keeps moving weights).
@@ -47,20 +61,28 @@ struct OptimizerConfig {
   LearningRateScheduleConfig schedule;  // schedule.base_lr is the hparam block's learning_rate
   float momentum_factor = 0.0f;         // MomentumSGD, Nesterov
   float beta1 = 0.9f, beta2 = 0.999f;   // Adam
-  float epsilon = 1e-7f;                // Adam, AdaGrad
+  float epsilon = 1e-7f;                // Adam, AdaGrad, RMSProp
   float initial_accu_value = 0.0f;      // AdaGrad
-  bool atomic_update = true;            // SGD: accepted for compatibility; updates are exact
+  float rmsprop_beta = 0.9f;            // RMSProp: decay of the mean square (HugeCTR's "beta")
+  float ftrl_beta = 0.0f;               // Ftrl: HugeCTR's "beta", "lambda1", "lambda2"
+  float lambda1 = 0.0f, lambda2 = 0.0f;
+  // SGD: HugeCTR's atomic_update (atomic adds of the sparse gradients, nondeterministic order).
+  // Ember sums every row's gradients in a fixed order and applies them once, so the flag changes
+  // nothing; parse_optimizer logs that when the key is given.
+  bool atomic_update = true;
 
-  // Optimizer state values kept per weight: 0 (SGD), 1 (MomentumSGD, Nesterov, AdaGrad) or 2.
+  // Optimizer state values kept per weight: 0 (SGD), 1 (MomentumSGD, Nesterov, AdaGrad,
+  // RMSProp) or 2 (Adam: m, v; Ftrl: n, z).
   int state_count() const;
   // Value each state slot starts at (AdaGrad's accumulator starts at initial_accu_value).
   float initial_state(int slot) const;
 };
 
 // Validates the numbers (base_lr >= 0, warmup_steps >= 1, decay_steps >= 1, decay_power >= 1,
-// end_lr >= 0, 0 <= beta < 1, epsilon > 0); throws ConfigError in the configuration reader's
-// format, `<where>: "<key_prefix><key>" must be ..., got ...` (key_prefix: the hparam block's
-// path, e.g. "adam_hparam.").
+// end_lr >= 0, 0 <= beta < 1, epsilon > 0; Ftrl divides by the rate, so there base_lr > 0 and,
+// when the rate decays, end_lr > 0; its beta, lambda1 and lambda2 >= 0); throws ConfigError in the
+// configuration reader's format, `<where>: "<key_prefix><key>" must be ..., got ...` (key_prefix:
+// the hparam block's path, e.g. "adam_hparam.").
 void validate(const OptimizerConfig& config, const std::string& where,
               std::string_view key_prefix = "");
 
@@ -91,11 +113,30 @@ struct UpdateStep {
   float beta1 = 0.0f, beta2 = 0.0f, epsilon = 0.0f;
   float adam_alpha = 0.0f;  // lr * sqrt(1 - beta2^t) / (1 - beta1^t)
   float inv_scaler = 1.0f;  // gradients arrive multiplied by the loss scaler
+  // Ftrl: lambda1, 1 / lr and lambda2 + beta / lr (ftrl_rate_terms).
+  float lambda1 = 0.0f, inv_lr = 0.0f, ftrl_l2 = 0.0f;
 };
 
 // The step-t (t >= 1) parameters for a rate `lr` and loss scaler `scaler`.
 UpdateStep make_update_step(const OptimizerConfig& config, float lr, std::int64_t t,
                             float scaler = 1.0f);
+
+// Ftrl's terms that depend on the rate, computed the same way wherever they are needed (the step
+// and the LazyGlobal catch-up), so both give the same bits.
+EMBER_HOST_DEVICE inline void ftrl_rate_terms(float lr, float beta, float lambda2, float& inv_lr,
+                                              float& l2) {
+  inv_lr = 1.0f / lr;
+  l2 = lambda2 + beta / lr;
+}
+
+// Ftrl's weight for its state (n, z): 0 inside the L1 dead zone, or when there is no curvature
+// yet (n == 0 with beta == lambda2 == 0, where the formula would divide by 0).
+EMBER_HOST_DEVICE inline float ftrl_weight(float n, float z, float lambda1, float inv_lr,
+                                           float l2) {
+  const float denominator = sqrtf(n) * inv_lr + l2;
+  if (!(fabsf(z) > lambda1) || !(denominator > 0.0f)) return 0.0f;
+  return (copysignf(lambda1, z) - z) / denominator;
+}
 
 // Applies one step to one weight. s0/s1 are the weight's state slots (unused ones ignored).
 EMBER_HOST_DEVICE inline void apply_update(const UpdateStep& u, float& w, float grad, float& s0,
@@ -130,6 +171,21 @@ EMBER_HOST_DEVICE inline void apply_update(const UpdateStep& u, float& w, float 
       const float a = s0 + g * g;
       s0 = a;
       w -= u.lr * g / (sqrtf(a) + u.epsilon);
+      break;
+    }
+    case OptimizerType::RMSProp: {
+      const float v = u.beta2 * s0 + (1.0f - u.beta2) * g * g;
+      s0 = v;
+      w -= u.lr * g / (sqrtf(v) + u.epsilon);
+      break;
+    }
+    case OptimizerType::Ftrl: {
+      const float n = s0 + g * g;
+      const float sigma = (sqrtf(n) - sqrtf(s0)) * u.inv_lr;
+      const float z = s1 + (g - sigma * w);
+      s0 = n;
+      s1 = z;
+      w = ftrl_weight(n, z, u.lambda1, u.inv_lr, u.ftrl_l2);
       break;
     }
   }

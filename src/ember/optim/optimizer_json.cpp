@@ -3,13 +3,16 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/log.hpp"
+
 namespace ember::optim {
 
 namespace {
 
-constexpr OptimizerType kOptimizerTypes[] = {OptimizerType::SGD, OptimizerType::MomentumSGD,
+constexpr OptimizerType kOptimizerTypes[] = {OptimizerType::SGD,      OptimizerType::MomentumSGD,
                                              OptimizerType::Nesterov, OptimizerType::Adam,
-                                             OptimizerType::AdaGrad};
+                                             OptimizerType::AdaGrad,  OptimizerType::RMSProp,
+                                             OptimizerType::Ftrl};
 constexpr UpdateType kUpdateTypes[] = {UpdateType::Local, UpdateType::Global,
                                        UpdateType::LazyGlobal};
 
@@ -34,6 +37,10 @@ const char* hparam_block_name(OptimizerType type) {
       return "adam_hparam";
     case OptimizerType::AdaGrad:
       return "adagrad_hparam";
+    case OptimizerType::RMSProp:
+      return "rmsprop_hparam";
+    case OptimizerType::Ftrl:
+      return "ftrl_hparam";
   }
   return "?";
 }
@@ -49,7 +56,15 @@ void read_hparams(ConfigReader& hp, OptimizerConfig& c) {
   s.end_lr = static_cast<float>(hp.number_or("end_lr", s.end_lr));
   switch (c.type) {
     case OptimizerType::SGD:
-      c.atomic_update = hp.boolean_or("atomic_update", c.atomic_update);
+      if (hp.has("atomic_update")) {
+        c.atomic_update = hp.boolean("atomic_update");
+        log_once("sgd atomic_update", spdlog::level::info,
+                 cat(hp.owner(), ": \"", hp.key_path("atomic_update"), "\" is ",
+                     c.atomic_update ? "true" : "false",
+                     ", which changes nothing in Ember: HugeCTR's flag picks atomic adds of the "
+                     "sparse gradients; Ember always sums each row's gradients in a fixed order "
+                     "and applies them once (deterministic, the same on every device)"));
+      }
       break;
     case OptimizerType::MomentumSGD:
     case OptimizerType::Nesterov:
@@ -65,6 +80,15 @@ void read_hparams(ConfigReader& hp, OptimizerConfig& c) {
           static_cast<float>(hp.number_or("initial_accu_value", c.initial_accu_value));
       c.epsilon = static_cast<float>(hp.number_or("epsilon", c.epsilon));
       break;
+    case OptimizerType::RMSProp:
+      c.rmsprop_beta = static_cast<float>(hp.number_or("beta", c.rmsprop_beta));
+      c.epsilon = static_cast<float>(hp.number_or("epsilon", c.epsilon));
+      break;
+    case OptimizerType::Ftrl:
+      c.ftrl_beta = static_cast<float>(hp.number_or("beta", c.ftrl_beta));
+      c.lambda1 = static_cast<float>(hp.number_or("lambda1", c.lambda1));
+      c.lambda2 = static_cast<float>(hp.number_or("lambda2", c.lambda2));
+      break;
   }
 }
 
@@ -79,8 +103,10 @@ OptimizerConfig parse_optimizer(ConfigReader& r) {
   c.update_type = r.choice_or("update_type", global ? UpdateType::Global : UpdateType::Local,
                               std::span<const Named<UpdateType>>(update_types));
   // Defaults follow HugeCTR's Python API.
-  c.schedule.base_lr =
-      (c.type == OptimizerType::Adam || c.type == OptimizerType::AdaGrad) ? 0.001f : 0.01f;
+  c.schedule.base_lr = (c.type == OptimizerType::Adam || c.type == OptimizerType::AdaGrad ||
+                        c.type == OptimizerType::RMSProp)
+                           ? 0.001f
+                           : 0.01f;
   const std::string own_block = hparam_block_name(c.type);
   if (auto hp = r.optional_object(own_block)) read_hparams(*hp, c);
   // HugeCTR's files often carry every type's block; only the chosen type's is read.

@@ -8,6 +8,7 @@
 #include "ember/core/config_reader.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
+#include "ember/core/path_check.hpp"
 #include "ember/network/dense_network.hpp"
 #include "ember/network/layer_registry.hpp"
 #include "ember/optim/optimizer_json.hpp"
@@ -261,6 +262,9 @@ ModelConfig parse_model_config(json root, const std::string& where) {
 
 ModelConfig load_model_config(const std::filesystem::path& path,
                               const std::vector<std::string>& overrides) {
+  if (const std::string problem = file_problem(path); !problem.empty()) {
+    EMBER_THROW_AS(ConfigError, "the configuration '", path.string(), "' ", problem);
+  }
   std::ifstream in(path);
   if (!in) EMBER_THROW_AS(ConfigError, "cannot open the configuration ", path.string());
   json root;

@@ -69,11 +69,21 @@ Replica::~Replica() = default;
 Replica::Graph Replica::build_graph(const network::BuildOptions& options, std::int64_t rows,
                                     bool training) {
   Graph g;
-  g.context = std::make_unique<network::BuildContext>(options, store_);
-  g.inputs = make_inputs(rows, training, options.activation_dtype);
-  g.network =
-      std::make_unique<network::DenseNetwork>(config_.dense_layers, g.inputs->by_name, *g.context);
-  g.context->allocate();
+  try {
+    g.context = std::make_unique<network::BuildContext>(options, store_);
+    g.inputs = make_inputs(rows, training, options.activation_dtype);
+    g.network = std::make_unique<network::DenseNetwork>(config_.dense_layers, g.inputs->by_name,
+                                                        *g.context);
+    g.context->allocate();
+  } catch (const OutOfMemoryError& e) {
+    // The inputs and activations grow with the batch: say which setting to lower.
+    const SolverConfig& s = config_.solver;
+    const char* key = training ? "solver.batchsize" : "solver.batchsize_eval";
+    EMBER_THROW_AS(OutOfMemoryError, "the ", training ? "training" : "evaluation",
+                   " network's inputs and activations for ", key, " ",
+                   training ? s.batchsize : s.batchsize_eval, " (", rows, " samples per rank on ",
+                   place_, ") do not fit: ", e.what(), "; lower ", key);
+  }
   g.network->bind();
   return g;
 }

@@ -23,6 +23,22 @@ namespace ember::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+data::DataSourceOptions data_source_options(const Replica& replica) {
+  using Kind = network::LossLayer::Kind;
+  const network::LossLayer& loss = replica.train_network().loss();
+  data::LabelRange labels;  // [0, 1] for every loss Ember has
+  const char* type = "BinaryCrossEntropyLoss";
+  if (loss.kind() == Kind::CrossEntropy) type = "CrossEntropyLoss";
+  if (loss.kind() == Kind::MultiCrossEntropy) {
+    type = "MultiCrossEntropyLoss";
+    labels.masked_below = -0.5f;  // such labels mask their entry
+  }
+  labels.taken_by = cat("the ", type, " layer '", loss.name(), "'");
+  data::DataSourceOptions o;
+  o.labels = labels;
+  return o;
+}
+
 namespace {
 
 std::vector<Place> choose_places(const ModelConfig& c, const SessionOptions& o) {
@@ -103,6 +119,7 @@ Session::Session(ModelConfig config, SessionOptions options)
     recover_checkpoints_in(options_.run_dir);
     m.log = RunLog(options_.run_dir, options_.append_metrics);
   }
+  m.eval_cache.limit = config_.data.cache_eval_data;
   static constexpr const char* kVerbs[] = {"training", "evaluating", "predicting"};
   const char* verb = kVerbs[static_cast<int>(options_.purpose)];
   if (options_.purpose == SessionPurpose::Train) {
@@ -127,8 +144,10 @@ std::string Session::describe_devices() const {
   const auto& p = impl_->places;
   if (p.front().is_cuda()) {
     std::string s;
-    for (const Place& place : p)
-      s += (s.empty() ? "" : ",") + place.to_string();
+    for (const Place& place : p) {
+      if (!s.empty()) s += ',';
+      s += place.to_string();
+    }
     return s;
   }
   return p.size() == 1 ? "cpu" : "cpu x" + std::to_string(p.size());
@@ -229,7 +248,7 @@ Session::TrainingLoop::TrainingLoop(Session& session)
       m_(*session.impl_),
       s_(session.config_.solver),
       source_(data::make_data_source(session.config_.data, s_.key_type, data::DataSplit::Train,
-                                     s_.seed)),
+                                     s_.seed, data_source_options(*m_.replicas.front()))),
       pipeline_(source_, pipeline_options()),
       progress_(progress_options(session.options_.progress)),
       lrs_(m_.places.size()),
@@ -238,6 +257,7 @@ Session::TrainingLoop::TrainingLoop(Session& session)
 data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   data::PipelineOptions po;
   po.batch_size = s_.batchsize;
+  po.batch_size_name = "solver.batchsize";
   po.devices = m_.places;
   po.num_workers = session_.config_.data.num_workers;
   po.mode = s_.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;

@@ -3,6 +3,7 @@
 // (solver.export_predictions_prefix), and `predict`'s "label,score" file.
 #include <fstream>
 #include <iomanip>
+#include <optional>
 
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
@@ -15,31 +16,103 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs the evaluation pipeline; `on_batch(logits, labels, rows)` sees each batch in sample order.
+std::size_t batch_bytes(const data::Batch& batch) {
+  std::size_t bytes = 0;
+  for (const data::DeviceBatch& d : batch.devices) {
+    bytes += d.label.nbytes() + d.dense.nbytes();
+    for (const CsrTensor& csr : d.sparse)
+      bytes += csr.row_offsets().nbytes() + csr.values().nbytes();
+  }
+  return bytes;
+}
+
+// The evaluation's batches: from `cache` when it holds a whole evaluation, else from a new
+// evaluation pipeline, kept in `cache` (when given and on) while they fit its limit.
+class EvalBatches {
+ public:
+  EvalBatches(const ModelConfig& c, const std::vector<Place>& places, const Replica& replica,
+              EvalCache* cache)
+      : cache_(cache), replay_(cache != nullptr && cache->complete) {
+    if (replay_) return;
+    const SolverConfig& s = c.solver;
+    data::PipelineOptions po;
+    po.batch_size = s.batchsize_eval;
+    po.batch_size_name = "solver.batchsize_eval";
+    po.devices = places;
+    po.num_workers = c.data.num_workers;
+    po.mode = data::PipelineMode::Epochs;
+    po.num_epochs = 1;
+    po.deterministic = true;
+    po.require_even_split = false;
+    pipeline_.emplace(data::make_data_source(c.data, s.key_type, data::DataSplit::Eval, s.seed,
+                                             data_source_options(replica)),
+                      po);
+    recording_ = cache_ != nullptr && cache_->limit != 0;
+    if (recording_) cache_->batches.clear();
+  }
+
+  std::optional<data::Batch> next() {
+    if (replay_) {
+      if (next_ == cache_->batches.size()) return std::nullopt;
+      return cache_->batches[next_++];
+    }
+    std::optional<data::Batch> batch = pipeline_->next();
+    if (batch && recording_) {
+      const auto held = static_cast<std::int64_t>(cache_->batches.size());
+      if (cache_->limit < 0 || held < cache_->limit) {
+        cache_->batches.push_back(*batch);
+      } else {
+        EMBER_LOG_INFO(
+            "cache_eval_data {}: the evaluation takes more batches than that; it reads its "
+            "files at every evaluation",
+            cache_->limit);
+        cache_->batches.clear();
+        cache_->limit = 0;
+        recording_ = false;
+      }
+    }
+    return batch;
+  }
+
+  // The evaluation consumed every batch it wanted: a recorded one is complete.
+  void finish() {
+    if (!recording_) return;
+    cache_->complete = true;
+    std::size_t bytes = 0;
+    for (const data::Batch& b : cache_->batches)
+      bytes += batch_bytes(b);
+    EMBER_LOG_INFO(
+        "cache_eval_data: the {} evaluation batches ({} bytes on the training devices) "
+        "are kept for the later evaluations",
+        cache_->batches.size(), bytes);
+  }
+
+ private:
+  EvalCache* cache_;
+  bool replay_;
+  bool recording_ = false;
+  std::optional<data::Pipeline> pipeline_;
+  std::size_t next_ = 0;
+};
+
+// Runs an evaluation pass; `on_batch(logits, labels, rows)` sees each batch in sample order.
+// `cache` (evaluate() only): cache_eval_data's batches.
 template <class OnBatch>
 std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
                             std::vector<std::unique_ptr<Replica>>& replicas,
-                            const std::vector<Place>& places, OnBatch&& on_batch) {
+                            const std::vector<Place>& places, EvalCache* cache,
+                            OnBatch&& on_batch) {
   const SolverConfig& s = c.solver;
   if (c.data.eval_source.empty()) {
     EMBER_THROW_AS(ConfigError, "layer '", c.data.name, "': no 'eval_source' to evaluate on");
   }
-  data::PipelineOptions po;
-  po.batch_size = s.batchsize_eval;
-  po.devices = places;
-  po.num_workers = c.data.num_workers;
-  po.mode = data::PipelineMode::Epochs;
-  po.num_epochs = 1;
-  po.deterministic = true;
-  po.require_even_split = false;
-  data::Pipeline pipeline(data::make_data_source(c.data, s.key_type, data::DataSplit::Eval, s.seed),
-                          po);
+  EvalBatches source(c, places, *replicas.front(), cache);
   std::vector<std::vector<float>> logits(places.size()), labels(places.size());
   std::int64_t batches = 0, samples = 0;
   while (true) {
     if (s.max_eval_batches > 0 && batches >= s.max_eval_batches) break;
     if (s.max_eval_samples > 0 && samples >= s.max_eval_samples) break;
-    std::optional<data::Batch> batch = pipeline.next();
+    std::optional<data::Batch> batch = source.next();
     if (!batch) break;
     team.run([&](int r) {
       const auto i = static_cast<std::size_t>(r);
@@ -64,6 +137,7 @@ std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
     samples += rows;
     ++batches;
   }
+  source.finish();
   return samples;
 }
 
@@ -101,7 +175,7 @@ EvalResult Session::evaluate() {
   const Replica& r0 = *m.replicas.front();
   const SolverConfig& s = config_.solver;
   EvalAccumulator acc(r0.loss_kind(), r0.loss_target_weight(), s.hit_rate_threshold());
-  run_evaluation(config_, *m.team, m.replicas, m.places,
+  run_evaluation(config_, *m.team, m.replicas, m.places, &m.eval_cache,
                  [&](const std::vector<float>& logits, const std::vector<float>& labels,
                      std::int64_t rows) { acc.add(logits, labels, rows); });
   const EvalResult r = acc.finish();
@@ -134,7 +208,7 @@ EvalResult Session::predict(const fs::path& path) {
   if (!out) EMBER_THROW_AS(DataError, "cannot write predictions to ", path.string());
   std::size_t written = 0;
   run_evaluation(
-      config_, *m.team, m.replicas, m.places,
+      config_, *m.team, m.replicas, m.places, nullptr,
       [&](const std::vector<float>& logits, const std::vector<float>& labels, std::int64_t rows) {
         acc.add(logits, labels, rows);
         const auto& scores = acc.scores();

@@ -92,8 +92,9 @@ KeyRange slot_key_range(const std::vector<std::int64_t>& slot_size_array, std::i
 
 ParquetFileReader::ParquetFileReader(const BatchLayout& layout,
                                      std::vector<std::int64_t> slot_size_array,
-                                     ReadCounters* counters)
+                                     ReadCounters* counters, std::optional<SampleChecks> checks)
     : layout_(layout), slot_size_array_(std::move(slot_size_array)), counters_(counters) {
+  if (checks) validator_.emplace(std::move(*checks), layout_.label_dim, layout_.dense_dim);
   layout_.validate("Parquet reader");
   std::int64_t base = 0;
   for (const auto& s : layout_.sparse) {
@@ -284,6 +285,43 @@ void ParquetFileReader::assemble_multi_hot(HostBatch& batch, int input, std::int
   }
 }
 
+std::int64_t ParquetFileReader::screen_rows(HostBatch& batch, std::int64_t first, std::int64_t n) {
+  const auto ld = layout_.label_dim, dd = layout_.dense_dim;
+  std::vector<bool> bad;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const auto problem =
+        validator_->find(batch.label() + (first + r) * ld, batch.dense() + (first + r) * dd);
+    if (!problem) [[likely]]
+      continue;
+    const std::string what = validator_->describe(*problem);
+    if (validator_->policy() == BadSamplePolicy::Error) {
+      EMBER_THROW_AS(DataError, "Parquet file '", file_->path(), "': row ", row_ + r, ": ", what,
+                     " ", bad_sample_hint());
+    }
+    if (counters_ != nullptr) counters_->record_bad(file_->path(), row_ + r, what);
+    if (bad.empty()) bad.resize(static_cast<std::size_t>(n), false);
+    bad[static_cast<std::size_t>(r)] = true;
+  }
+  if (bad.empty()) return n;
+  // Move the tile aside and bring back its good runs (a rare path: bad data).
+  if (!screened_ || screened_->capacity() < n) screened_ = std::make_unique<HostBatch>(layout_, n);
+  screened_->clear();
+  screened_->append(batch, first, first + n);
+  batch.set_size(first);
+  for (std::int64_t r = 0; r < n;) {
+    if (bad[static_cast<std::size_t>(r)]) {
+      ++r;
+      continue;
+    }
+    std::int64_t end = r;
+    while (end < n && !bad[static_cast<std::size_t>(end)])
+      ++end;
+    batch.append(*screened_, r, end);
+    r = end;
+  }
+  return batch.size() - first;
+}
+
 std::int64_t ParquetFileReader::read(HostBatch& batch) {
   EMBER_CHECK(is_open(), "ParquetFileReader::read with no file open");
   EMBER_CHECK(batch.layout().key_type == layout_.key_type, "ParquetFileReader: batch of ",
@@ -299,7 +337,9 @@ std::int64_t ParquetFileReader::read(HostBatch& batch) {
     } else {
       read_tile<std::int64_t>(batch, n);
     }
-    batch.set_size(batch.size() + n);
+    const std::int64_t first = batch.size();
+    batch.set_size(first + n);
+    if (validator_) screen_rows(batch, first, n);
     row_ += n;
     if (row_ == group_end_) {
       for (auto& cursor : cursors_)

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "ember/data/parquet/compression.hpp"
 #include "ember/data/parquet/hugectr_metadata.hpp"
 #include "ember/data/parquet/parquet_file.hpp"
+#include "ember/data/sample_check.hpp"
 
 namespace ember::data::parquet {
 
@@ -26,8 +28,11 @@ class ParquetFileReader {
   // checked to lie in [0, size) and offset by the sizes of the slots before it (HugeCTR's
   // slot_size_array rule). Without it keys are used as stored. A vocabulary that does not fit
   // u32 keys is a ConfigError.
+  // `checks`: every row's label and dense values are checked (sample_check.hpp); a bad row is
+  // a DataError naming the file and the row, or (policy Drop) left out and counted.
   ParquetFileReader(const BatchLayout& layout, std::vector<std::int64_t> slot_size_array,
-                    ReadCounters* counters = nullptr);
+                    ReadCounters* counters = nullptr,
+                    std::optional<SampleChecks> checks = std::nullopt);
   ~ParquetFileReader();
   ParquetFileReader(const ParquetFileReader&) = delete;
   ParquetFileReader& operator=(const ParquetFileReader&) = delete;
@@ -53,10 +58,15 @@ class ParquetFileReader {
   void read_tile(HostBatch& batch, std::int64_t n);
   template <class Key>
   void assemble_multi_hot(HostBatch& batch, int input, std::int64_t n);
+  // Checks the rows [first, first + n) of `batch` (file rows row_ ...); with policy Drop takes
+  // the bad ones out. Returns the rows kept.
+  std::int64_t screen_rows(HostBatch& batch, std::int64_t first, std::int64_t n);
 
   BatchLayout layout_;
   std::vector<std::int64_t> slot_size_array_;
   ReadCounters* counters_;
+  std::optional<SampleValidator> validator_;
+  std::unique_ptr<HostBatch> screened_;  // the rows of a tile with bad rows (policy Drop)
   std::vector<std::int64_t> slot_base_;  // first global slot of each input
   std::vector<bool> input_one_hot_;      // every slot column of the input is plain
 

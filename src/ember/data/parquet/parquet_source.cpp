@@ -29,7 +29,7 @@ class ParquetShardReader final : public ShardReader {
   ParquetShardReader(const ParquetSource& source, const ShardSpec& spec)
       : source_(source),
         spec_(spec),
-        reader_(source.layout(), source.slot_size_array(), spec.counters) {}
+        reader_(source.layout(), source.slot_size_array(), spec.counters, source.checks()) {}
 
   std::int64_t fill(HostBatch& batch) override {
     const std::int64_t start = batch.size();
@@ -69,10 +69,12 @@ class ParquetShardReader final : public ShardReader {
 }  // namespace
 
 ParquetSource::ParquetSource(const std::string& file_list, const BatchLayout& layout,
-                             std::vector<std::int64_t> slot_size_array)
+                             std::vector<std::int64_t> slot_size_array,
+                             std::optional<SampleChecks> checks)
     : list_(read_file_list(file_list)),
       layout_(layout),
-      slot_size_array_(std::move(slot_size_array)) {
+      slot_size_array_(std::move(slot_size_array)),
+      checks_(std::move(checks)) {
   layout_.validate("Parquet source");
   files_ = resolve_parquet_files(list_);
   // Open every file once now: a missing column or a disagreeing num_rows is reported before

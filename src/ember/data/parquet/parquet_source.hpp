@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "ember/data/data_source.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/parquet/hugectr_metadata.hpp"
+#include "ember/data/sample_check.hpp"
 
 namespace ember::data::parquet {
 
@@ -20,8 +22,10 @@ class ParquetSource final : public DataSource {
  public:
   // Reads the list and every folder's metadata, and opens every file's footer, so a missing
   // column, a wrong type or a num_rows that disagrees is reported before any reading starts.
+  // `checks`: as for ParquetFileReader (every reader of the source applies them).
   ParquetSource(const std::string& file_list, const BatchLayout& layout,
-                std::vector<std::int64_t> slot_size_array);
+                std::vector<std::int64_t> slot_size_array,
+                std::optional<SampleChecks> checks = std::nullopt);
 
   const BatchLayout& layout() const override { return layout_; }
   std::string description() const override;
@@ -36,11 +40,13 @@ class ParquetSource final : public DataSource {
   };
   const std::vector<File>& files() const { return files_; }
   const std::vector<std::int64_t>& slot_size_array() const { return slot_size_array_; }
+  const std::optional<SampleChecks>& checks() const { return checks_; }
 
  private:
   FileList list_;
   BatchLayout layout_;
   std::vector<std::int64_t> slot_size_array_;
+  std::optional<SampleChecks> checks_;
   std::vector<File> files_;
   std::int64_t num_samples_ = 0;
 };
