@@ -1,6 +1,7 @@
 #include "ember/data/auc.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -13,6 +14,10 @@ namespace ember::data {
 double exact_auc(std::span<const double> scores, std::span<const float> labels) {
   EMBER_CHECK(scores.size() == labels.size(), "exact_auc: ", scores.size(), " scores but ",
               labels.size(), " labels");
+  // A NaN score has no rank: the sort below would be undefined and the walk over equal scores
+  // would never advance past it. The AUC of such scores is NaN, as a NaN loss shows.
+  if (std::any_of(scores.begin(), scores.end(), [](double s) { return std::isnan(s); }))
+    return std::numeric_limits<double>::quiet_NaN();
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(),
