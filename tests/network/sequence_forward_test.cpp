@@ -164,6 +164,34 @@ TEST_P(SequenceForward, FusedReshapeConcatGeneralAndReluHalf) {
   expect_close(g.values("z"), relu, "ReLUHalf");
 }
 
+// An empty batch (the last, partial evaluation batch of some readers) runs forward and backward
+// through every new layer: empty tops of the right shapes, and no parameter gradient from it.
+TEST_P(SequenceForward, EmptyBatchesPassThroughTheNewLayers) {
+  Graph g(Place::host(), dtype());
+  g.input("x", {0, 3, 4});
+  g.input("c", {0, 3, 2});
+  g.add(R"({"name": "gru", "type": "GRU", "bottom": "x", "top": "h",
+            "gru_param": {"num_output": 4, "batchsize": 1, "SeqLength": 3, "vector_size": 4}})");
+  g.add(R"({"name": "a", "type": "MultiHeadAttention", "bottom": ["h", "x", "x"], "top": "o",
+            "num_attention_heads": 2})");
+  g.add(R"({"name": "f", "type": "FusedReshapeConcatGeneral", "bottom": ["o", "c"],
+            "top": "y"})");
+  g.add(R"({"name": "r", "type": "ReLUHalf", "bottom": "y", "top": "z"})");
+  g.finalize(rng_());
+  g.forward();
+  EXPECT_EQ(g.blob("h")->shape(), (Shape{0, 3, 4}));
+  EXPECT_EQ(g.blob("o")->shape(), (Shape{0, 3, 4}));
+  EXPECT_EQ(g.blob("z")->shape(), (Shape{0, 6}));
+  EXPECT_TRUE(g.values("z").empty());
+  g.set_grad("z", {});
+  g.backward();
+  EXPECT_TRUE(g.grad("x").empty());
+  for (const char* name : {"gru.weight", "gru.recurrent_weight", "gru.bias"}) {
+    for (double v : to_doubles(g.store().find(name)->grad()))
+      ASSERT_EQ(v, 0.0) << name;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, SequenceForward, ::testing::Values(DType::F32, DType::F64),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
