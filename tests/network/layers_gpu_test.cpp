@@ -1,5 +1,5 @@
 // Every layer on CUDA against the CPU: forward outputs, input gradients and parameter gradients,
-// f32 (TF32 off) and, where the layer has a mixed-precision version, f16 and bf16, on shapes 1, 7
+// f32 (TF32 off), f16 and bf16 (every layer type has a 16-bit version), on shapes 1, 7
 // and 251 x 511 x 1023. The fully connected layers in every form they can take: as the
 // algorithm search picks, with cuBLASLt's epilogues (search off), plain products with Ember's
 // kernels, every heuristic candidate algorithm, padded and unpadded inputs, chained or not.
