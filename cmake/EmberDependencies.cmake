@@ -8,8 +8,8 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 
-# OpenBLAS (ember::blas) and NCCL (ember::nccl): found by a file that the installed package
-# shares, so that an installed Ember finds them the same way.
+# OpenBLAS (ember::blas), NCCL (ember::nccl) and Parquet's codecs (ember::codecs): found by a
+# file that the installed package shares, so that an installed Ember finds them the same way.
 include(EmberSystemLibraries)
 if(EMBER_WITH_CUDA AND NOT EMBER_WITH_NCCL)
   message(WARNING "NCCL not found: multi-GPU collectives will be unavailable")

@@ -1,5 +1,6 @@
 # The libraries Ember's layers link that have no CMake package of their own: OpenBLAS
-# (ember::blas, for the tensor layer's CPU GEMM) and, in CUDA builds, NCCL (ember::nccl, for the
+# (ember::blas, for the tensor layer's CPU GEMM), Parquet's page codecs (ember::codecs: zlib,
+# libzstd and libsnappy, for the data layer) and, in CUDA builds, NCCL (ember::nccl, for the
 # distributed layer). Included by the build (EmberDependencies.cmake) and by the installed
 # emberConfig.cmake, so that an installed Ember finds them again on the machine that uses it.
 # Reads EMBER_WITH_CUDA (CUDAToolkit already found when ON); sets EMBER_WITH_NCCL.
@@ -18,6 +19,33 @@ if(NOT TARGET ember::blas)
               x86_64-linux-gnu/openblas-pthread REQUIRED)
     target_include_directories(ember::blas INTERFACE ${EMBER_CBLAS_INCLUDE})
     target_link_libraries(ember::blas INTERFACE BLAS::BLAS)
+  endif()
+endif()
+
+if(NOT TARGET ember::codecs)
+  # zlib is required; Debian's libzstd-dev and libsnappy-dev (scripts/install-deps) are used where
+  # found. A build without one of them reads and writes every other codec and says, when it meets
+  # a page of that codec, that this build lacks it (the GPU machines have neither package).
+  find_package(ZLIB REQUIRED)
+  add_library(ember::codecs INTERFACE IMPORTED)
+  target_link_libraries(ember::codecs INTERFACE ZLIB::ZLIB)
+  find_path(EMBER_ZSTD_INCLUDE zstd.h)
+  find_library(EMBER_ZSTD_LIBRARY zstd)
+  if(EMBER_ZSTD_INCLUDE AND EMBER_ZSTD_LIBRARY)
+    target_include_directories(ember::codecs INTERFACE ${EMBER_ZSTD_INCLUDE})
+    target_link_libraries(ember::codecs INTERFACE ${EMBER_ZSTD_LIBRARY})
+    target_compile_definitions(ember::codecs INTERFACE EMBER_WITH_ZSTD=1)
+  else()
+    message(STATUS "Ember: libzstd not found; Parquet ZSTD pages will be refused")
+  endif()
+  find_path(EMBER_SNAPPY_INCLUDE snappy-c.h)
+  find_library(EMBER_SNAPPY_LIBRARY snappy)
+  if(EMBER_SNAPPY_INCLUDE AND EMBER_SNAPPY_LIBRARY)
+    target_include_directories(ember::codecs INTERFACE ${EMBER_SNAPPY_INCLUDE})
+    target_link_libraries(ember::codecs INTERFACE ${EMBER_SNAPPY_LIBRARY})
+    target_compile_definitions(ember::codecs INTERFACE EMBER_WITH_SNAPPY=1)
+  else()
+    message(STATUS "Ember: libsnappy not found; Parquet SNAPPY pages will be refused")
   endif()
 endif()
 

@@ -6,9 +6,11 @@
 #include <thread>
 
 #include "data/data_test_support.hpp"
+#include "data/parquet_test_support.hpp"
 #include "ember/core/device.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/parquet/parquet_source.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
 #include "support/test_support.hpp"
@@ -128,6 +130,33 @@ TEST(PipelineGpu, RepeatModeAndRawMatchTheHost) {
   gpu.devices = two_gpus();
   gpu.prefetch_depth = 3;
   EXPECT_EQ(collect(source, gpu, 25), expect);
+}
+
+TEST(PipelineGpu, ParquetMatchesTheHost) {
+  EMBER_REQUIRE_GPU();
+  // The DuckDB-written fixtures: one-hot (two files, SNAPPY) and multi-hot (a list column).
+  struct Case {
+    const char* fixture;
+    std::int64_t dense, slots, budget;
+  };
+  for (const Case& c : {Case{"snappy", 2, 4, 4}, Case{"multihot_gzip", 1, 2, 4}}) {
+    if (!parquettest::fixture_readable(c.fixture)) continue;  // that codec is not in this build
+    const auto source = std::make_shared<parquet::ParquetSource>(
+        (parquettest::fixture(c.fixture) / "_file_list.txt").string(),
+        parquettest::fixture_layout(c.dense, c.slots, c.budget, DType::U32),
+        std::vector<std::int64_t>{});
+    PipelineOptions host;
+    host.batch_size = 96;
+    host.num_workers = 2;
+    host.deterministic = true;
+    host.mode = PipelineMode::Epochs;
+    const auto expect = collect(source, host, 1000);
+    ASSERT_GT(expect.size(), 3u);
+    PipelineOptions gpu = host;
+    gpu.devices = two_gpus();
+    gpu.prefetch_depth = 2;
+    EXPECT_EQ(collect(source, gpu, 1000), expect) << c.fixture;
+  }
 }
 
 TEST(PipelineGpu, HeldBatchesStayIntactWhileTheSlotsCycle) {

@@ -8,6 +8,7 @@
 #include "ember/cli/commands.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/criteo.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 
 namespace ember::cli {
 
@@ -15,6 +16,9 @@ namespace {
 struct ConvertFlags {
   data::CriteoConvertOptions options;
   std::string format = "norm", check = "sum", key_type = "u32", encoding = "vocab";
+  std::string compression =
+      data::parquet::default_write_codec() == data::parquet::Codec::Snappy ? "snappy" : "none";
+  std::string parquet_keys = "int64";
   std::string hash_buckets;
   bool quiet = false;
 };
@@ -27,14 +31,22 @@ void add_convert_command(CLI::App& app) {
   data::CriteoConvertOptions& o = f->options;
   CLI::App* cmd = convert->add_subcommand(
       "criteo",
-      "Criteo click logs (label, I1..I13, C1..C26, tab-separated) to Norm (check Sum by default) "
-      "or Raw: dense log(max(x, 0) + 1), categoricals to per-slot ids in disjoint key ranges");
+      "Criteo click logs (label, I1..I13, C1..C26, tab-separated) to Norm (check Sum by default), "
+      "Raw or Parquet: dense log(max(x, 0) + 1), categoricals to per-slot ids in disjoint key "
+      "ranges");
   cmd->add_option("inputs", o.inputs, "Criteo TSV files, in order")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", o.out_dir, "Output directory")->required();
-  cmd->add_option("--format", f->format, "norm or raw")
-      ->check(CLI::IsMember({"norm", "raw"}))
+  cmd->add_option("--format", f->format, "norm, raw or parquet")
+      ->check(CLI::IsMember({"norm", "raw", "parquet"}))
+      ->capture_default_str();
+  cmd->add_option("--compression", f->compression, "Parquet pages: none, snappy or zstd")
+      ->check(CLI::IsMember({"none", "snappy", "zstd", "gzip"}))
+      ->capture_default_str();
+  cmd->add_option("--parquet-keys", f->parquet_keys,
+                  "Parquet key columns: int64 (HugeCTR's type) or int32 (reads faster)")
+      ->check(CLI::IsMember({"int64", "int32"}))
       ->capture_default_str();
   cmd->add_option("--check", f->check, "Norm check mode: sum or none")
       ->check(CLI::IsMember({"sum", "none", "Sum", "None"}))
@@ -55,13 +67,17 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--eval-fraction", o.eval_fraction,
                   "The last fraction of the lines becomes the evaluation split")
       ->capture_default_str();
-  cmd->add_option("--samples-per-file", o.samples_per_file, "Norm: samples per data file")
+  cmd->add_option("--samples-per-file", o.samples_per_file,
+                  "Norm and Parquet: samples per data file")
       ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet, "No progress bar");
   cmd->callback([f] {
     data::CriteoConvertOptions o = f->options;
     o.format = data::parse_data_format(f->format, "--format");
     o.check = data::parse_check_mode(f->check, "--check");
+    o.compression = data::parquet::parse_codec(f->compression, "--compression");
+    o.parquet_keys = f->parquet_keys == "int32" ? data::parquet::PhysicalType::Int32
+                                                : data::parquet::PhysicalType::Int64;
     o.key_type = data::parse_key_type(f->key_type, "--key-type");
     o.encoding = f->encoding == "hash" ? data::CategoricalEncoding::Hash
                                        : data::CategoricalEncoding::Vocabulary;

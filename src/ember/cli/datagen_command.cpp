@@ -13,6 +13,7 @@
 #include "ember/core/error.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/datagen.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 
 namespace ember::cli {
 
@@ -23,7 +24,7 @@ struct DatagenFlags {
   std::string out, like;
   std::int64_t samples = 0, eval_samples = 0, slots = 0, dense_dim = 0, label_dim = 0;
   int files = 0, eval_files = 0, nnz_min = 0, nnz_max = 0, threads = 0, teacher_dim = 0;
-  std::string slots_per_input, format, check, key_type, vocab;
+  std::string slots_per_input, format, check, key_type, vocab, compression, parquet_keys;
   std::uint64_t seed = 0;
   double alpha = 0, key_std = 0, interaction_std = 0, dense_std = 0, mean_logit = 0, tail_decay = 0;
   std::vector<std::pair<CLI::Option*, std::function<void(data::DatagenOptions&)>>> setters;
@@ -52,9 +53,10 @@ void add_datagen_command(CLI::App& app) {
   add(cmd->add_option("--eval-samples", f->eval_samples,
                       "Evaluation samples (default: samples / 10)"),
       [p](auto& o) { o.eval_samples = p->eval_samples; });
-  add(cmd->add_option("--files", f->files, "Norm training files")->default_val(defaults.files),
+  add(cmd->add_option("--files", f->files, "Norm or Parquet training files")
+          ->default_val(defaults.files),
       [p](auto& o) { o.files = p->files; });
-  add(cmd->add_option("--eval-files", f->eval_files, "Norm evaluation files")
+  add(cmd->add_option("--eval-files", f->eval_files, "Norm or Parquet evaluation files")
           ->default_val(defaults.eval_files),
       [p](auto& o) { o.eval_files = p->eval_files; });
   add(cmd->add_option("--slots", f->slots, "Slots of the (single) sparse input")->default_val(26),
@@ -72,10 +74,26 @@ void add_datagen_command(CLI::App& app) {
   add(cmd->add_option("--label-dim", f->label_dim, "Label columns")
           ->default_val(defaults.label_dim),
       [p](auto& o) { o.label_dim = p->label_dim; });
-  add(cmd->add_option("--format", f->format, "norm or raw")
-          ->check(CLI::IsMember({"norm", "raw"}))
+  add(cmd->add_option("--format", f->format, "norm, raw or parquet")
+          ->check(CLI::IsMember({"norm", "raw", "parquet"}))
           ->default_val("norm"),
       [p](auto& o) { o.format = data::parse_data_format(p->format, "--format"); });
+  add(cmd->add_option("--compression", f->compression, "Parquet pages: none, snappy or zstd")
+          ->check(CLI::IsMember({"none", "snappy", "zstd", "gzip"}))
+          ->default_val(data::parquet::default_write_codec() == data::parquet::Codec::Snappy
+                            ? "snappy"
+                            : "none"),
+      [p](auto& o) {
+        o.compression = data::parquet::parse_codec(p->compression, "--compression");
+      });
+  add(cmd->add_option("--parquet-keys", f->parquet_keys,
+                      "Parquet key columns: int64 (HugeCTR's type) or int32 (reads faster)")
+          ->check(CLI::IsMember({"int64", "int32"}))
+          ->default_val("int64"),
+      [p](auto& o) {
+        o.parquet_keys = p->parquet_keys == "int32" ? data::parquet::PhysicalType::Int32
+                                                    : data::parquet::PhysicalType::Int64;
+      });
   add(cmd->add_option("--check", f->check, "Norm check mode: sum or none")
           ->check(CLI::IsMember({"sum", "none", "Sum", "None"}))
           ->default_val("sum"),

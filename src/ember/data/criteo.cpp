@@ -20,6 +20,7 @@
 #include "ember/core/progress_line.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/norm_writer.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 #include "ember/data/random_stream.hpp"
 #include "ember/data/raw_format.hpp"
 
@@ -33,7 +34,6 @@ void CriteoConvertOptions::validate() const {
   };
   if (inputs.empty()) fail("no input files");
   if (out_dir.empty()) fail("an output directory is required");
-  if (format == DataFormat::Parquet) fail("Parquet output is not supported (norm or raw)");
   if (key_type != DType::U32 && key_type != DType::I64) fail("key type must be u32 or i64");
   if (min_frequency < 1) fail("--min-frequency must be at least 1, got ", min_frequency);
   if (encoding == CategoricalEncoding::Hash) {
@@ -215,6 +215,8 @@ class SplitWriter {
       }
       raw_->write(std::span<const std::int32_t>(&label, 1), std::span<const std::int32_t>(dense),
                   std::span<const std::int32_t>(ids));
+    } else if (o_.format == DataFormat::Parquet) {
+      write_parquet(r, ids);
     } else {
       if (!norm_ || norm_->records() >= o_.samples_per_file) {
         if (norm_) norm_->close();
@@ -254,15 +256,68 @@ class SplitWriter {
   void close() {
     if (norm_) norm_->close();
     if (raw_) raw_->close();
+    if (parquet_) {
+      parquet_->close();
+      written_.push_back({parquet_->path(), parquet_->rows()});
+      parquet_.reset();
+    }
+    if (o_.format == DataFormat::Parquet && !written_.empty()) {
+      parquet::write_parquet_layout(folder().string(), list_path(), written_, parquet_options());
+    }
   }
+  // Parquet: the split's folder and its HugeCTR file list.
+  std::string list_path() const { return (folder() / "_file_list.txt").string(); }
   const std::vector<std::string>& files() const { return files_; }
   std::int64_t samples() const { return samples_; }
 
  private:
+  fs::path folder() const { return fs::absolute(fs::path(o_.out_dir) / stem_).lexically_normal(); }
+
+  parquet::ParquetWriterOptions parquet_options() const {
+    auto options =
+        parquet::ParquetWriterOptions::with_default_names(1, kCriteoDense, kCriteoCategorical);
+    options.codec = o_.compression;
+    options.key_type = o_.parquet_keys;
+    return options;
+  }
+
+  // Parquet stores the ids; the Data layer's slot_size_array gives the offsets.
+  void write_parquet(const CriteoRecord& r,
+                     const std::array<std::int32_t, kCriteoCategorical>& ids) {
+    if (!parquet_ || parquet_->rows() >= o_.samples_per_file) {
+      if (parquet_) {
+        parquet_->close();
+        written_.push_back({parquet_->path(), parquet_->rows()});
+      }
+      fs::create_directories(folder());
+      const std::string path =
+          (folder() / ("part_" + std::to_string(files_.size()) + ".parquet")).string();
+      files_.push_back(path);
+      parquet_ = std::make_unique<parquet::ParquetWriter>(path, parquet_options());
+    }
+    const float label = static_cast<float>(r.label);
+    std::array<float, kCriteoDense> dense{};
+    for (int j = 0; j < kCriteoDense; ++j) {
+      dense[static_cast<std::size_t>(j)] =
+          criteo_dense_transform(r.dense[static_cast<std::size_t>(j)]);
+    }
+    static const std::array<std::int32_t, kCriteoCategorical> ones = [] {
+      std::array<std::int32_t, kCriteoCategorical> a{};
+      a.fill(1);
+      return a;
+    }();
+    std::array<std::int64_t, kCriteoCategorical> keys{};
+    for (std::size_t s = 0; s < keys.size(); ++s)
+      keys[s] = ids[s];
+    parquet_->write(std::span<const float>(&label, 1), dense, ones, keys);
+  }
+
   const CriteoConvertOptions& o_;
   std::string stem_;
   std::vector<std::int64_t> offsets_;
   std::unique_ptr<NormWriter> norm_;
+  std::unique_ptr<parquet::ParquetWriter> parquet_;
+  std::vector<parquet::WrittenFile> written_;
   std::unique_ptr<RawWriter> raw_;
   std::string path_;
   std::vector<std::string> files_;
@@ -465,7 +520,7 @@ DatasetDescription describe(const CriteoConvertOptions& o, const CriteoConvertRe
   DatasetDescription d;
   d.generator = "ember convert criteo";
   d.format = o.format;
-  d.check = o.format == DataFormat::Raw ? CheckMode::None : o.check;
+  d.check = o.format == DataFormat::Norm ? o.check : CheckMode::None;
   d.key_type = o.key_type;
   d.label_dim = 1;
   d.dense_dim = kCriteoDense;
@@ -476,6 +531,11 @@ DatasetDescription describe(const CriteoConvertOptions& o, const CriteoConvertRe
   d.train.samples = train.samples();
   d.eval.files = eval.files();
   d.eval.samples = eval.samples();
+  if (o.format == DataFormat::Parquet) {
+    if (!d.train.files.empty()) d.train.file_list = train.list_path();
+    if (!d.eval.files.empty()) d.eval.file_list = eval.list_path();
+    d.extra["parquet_compression"] = std::string(parquet::to_string(o.compression));
+  }
   if (o.format == DataFormat::Norm) d.write_file_lists(o.out_dir);
   nlohmann::json malformed = {{"count", result.malformed}, {"first", nlohmann::json::array()}};
   for (const auto& m : result.first_malformed) {

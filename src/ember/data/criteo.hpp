@@ -1,13 +1,14 @@
 // `ember convert criteo`: raw Criteo click logs (label, 13 integer counts, 26 hex categoricals,
-// tab-separated) to Norm or Raw.
+// tab-separated) to Norm, Raw or Parquet.
 //
 // Dense x -> log(max(x, 0) + 1), empty -> 0 (Raw stores max(x, 0) as int32 and the reader
 // applies log(v + 1), HugeCTR's convention). Categoricals -> per-slot ids: either a vocabulary
 // (two passes: values seen at least min_frequency times in the training lines get ids 1..V by
 // decreasing frequency; rare, unseen and empty values share id 0) or hash buckets (id 1 + hash
 // mod (N - 1), empty -> 0). Norm keys are slot_offset + id, so slots occupy disjoint key ranges;
-// Raw stores ids and the reader adds the offsets from slot_size_array. Malformed lines are
-// skipped, counted and reported with their file and line number (the first few), never silently.
+// Raw and Parquet store ids and the reader adds the offsets from slot_size_array. Malformed lines
+// are skipped, counted and reported with their file and line number (the first few), never
+// silently.
 #pragma once
 
 #include <array>
@@ -19,6 +20,8 @@
 #include "ember/core/dtype.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/dataset_description.hpp"
+#include "ember/data/parquet/compression.hpp"
+#include "ember/data/parquet/parquet_metadata.hpp"
 
 namespace ember::data {
 
@@ -33,12 +36,14 @@ struct CriteoConvertOptions {
   DataFormat format = DataFormat::Norm;
   CheckMode check = CheckMode::Sum;
   DType key_type = DType::U32;
+  parquet::Codec compression = parquet::default_write_codec();        // Parquet pages
+  parquet::PhysicalType parquet_keys = parquet::PhysicalType::Int64;  // or Int32
   CategoricalEncoding encoding = CategoricalEncoding::Vocabulary;
   std::int64_t min_frequency = 2;                      // Vocabulary
   std::vector<std::int64_t> hash_buckets = {1000000};  // Hash: one for all slots, or 26
   // The last fraction of the lines (over all inputs, in order) becomes the evaluation split.
   double eval_fraction = 0.0;
-  std::int64_t samples_per_file = 1000000;  // Norm output files
+  std::int64_t samples_per_file = 1000000;  // Norm and Parquet output files
   bool progress = true;
   std::size_t report_malformed = 10;  // malformed lines kept with their reason
 

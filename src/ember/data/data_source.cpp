@@ -3,6 +3,7 @@
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/parquet/parquet_source.hpp"
 #include "ember/data/raw_format.hpp"
 
 namespace ember::data {
@@ -45,10 +46,9 @@ std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key
       return std::make_shared<RawSource>(raw, layout);
     }
     case DataFormat::Parquet:
-      break;
+      return std::make_shared<parquet::ParquetSource>(path, layout, config.slot_size_array);
   }
-  EMBER_THROW_AS(ConfigError, config.name,
-                 ": the Parquet format is not supported yet (Norm and Raw are)");
+  EMBER_THROW_AS(ConfigError, config.name, ": unknown data format");
 }
 
 }  // namespace ember::data

@@ -1,6 +1,6 @@
 // What the input pipeline reads from, whatever the format: a DataSource describes a dataset and
-// opens one ShardReader per reader worker. Norm and Raw implement it; Parquet will too, and the
-// pipeline does not need to know which one it drives.
+// opens one ShardReader per reader worker. Norm, Raw and Parquet implement it; the pipeline does
+// not need to know which one it drives.
 #pragma once
 
 #include <atomic>
@@ -72,8 +72,9 @@ class DataSource {
 
 enum class DataSplit { Train, Eval };
 
-// The source a Data layer describes: Norm file list or Raw file (training or evaluation side).
-// Raw training chunks are shuffled with `seed`. Parquet is a ConfigError for now.
+// The source a Data layer describes: Norm or Parquet file list, or Raw file (training or
+// evaluation side). Raw training chunks are shuffled with `seed`. Parquet reads the file list
+// with the `_metadata.json` of each file's folder, keys offset by slot_size_array when given.
 std::shared_ptr<DataSource> make_data_source(const DataConfig& config, DType key_type,
                                              DataSplit split, std::uint64_t seed = 0);
 

@@ -17,6 +17,7 @@
 #include "ember/data/auc.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/norm_writer.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 #include "ember/data/raw_format.hpp"
 
 namespace ember::data {
@@ -55,7 +56,6 @@ void DatagenOptions::validate() const {
   }
   if (dense_dim < 0) fail("--dense-dim must not be negative, got ", dense_dim);
   if (label_dim < 1) fail("--label-dim must be at least 1, got ", label_dim);
-  if (format == DataFormat::Parquet) fail("Parquet output is not supported (norm or raw)");
   if (vocabulary.size() != 1 && static_cast<std::int64_t>(vocabulary.size()) != total_slots()) {
     fail("--vocab has ", vocabulary.size(), " sizes for ", total_slots(),
          " slots (give one for all, or one per slot)");
@@ -169,6 +169,46 @@ class Generator {
     return paths;
   }
 
+  // Parquet: `files` files of consecutive samples in out_dir/stem/, with the folder's
+  // _metadata.json and _file_list.txt; keys are per-slot ids (the Data layer's slot_size_array
+  // gives the offsets). Returns the file paths; the list is out_dir/stem/_file_list.txt.
+  std::vector<std::string> write_parquet(int split, const std::string& stem, std::int64_t samples,
+                                         int files, SplitResult& result) {
+    const fs::path folder = fs::absolute(fs::path(o_.out_dir) / stem).lexically_normal();
+    fs::create_directories(folder);
+    auto options = parquet::ParquetWriterOptions::with_default_names(o_.label_dim, o_.dense_dim,
+                                                                     o_.total_slots());
+    options.codec = o_.compression;
+    options.key_type = o_.parquet_keys;
+    if (o_.nnz_min != 1 || o_.nnz_max != 1) {
+      options.slot_is_list.assign(static_cast<std::size_t>(o_.total_slots()), true);
+    }
+    std::vector<parquet::WrittenFile> written(static_cast<std::size_t>(files));
+    std::vector<std::string> paths;
+    for (int f = 0; f < files; ++f) {
+      paths.push_back((folder / ("part_" + std::to_string(f) + ".parquet")).string());
+    }
+    parallel_for(files, threads_, [&](std::int64_t f) {
+      const std::int64_t begin = samples * f / files, end = samples * (f + 1) / files;
+      parquet::ParquetWriter w(paths[static_cast<std::size_t>(f)], options);
+      DrawnSample s;
+      std::vector<std::int64_t> keys;
+      std::int64_t positives = 0;
+      for (std::int64_t i = begin; i < end; ++i) {
+        task_.draw(split, i, s);
+        record(result, i, s, positives);
+        keys.assign(s.ids.begin(), s.ids.end());
+        w.write(s.label, s.dense, s.nnz, keys);
+      }
+      w.close();
+      written[static_cast<std::size_t>(f)] = {paths[static_cast<std::size_t>(f)], end - begin};
+      result.positives.fetch_add(positives);
+    });
+    parquet::write_parquet_layout(folder.string(), (folder / "_file_list.txt").string(), written,
+                                  options);
+    return paths;
+  }
+
   // Raw: one file, blocks generated in parallel and written in order.
   std::string write_raw(int split, const std::string& name, std::int64_t samples,
                         SplitResult& result) {
@@ -269,7 +309,7 @@ DatasetDescription generate_dataset(const DatagenOptions& o) {
   DatasetDescription d;
   d.generator = "ember datagen";
   d.format = o.format;
-  d.check = o.format == DataFormat::Raw ? CheckMode::None : o.check;
+  d.check = o.format == DataFormat::Norm ? o.check : CheckMode::None;
   d.key_type = o.key_type;
   d.label_dim = o.label_dim;
   d.dense_dim = o.dense_dim;
@@ -285,6 +325,15 @@ DatasetDescription generate_dataset(const DatagenOptions& o) {
     d.float_label_dense = true;
     d.train.files = {gen.write_raw(0, "train.bin", o.samples, train)};
     d.eval.files = {gen.write_raw(1, "eval.bin", eval_samples, eval)};
+  } else if (o.format == DataFormat::Parquet) {
+    d.train.files = gen.write_parquet(0, "train", o.samples, o.files, train);
+    d.eval.files = gen.write_parquet(1, "eval", eval_samples, o.eval_files, eval);
+    d.train.file_list = (fs::absolute(fs::path(o.out_dir) / "train" / "_file_list.txt"))
+                            .lexically_normal()
+                            .string();
+    d.eval.file_list =
+        (fs::absolute(fs::path(o.out_dir) / "eval" / "_file_list.txt")).lexically_normal().string();
+    d.extra["parquet_compression"] = std::string(parquet::to_string(o.compression));
   } else {
     d.train.files = gen.write_norm(0, "train", o.samples, o.files, train);
     d.eval.files = gen.write_norm(1, "eval", eval_samples, o.eval_files, eval);
@@ -336,10 +385,6 @@ void apply_model_config(const nlohmann::json& config, const std::string& where, 
   const json& layer = layers[data_index];
   const DataConfig dc = parse_data_layer(
       layer, cat(where, " layers[", data_index, "] (\"", layer.value("name", "data"), "\")"));
-  if (dc.format == DataFormat::Parquet) {
-    EMBER_THROW_AS(ConfigError, where,
-                   ": the Data layer reads Parquet; datagen writes Norm or Raw");
-  }
   o.format = dc.format;
   o.check = dc.check;
   o.label_dim = dc.label_dim;

@@ -1,7 +1,9 @@
 // `ember datagen`: learnable synthetic CTR data in HugeCTR's formats, deterministic by seed.
 // Writes the training and evaluation splits (Norm: *.data files and train.txt / eval.txt file
-// lists; Raw: train.bin / eval.bin) and DIR/dataset.json with the shape, the vocabulary per slot
-// and the teacher's AUC on the evaluation split (the best AUC a model can reach).
+// lists; Raw: train.bin / eval.bin; Parquet: train/ and eval/ folders in HugeCTR's layout, each
+// with part_*.parquet, _file_list.txt and _metadata.json) and DIR/dataset.json with the shape, the
+// vocabulary per slot and the teacher's AUC on the evaluation split (the best AUC a model can
+// reach).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -13,6 +15,8 @@
 #include "ember/core/dtype.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/dataset_description.hpp"
+#include "ember/data/parquet/compression.hpp"
+#include "ember/data/parquet/parquet_metadata.hpp"
 #include "ember/data/synthetic_task.hpp"
 
 namespace ember::data {
@@ -21,14 +25,16 @@ struct DatagenOptions {
   std::string out_dir;
   std::int64_t samples = 500000;                     // training samples
   std::int64_t eval_samples = -1;                    // -1: samples / 10 (at least 1)
-  int files = 4;                                     // Norm training files
-  int eval_files = 1;                                // Norm evaluation files
+  int files = 4;                                     // Norm and Parquet training files
+  int eval_files = 1;                                // Norm and Parquet evaluation files
   std::vector<std::int64_t> slots_per_input = {26};  // one entry per sparse input
   std::int64_t dense_dim = 13;
   std::int64_t label_dim = 1;
   DataFormat format = DataFormat::Norm;
   CheckMode check = CheckMode::Sum;
   DType key_type = DType::U32;
+  parquet::Codec compression = parquet::default_write_codec();        // Parquet pages
+  parquet::PhysicalType parquet_keys = parquet::PhysicalType::Int64;  // or Int32
   // Vocabulary per slot: one entry for every slot, or one per slot.
   std::vector<std::int64_t> vocabulary = {2000};
   double alpha = 1.1;  // power-law exponent of key popularity

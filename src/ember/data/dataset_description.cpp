@@ -48,8 +48,9 @@ DataConfig DatasetDescription::data_config() const {
     c.num_samples = train.samples;
     c.eval_num_samples = eval.samples;
     c.float_label_dense = float_label_dense;
-    c.slot_size_array = slot_size_array;
   }
+  // Raw and Parquet store per-slot ids: the reader adds the slot offsets.
+  if (format != DataFormat::Norm) c.slot_size_array = slot_size_array;
   return c;
 }
 
@@ -124,7 +125,7 @@ DatasetDescription DatasetDescription::from_json(const json& j) {
   d.train = split_from(j.at("train"));
   d.eval = split_from(j.at("eval"));
   for (const char* key : {"teacher_auc", "teacher_auc_per_label", "seed", "parameters", "malformed",
-                          "positive_rate", "inputs", "lines"}) {
+                          "positive_rate", "inputs", "lines", "parquet_compression"}) {
     if (j.contains(key)) d.extra[key] = j.at(key);
   }
   return d;

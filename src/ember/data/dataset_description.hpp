@@ -16,8 +16,8 @@
 namespace ember::data {
 
 struct DatasetSplitDescription {
-  std::string file_list;           // Norm: the list; Raw: empty
-  std::vector<std::string> files;  // Norm: the data files; Raw: the one file
+  std::string file_list;           // Norm and Parquet: the list; Raw: empty
+  std::vector<std::string> files;  // Norm and Parquet: the data files; Raw: the one file
   std::int64_t samples = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "ember/data/file_list.hpp"
 #include "ember/data/host_batch.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/parquet/parquet_inspect.hpp"
 #include "ember/data/raw_format.hpp"
 
 namespace ember::data {
@@ -54,8 +55,9 @@ void append_keys(std::string& line, const HostBatch& b, std::int64_t row) {
   }
 }
 
-// One line of JSON for sample `row` of `b`.
-std::string sample_line(const HostBatch& b, std::int64_t row) {
+}  // namespace
+
+std::string sample_json_line(const HostBatch& b, std::int64_t row) {
   const auto& layout = b.layout();
   std::string line = "{\"label\":[";
   for (std::int64_t j = 0; j < layout.label_dim; ++j) {
@@ -77,6 +79,8 @@ std::string sample_line(const HostBatch& b, std::int64_t row) {
   return line;
 }
 
+namespace {
+
 // Prints samples handed over one at a time, honouring offset and limit.
 class Printer {
  public:
@@ -88,7 +92,7 @@ class Printer {
         ++skipped_;
         continue;
       }
-      out_ << sample_line(b, i) << '\n';
+      out_ << sample_json_line(b, i) << '\n';
       ++printed_;
     }
   }
@@ -213,14 +217,18 @@ InspectSummary inspect_dataset(const InspectOptions& o, std::ostream& out) {
       for (std::int64_t i = o.offset; i < samples && (o.limit < 0 || s.printed < o.limit); ++i) {
         batch.clear();
         source.read_samples(i, 1, batch);
-        out << sample_line(batch, 0) << '\n';
+        out << sample_json_line(batch, 0) << '\n';
         ++s.printed;
       }
     }
     return s;
   }
+  if (parquet::has_parquet_magic(o.path)) return parquet::inspect_parquet(o, false, out);
   if (looks_like_file_list(o.path)) {
     const FileList list = read_file_list(o.path);
+    if (!list.files.empty() && parquet::has_parquet_magic(list.files.front())) {
+      return parquet::inspect_parquet(o, true, out);
+    }
     json files = json::array();
     std::int64_t records = 0;
     std::vector<CheckMode> checks;

@@ -10,11 +10,14 @@
 
 #include "ember/core/dtype.hpp"
 #include "ember/data/data_source.hpp"
+#include "ember/data/host_batch.hpp"
 
 namespace ember::data {
 
 struct InspectOptions {
-  std::string path;             // a Norm data file, a Norm file list, or a Raw file
+  // A Norm data file or file list, a Parquet file or file list (detected by their magic), or a
+  // Raw file.
+  std::string path;
   std::int64_t limit = -1;      // samples to print; -1: all
   std::int64_t offset = 0;      // samples to skip first
   DType key_type = DType::U32;  // Norm keys
@@ -34,6 +37,9 @@ struct InspectSummary {
 };
 
 InspectSummary inspect_dataset(const InspectOptions& options, std::ostream& out);
+
+// Sample `row` of `batch` as one JSON line (no newline).
+std::string sample_json_line(const HostBatch& batch, std::int64_t row);
 
 // Appends `v` in the shortest form that reads back as the same float; null when not finite
 // (JSON has no NaN or infinity).
