@@ -243,6 +243,9 @@ TEST(Auc, MatchesAPairCountWithTiesCountedHalf) {
   }
   EXPECT_DOUBLE_EQ(exact_auc(std::vector<double>{0.1, 0.9}, std::vector<float>{0, 1}), 1.0);
   EXPECT_TRUE(std::isnan(exact_auc(std::vector<double>{0.1, 0.9}, std::vector<float>{1, 1})));
+  // A NaN score (a diverged model) gives NaN, not a hang.
+  EXPECT_TRUE(std::isnan(
+      exact_auc(std::vector<double>{0.1, std::nan(""), 0.9}, std::vector<float>{0, 1, 1})));
 }
 
 }  // namespace

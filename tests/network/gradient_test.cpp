@@ -10,14 +10,14 @@ namespace {
 
 void fill_inputs(Graph& g, const LayerCase& c, std::mt19937_64& rng) {
   for (const auto& spec : c.inputs) {
-    if (!spec.label) {
+    if (!spec.label && !spec.binary) {
       g.randomize(spec.name, rng, spec.low, spec.high);
       continue;
     }
     std::vector<double> v(static_cast<std::size_t>(spec.shape.numel()));
     std::uniform_int_distribution<int> bit(0, 1), mask(0, 4);
     for (auto& x : v)
-      x = (spec.shape[1] > 1 && mask(rng) == 0) ? -1.0 : bit(rng);
+      x = (spec.label && spec.shape[1] > 1 && mask(rng) == 0) ? -1.0 : bit(rng);
     g.set_values(spec.name, v);
   }
 }

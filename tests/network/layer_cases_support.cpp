@@ -14,57 +14,54 @@ InputSpec in(std::string name, Shape shape, bool grad = true, double low = -1, d
 InputSpec label(std::string name, Shape shape) {
   return InputSpec{std::move(name), shape, false, 0, 1, true};
 }
+// 0/1 values in the graph's dtype, no gradient (an attention mask).
+InputSpec mask(std::string name, Shape shape) {
+  InputSpec m{std::move(name), shape, false, 0, 1, false};
+  m.binary = true;
+  return m;
+}
 
 // Gradient-check shapes are small; `b` is the batch.
 std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m, std::int64_t k) {
   std::vector<LayerCase> c;
   c.push_back({"ReLU",
                {in("x", {b, n})},
-               {R"({"name": "act", "type": "ReLU", "bottom": "x", "top": "y"})"},
-               true});
+               {R"({"name": "act", "type": "ReLU", "bottom": "x", "top": "y"})"}});
   c.push_back({"Sigmoid",
                {in("x", {b, n}, true, -3, 3)},
-               {R"({"name": "act", "type": "Sigmoid", "bottom": "x", "top": "y"})"},
-               true});
+               {R"({"name": "act", "type": "Sigmoid", "bottom": "x", "top": "y"})"}});
   c.push_back({"ELU",
                {in("x", {b, n}, true, -2, 2)},
                {R"({"name": "act", "type": "ELU", "bottom": "x", "top": "y",
-                    "elu_param": {"alpha": 0.7}})"},
-               true});
+                    "elu_param": {"alpha": 0.7}})"}});
   c.push_back({"PReLU_Dice",
                {in("x", {b, n}, true, -2, 2)},
                {R"({"name": "dice", "type": "PReLU_Dice", "bottom": "x", "top": "y",
-                    "prelu_dice_param": {"alpha": 0.25, "epsilon": 0.001}})"},
-               false});
+                    "prelu_dice_param": {"alpha": 0.25, "epsilon": 0.001}})"}});
   c.push_back({"Dropout",
                {in("x", {b, n})},
-               {R"({"name": "drop", "type": "Dropout", "bottom": "x", "top": "y", "rate": 0.3})"},
-               true});
+               {R"({"name": "drop", "type": "Dropout", "bottom": "x", "top": "y", "rate": 0.3})"}});
   c.push_back({"BatchNorm",
                {in("x", {b, n}, true, -2, 3)},
                {R"({"name": "bn", "type": "BatchNorm", "bottom": "x", "top": "y",
                     "bn_param": {"factor": 0.9, "eps": 1e-5, "gamma_init": "XavierUniform",
-                                 "beta_init": "Uniform"}})"},
-               false});
+                                 "beta_init": "Uniform"}})"}});
   c.push_back({"InnerProduct",
                {in("x", {b, n})},
                {cat(R"({"name": "fc", "type": "InnerProduct", "bottom": "x", "top": "y",
                     "fc_param": {"num_output": )",
-                    m, R"(, "bias_init": "Uniform"}})")},
-               true});
+                    m, R"(, "bias_init": "Uniform"}})")}});
   c.push_back({"FusedInnerProduct",
                {in("x", {b, n})},
                {cat(R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
                     "fc_param": {"num_output": )",
                     m, R"(, "weight_init": "XavierUniform",
-                                 "bias_init": "Uniform"}})")},
-               true});
+                                 "bias_init": "Uniform"}})")}});
   c.push_back({"FusedInnerProduct3D",
                {in("x", {2, b, n})},
                {cat(R"({"name": "fc", "type": "FusedInnerProduct", "bottom": "x", "top": "y",
                     "fc_param": {"num_output": )",
-                    m, R"(}})")},
-               true});
+                    m, R"(}})")}});
   c.push_back({"MlpChain",
                {in("x", {b, n}, false)},
                {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h1",
@@ -74,8 +71,7 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                     "fc_param": {"num_output": )",
                     m, R"(, "bias_init": "Uniform"}})"),
                 R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
-                    "fc_param": {"num_output": 3}})"},
-               true});
+                    "fc_param": {"num_output": 3}})"}});
   // DLRM's first layer reads 13 dense features (26 bytes per row in 16 bits): on CUDA the FC
   // layer runs its products on a zero-padded copy (fully_connected_layer.hpp).
   c.push_back({"BottomMlp",
@@ -85,8 +81,7 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                     k, R"(}})"),
                 cat(R"({"name": "fc2", "type": "FusedInnerProduct", "bottom": "h", "top": "y",
                     "fc_param": {"num_output": )",
-                    m, R"(, "bias_init": "Uniform"}})")},
-               true});
+                    m, R"(, "bias_init": "Uniform"}})")}});
   // The chain with every width a multiple of 8: no padding anywhere, so chaining and the plain
   // products run on the layers' own buffers.
   const auto by8 = [](std::int64_t v) { return (v + 7) / 8 * 8; };
@@ -99,126 +94,141 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                     "fc_param": {"num_output": )",
                     by8(m), R"(, "bias_init": "Uniform"}})"),
                 R"({"name": "fc3", "type": "InnerProduct", "bottom": "h2", "top": "y",
-                    "fc_param": {"num_output": 8}})"},
-               true});
+                    "fc_param": {"num_output": 8}})"}});
   c.push_back({"Cast",
                {in("x", {b, n})},
-               {R"({"name": "cast", "type": "Cast", "bottom": "x", "top": "y"})"},
-               true});
+               {R"({"name": "cast", "type": "Cast", "bottom": "x", "top": "y"})"}});
   c.push_back({"Concat",
                {in("a", {b, n}), in("c", {b, 2})},
-               {R"({"name": "cat", "type": "Concat", "bottom": ["a", "c"], "top": "y"})"},
-               true});
+               {R"({"name": "cat", "type": "Concat", "bottom": ["a", "c"], "top": "y"})"}});
   c.push_back({"Concat3D",
                {in("a", {b, 3, 2}), in("c", {b, 3, 4})},
                {R"({"name": "cat", "type": "Concat", "bottom": ["a", "c"], "top": "y",
-                    "axis": 2})"},
-               true});
+                    "axis": 2})"}});
   c.push_back({"Reshape",
                {in("x", {b, 6})},
                {R"({"name": "r", "type": "Reshape", "bottom": "x", "top": "v", "leading_dim": 3})",
-                R"({"name": "act", "type": "Sigmoid", "bottom": "v", "top": "y"})"},
-               true});
+                R"({"name": "act", "type": "Sigmoid", "bottom": "v", "top": "y"})"}});
   c.push_back({"ReshapeSelected",
                {in("x", {b, 4, 3})},
                {R"({"name": "r", "type": "Reshape", "bottom": "x", "top": "y",
-                    "selected": [2, 0, 2]})"},
-               true});
+                    "selected": [2, 0, 2]})"}});
   c.push_back({"Slice",
                {in("x", {b, 8})},
                {R"({"name": "s", "type": "Slice", "bottom": "x", "top": ["y0", "y1"],
-                    "ranges": [[0, 3], [2, 8]]})"},
-               true});
+                    "ranges": [[0, 3], [2, 8]]})"}});
   c.push_back({"Interaction",
                {in("mlp", {b, 4}), in("emb", {b, 5, 4})},
-               {R"({"name": "i", "type": "Interaction", "bottom": ["mlp", "emb"], "top": "y"})"},
-               true});
+               {R"({"name": "i", "type": "Interaction", "bottom": ["mlp", "emb"], "top": "y"})"}});
   c.push_back({"FmOrder2",
                {in("x", {b, 12})},
-               {R"({"name": "fm", "type": "FmOrder2", "bottom": "x", "top": "y", "out_dim": 4})"},
-               true});
+               {R"({"name": "fm", "type": "FmOrder2", "bottom": "x", "top": "y", "out_dim": 4})"}});
   c.push_back({"MultiCross",
                {in("x", {b, n})},
                {R"({"name": "mc", "type": "MultiCross", "bottom": "x", "top": "y",
-                    "mc_param": {"num_layers": 3, "bias_init": "Uniform"}})"},
-               false});
+                    "mc_param": {"num_layers": 3, "bias_init": "Uniform"}})"}});
   c.push_back({"WeightMultiply",
                {in("x", {b, 4})},
                {R"({"name": "wm", "type": "WeightMultiply", "bottom": "x", "top": "y",
-                    "weight_dims": [4, 5]})"},
-               false});
+                    "weight_dims": [4, 5]})"}});
   c.push_back({"Add",
                {in("a", {b, n}), in("c", {b, n}), in("d", {b, n})},
-               {R"({"name": "add", "type": "Add", "bottom": ["a", "c", "d"], "top": "y"})"},
-               true});
+               {R"({"name": "add", "type": "Add", "bottom": ["a", "c", "d"], "top": "y"})"}});
   c.push_back({"Sub",
                {in("a", {b, n}), in("c", {b, n})},
-               {R"({"name": "sub", "type": "Sub", "bottom": ["a", "c"], "top": "y"})"},
-               true});
+               {R"({"name": "sub", "type": "Sub", "bottom": ["a", "c"], "top": "y"})"}});
   c.push_back({"ElementwiseMultiply",
                {in("a", {b, n}), in("c", {b, n}), in("d", {b, n})},
                {R"({"name": "mul", "type": "ElementwiseMultiply", "bottom": ["a", "c", "d"],
-                    "top": "y"})"},
-               true});
+                    "top": "y"})"}});
   c.push_back({"DotProduct",
                {in("a", {b, n}), in("c", {b, n})},
-               {R"({"name": "dot", "type": "DotProduct", "bottom": ["a", "c"], "top": "y"})"},
-               true});
+               {R"({"name": "dot", "type": "DotProduct", "bottom": ["a", "c"], "top": "y"})"}});
   c.push_back({"ReduceSum",
                {in("x", {b, 3, 4})},
-               {R"({"name": "rs", "type": "ReduceSum", "bottom": "x", "top": "y", "axis": 1})"},
-               true});
+               {R"({"name": "rs", "type": "ReduceSum", "bottom": "x", "top": "y", "axis": 1})"}});
   c.push_back({"ReduceMean",
                {in("x", {b, 3, 4})},
-               {R"({"name": "rm", "type": "ReduceMean", "bottom": "x", "top": "y", "axis": 2})"},
-               false});
+               {R"({"name": "rm", "type": "ReduceMean", "bottom": "x", "top": "y", "axis": 2})"}});
   c.push_back({"Softmax",
                {in("x", {b, n}, true, -3, 3)},
-               {R"({"name": "sm", "type": "Softmax", "bottom": "x", "top": "y"})"},
-               false});
+               {R"({"name": "sm", "type": "Softmax", "bottom": "x", "top": "y"})"}});
   c.push_back({"ScaleAxis0",
                {in("x", {b, n})},
                {R"({"name": "sc", "type": "Scale", "bottom": "x", "top": "y",
-                    "scale_param": {"axis": 0, "factor": 3}})"},
-               true});
+                    "scale_param": {"axis": 0, "factor": 3}})"}});
   c.push_back({"ScaleAxis1",
                {in("x", {b, n})},
                {R"({"name": "sc", "type": "Scale", "bottom": "x", "top": "y",
-                    "scale_param": {"axis": 1, "factor": 2}})"},
-               true});
-  c.push_back({"Gather",
-               {in("x", {6, n})},
-               {R"({"name": "g", "type": "Gather", "bottom": "x", "top": "y",
-                    "indices": [4, 1, 4, 0]})"},
-               true});
+                    "scale_param": {"axis": 1, "factor": 2}})"}});
+  c.push_back(
+      {"Gather", {in("x", {6, n})}, {R"({"name": "g", "type": "Gather", "bottom": "x", "top": "y",
+                    "indices": [4, 1, 4, 0]})"}});
   c.push_back({"MatrixMultiply",
                {in("a", {3, n}), in("c", {n, 5})},
-               {R"({"name": "mm", "type": "MatrixMultiply", "bottom": ["a", "c"], "top": "y"})"},
-               false});
+               {R"({"name": "mm", "type": "MatrixMultiply", "bottom": ["a", "c"], "top": "y"})"}});
   c.push_back({"MatrixMultiply3D",
                {in("a", {b, 3, 4}), in("c", {b, 4, 2})},
-               {R"({"name": "mm", "type": "MatrixMultiply", "bottom": ["a", "c"], "top": "y"})"},
-               false});
+               {R"({"name": "mm", "type": "MatrixMultiply", "bottom": ["a", "c"], "top": "y"})"}});
   c.push_back({"FusedReshapeConcat",
                {in("a", {b, 3, 2}), in("c", {b, 3, 3})},
                {R"({"name": "frc", "type": "FusedReshapeConcat", "bottom": ["a", "c"],
-                    "top": ["item", "ad"]})"},
-               false});
+                    "top": ["item", "ad"]})"}});
+  c.push_back({"ReLUHalf",
+               {in("x", {b, n})},
+               {R"({"name": "act", "type": "ReLUHalf", "bottom": "x", "top": "y"})"}});
+  c.push_back({"FusedReshapeConcatGeneral",
+               {in("a", {b, 3, 2}), in("c", {b, 3, 3})},
+               {R"({"name": "frcg", "type": "FusedReshapeConcatGeneral", "bottom": ["a", "c"],
+                    "top": "y"})"}});
+  // GRU over [batch, SeqLength, vector_size] and over the flat [batch, SeqLength * vector_size].
+  c.push_back({"GRU",
+               {in("x", {b, 3, n})},
+               {cat(R"({"name": "gru", "type": "GRU", "bottom": "x", "top": "y",
+                    "gru_param": {"num_output": )",
+                    k, R"(, "batchsize": )", b, R"(, "SeqLength": 3, "vector_size": )", n,
+                    R"(, "bias_init": "Uniform"}})")}});
+  c.push_back({"GRUFlat",
+               {in("x", {b, 8})},
+               {cat(R"({"name": "gru", "type": "GRU", "bottom": "x", "top": "y",
+                    "gru_param": {"num_output": 3, "batchsize": )",
+                    b, R"(, "SeqLength": 4, "vector_size": 2, "weight_init": "Uniform"}})")}});
+  // A GRU between 16-bit layers: the network casts around it.
+  c.push_back({"GRUInMlp",
+               {in("x", {b, 6}, false)},
+               {R"({"name": "fc1", "type": "InnerProduct", "bottom": "x", "top": "h",
+                    "fc_param": {"num_output": 8}})",
+                R"({"name": "gru", "type": "GRU", "bottom": "h", "top": "s",
+                    "gru_param": {"num_output": 5, "batchsize": 1, "SeqLength": 2,
+                                  "vector_size": 4, "bias_init": "Uniform"}})",
+                R"({"name": "fc2", "type": "InnerProduct", "bottom": "s", "top": "y",
+                    "fc_param": {"num_output": 3}})"}});
+  c.push_back({"MultiHeadAttention",
+               {in("q", {b, 3, 8}), in("k", {b, 5, 8}), in("v", {b, 5, 8})},
+               {R"({"name": "mha", "type": "MultiHeadAttention", "bottom": ["q", "k", "v"],
+                    "top": "y", "num_attention_heads": 2})"}});
+  c.push_back(
+      {"MultiHeadAttentionMasked",
+       {in("q", {b, 3, 8}), in("k", {b, 5, 8}), in("v", {b, 5, 8}), mask("m", {b, 1, 3, 5})},
+       {R"({"name": "mha", "type": "MultiHeadAttention", "bottom": ["q", "k", "v", "m"],
+                    "top": "y", "num_attention_heads": 4, "transpose_b": true})"}});
+  // More positions than a warp has lanes, wider heads.
+  c.push_back({"MultiHeadAttentionWide",
+               {in("q", {b, 7, 64}), in("k", {b, 37, 64}), in("v", {b, 37, 64})},
+               {R"({"name": "mha", "type": "MultiHeadAttention", "bottom": ["q", "k", "v"],
+                    "top": "y", "num_attention_heads": 4})"}});
   c.push_back({"BinaryCrossEntropyLoss",
                {in("x", {b, 1}, true, -4, 4), label("label", {b, 1})},
                {R"({"name": "loss", "type": "BinaryCrossEntropyLoss", "bottom": ["x", "label"],
-                    "top": "loss"})"},
-               true});
+                    "top": "loss"})"}});
   c.push_back({"CrossEntropyLoss",
                {in("x", {b, 2}, true, -3, 3), label("label", {b, 1})},
                {R"({"name": "loss", "type": "CrossEntropyLoss", "bottom": ["x", "label"],
-                    "top": "loss"})"},
-               false});
+                    "top": "loss"})"}});
   c.push_back({"MultiCrossEntropyLoss",
                {in("x", {b, 3}, true, -3, 3), label("label", {b, 3})},
                {R"({"name": "loss", "type": "MultiCrossEntropyLoss", "bottom": ["x", "label"],
-                    "top": "loss", "target_weight": [0.5, 1.0, 2.0]})"},
-               false});
+                    "top": "loss", "target_weight": [0.5, 1.0, 2.0]})"}});
   c.push_back({"MlpWithLoss",
                {in("x", {b, n}, false), label("label", {b, 1})},
                {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h",
@@ -227,8 +237,7 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                 R"({"name": "fc2", "type": "InnerProduct", "bottom": "h", "top": "logit",
                     "fc_param": {"num_output": 1}})",
                 R"({"name": "loss", "type": "BinaryCrossEntropyLoss", "bottom": ["logit", "label"],
-                    "top": "loss"})"},
-               true});
+                    "top": "loss"})"}});
   return c;
 }
 

@@ -17,14 +17,15 @@ struct InputSpec {
   Shape shape;
   bool requires_grad = true;
   double low = -1.0, high = 1.0;
-  bool label = false;  // an f32 label input (values in {0, 1}, or -1 with masking allowed)
+  bool label = false;   // an f32 label input (values in {0, 1}, or -1 with masking allowed)
+  bool binary = false;  // values in {0, 1} in the graph's dtype (an attention mask)
 };
 
+// Every case runs on CUDA in f32, f16 and bf16 (the layers that compute in f32 get casts).
 struct LayerCase {
   std::string name;
   std::vector<InputSpec> inputs;
   std::vector<std::string> layers;  // JSON objects, built in order
-  bool half_ok = false;             // the layer runs in f16/bf16 on CUDA
 };
 
 // gtest prints a case by its name.

@@ -11,6 +11,7 @@
 #include "ember/network/layers/dropout_layer.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
 #include "ember/network/layers/loss_layers.hpp"
+#include "ember/network/precision.hpp"
 
 namespace ember::network::testing {
 
@@ -75,10 +76,15 @@ Layer& Graph::add(const std::string& json_text) {
     const auto it = blobs_.find(name);
     bottoms.push_back(it == blobs_.end() ? nullptr : it->second);
   }
-  layers_.push_back(create_layer(j, bottoms, *ctx_));
-  for (const auto& t : layers_.back()->tops())
-    blobs_[t->name()] = t;
-  return *layers_.back();
+  Layer* added = nullptr;
+  for (LayerPtr& l : create_layer_with_casts(j, bottoms, *ctx_)) {
+    for (const auto& t : l->tops())
+      blobs_[t->name()] = t;
+    if (l->name() == h.name) added = l.get();
+    layers_.push_back(std::move(l));
+  }
+  EMBER_CHECK(added != nullptr, "test graph: layer '", h.name, "' was not built");
+  return *added;
 }
 
 void Graph::finalize(std::uint64_t seed) {
@@ -120,11 +126,16 @@ void Graph::emulate_storage_of(const Graph& device) {
   storage_of_ = &device;
   const DType compute = device.store().compute_dtype();
   if (compute != DType::F16 && compute != DType::BF16) return;
-  for (const auto& p : store_->parameters()) {
-    if (!p->trainable()) continue;
-    const ParameterPtr dp = device.store().find(p->name());
-    EMBER_CHECK(dp != nullptr, "emulate_storage_of: the device has no parameter ", p->name());
-    from_doubles(p->value(), to_doubles(dp->compute(compute)));
+  // The layers that multiply with the 16-bit compute copy (the others read the f32 masters,
+  // which the reference already has).
+  for (const Layer* l : device.layer_ptrs()) {
+    if (!l->uses_compute_copy()) continue;
+    for (const auto& dp : l->parameters()) {
+      if (!dp->trainable()) continue;
+      const ParameterPtr p = store_->find(dp->name());
+      EMBER_CHECK(p != nullptr, "emulate_storage_of: the reference has no parameter ", dp->name());
+      from_doubles(p->value(), to_doubles(dp->compute(compute)));
+    }
   }
 }
 

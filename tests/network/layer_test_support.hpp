@@ -30,7 +30,8 @@ class Graph {
   // `dtype` defaults to the graph's (labels are f32).
   BlobPtr input(const std::string& name, const Shape& shape, bool requires_grad = true,
                 std::optional<DType> dtype = std::nullopt);
-  // Builds a layer from its JSON object text; bottoms are looked up by name.
+  // Builds a layer from its JSON object text, with the casts mixed precision puts around it
+  // (create_layer_with_casts); bottoms are looked up by name. Returns the layer itself.
   Layer& add(const std::string& json_text);
   // Allocates, binds every layer and initialises the parameters from `seed`.
   void finalize(std::uint64_t seed = 7);
@@ -39,12 +40,13 @@ class Graph {
   void backward();
 
   // Makes this (CPU, f32) graph the exact-input reference of `device`, a graph of the same
-  // layers whose activations are f16/bf16: its parameters take the values of the device's
-  // 16-bit compute copy, and from now on, after each layer's forward every top the device
-  // stores in 16 bits is rounded to 16 bits, and after each layer's backward so is every bottom
-  // gradient the device stores in 16 bits. The reference then sees, at every layer boundary,
-  // exactly the values the device computes from; only the arithmetic inside a layer differs
-  // (summation order). `device` must outlive this graph's use of it; names must match.
+  // layers whose activations are f16/bf16: the parameters of the layers that multiply with the
+  // 16-bit compute copy (Layer::uses_compute_copy) take its values, and from now on, after each
+  // layer's forward every top the device stores in 16 bits is rounded to 16 bits, and after each
+  // layer's backward so is every bottom gradient the device stores in 16 bits. The reference then
+  // sees, at every layer boundary, exactly the values the device computes from; only the arithmetic
+  // inside a layer differs (summation order). `device` must outlive this graph's use of it; names
+  // must match.
   void emulate_storage_of(const Graph& device);
   // With emulate_storage_of: the FC layers named here run on the device in the plain form (the
   // product stored in 16 bits, then Ember's bias/ReLU kernel adds the bias in f32 and rounds

@@ -67,6 +67,10 @@ TEST(LayerRegistry, KnowsEveryDenseLayerTypeOfTheSpec) {
                         "Cast",
                         "FusedReshapeConcat",
                         "MatrixMultiply",
+                        "GRU",
+                        "MultiHeadAttention",
+                        "FusedReshapeConcatGeneral",
+                        "ReLUHalf",
                         "BinaryCrossEntropyLoss",
                         "CrossEntropyLoss",
                         "MultiCrossEntropyLoss"}) {
@@ -172,10 +176,60 @@ TEST(LayerRegistry, ShapeMismatchesShowExpectedAndActualShapes) {
   expect_mentions(error_of(R"({"name": "mce", "type": "MultiCrossEntropyLoss",
                                "bottom": ["x", "label"], "top": "l", "target_weight": [1]})"),
                   {"'mce'", "[4, 6]", "[4, 1]"});
+  expect_mentions(error_of(R"({"name": "g", "type": "GRU", "bottom": "e", "top": "y",
+                               "gru_param": {"num_output": 4, "batchsize": 4, "SeqLength": 2,
+                                             "vector_size": 6}})"),
+                  {"layer 'g' (GRU): bottom 'e' [4, 3, 6] f32 must be [batch, SeqLength, "
+                   "vector_size] = [batch, 2, 6] or [batch, SeqLength * vector_size] = [batch, "
+                   "12]"});
+  expect_mentions(error_of(R"({"name": "g", "type": "GRU", "bottom": "e", "top": "y",
+                               "gru_param": {"num_output": 4, "SeqLength": 3,
+                                             "vector_size": 6}})"),
+                  {"layer 'g' (GRU): \"gru_param.batchsize\" is missing"});
+  expect_mentions(error_of(R"({"name": "a", "type": "MultiHeadAttention", "bottom": ["e", "e2"],
+                               "top": "y", "num_attention_heads": 4})"),
+                  {"'e2'", "does not exist"});
+  expect_mentions(error_of(R"({"name": "f", "type": "FusedReshapeConcatGeneral",
+                               "bottom": ["e", "x"], "top": "y"})"),
+                  {"layer 'f' (FusedReshapeConcatGeneral): bottom 'x' [4, 6] f32 must be 3-D"});
   expect_mentions(error_of(R"({"name": "r", "type": "ReLU", "bottom": "nothing", "top": "y"})"),
                   {"'r'", "nothing", "does not exist"});
   expect_mentions(error_of(R"({"name": "r", "type": "ReLU", "bottom": "x", "top": "x"})"),
                   {"'r'", "'x'", "both a bottom and a top"});
+}
+
+TEST(LayerRegistry, AttentionChecksHeadsShapesAndMask) {
+  auto error = [](const std::string& json, bool mask_grad = false) -> std::string {
+    Graph g(Place::host(), DType::F32);
+    g.input("q", {4, 3, 8});
+    g.input("k", {4, 5, 8});
+    g.input("v", {4, 5, 6});
+    g.input("m", {4, 1, 3, 5}, mask_grad);
+    try {
+      g.add(json);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no ConfigError for " << json;
+    return {};
+  };
+  expect_mentions(error(R"({"name": "a", "type": "MultiHeadAttention", "bottom": ["q", "k", "k"],
+                            "top": "y", "num_attention_heads": 3})"),
+                  {"layer 'a' (MultiHeadAttention): num_attention_heads = 3 must divide the "
+                   "hidden width 8"});
+  expect_mentions(error(R"({"name": "a", "type": "MultiHeadAttention", "bottom": ["q", "k", "v"],
+                            "top": "y"})"),
+                  {"'a'", "Q [batch, from, hidden]", "'v' [4, 5, 6]"});
+  expect_mentions(error(R"({"name": "a", "type": "MultiHeadAttention",
+                            "bottom": ["q", "k", "k", "m"], "top": "y"})",
+                        true),
+                  {"the mask 'm' [4, 1, 3, 5] f32 must not require a gradient"});
+  expect_mentions(error(R"({"name": "a", "type": "MultiHeadAttention",
+                            "bottom": ["q", "k", "k", "q"], "top": "y"})"),
+                  {"the mask 'q' [4, 3, 8] f32 must be [batch, 1, from, to] = [4, 1, 3, 5]"});
+  expect_mentions(error(R"({"name": "a", "type": "MultiHeadAttention", "bottom": ["q", "k", "k"],
+                            "top": "y", "num_attention_heads": 0})"),
+                  {"\"num_attention_heads\" must be an integer >= 1, got 0"});
 }
 
 TEST(LayerRegistry, HugeCtrFusedPositionsGetPlaceholderTops) {

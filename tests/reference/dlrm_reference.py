@@ -33,10 +33,18 @@ Exit status: 0 when every compared loss is within tolerance, 1 on a mismatch, 2 
 The last line is a one-line summary:
   reference: iterations=N max_abs_diff=... max_rel_diff=... first_loss=... last_loss=... OK|MISMATCH
 
+Mixed precision (--autocast f16|bf16, against `ember train` with "mixed_precision"): the dense
+layers run under torch.autocast with that dtype (products in 16 bits with f32 accumulation, f32
+master weights), the loss in double outside it, scaled by --loss-scale before backward and the
+gradients unscaled before the step, as Ember's static loss scaler. Ember stores every activation
+in 16 bits where autocast keeps element-wise results in f32, so the two agree to the 16-bit
+rounding, not to f32's: the tolerances are the caller's (run_reference_check.sh --precision).
+
 Works with PyTorch 1.13 and later and numpy; CPU by default, --device cuda optional (TF32 off).
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -396,8 +404,8 @@ def interaction(mlp, emb):
 
 
 class Model:
-    def __init__(self, cfg, dense_init, tables, device):
-        self.cfg, self.tables, self.device = cfg, tables, device
+    def __init__(self, cfg, dense_init, tables, device, half=None):
+        self.cfg, self.tables, self.device, self.half = cfg, tables, device, half
         self.params = {name: torch.tensor(v, device=device, requires_grad=True)
                        for name, v in dense_init.items()}
         used = set()
@@ -434,32 +442,52 @@ class Model:
             blobs[e["top"]] = pooled.reshape(cfg.batch, e["slot_num"], e["vec_size"])
         loss = None
         for layer in cfg.dense_layers:
-            t, name = layer["type"], layer["name"]
-            bottoms = [blobs[b] for b in as_list(layer["bottom"])]
-            tops = as_list(layer["top"])
-            if t in ("InnerProduct", "FusedInnerProduct"):
-                x = bottoms[0]
-                w, b = self.params[name + ".weight"], self.params[name + ".bias"]
-                y = (x.reshape(-1, w.shape[0]) @ w + b).reshape(*x.shape[:-1], w.shape[1])
-                relu = t == "FusedInnerProduct" and layer.get("activation", "Relu") == "Relu"
-                blobs[tops[0]] = torch.relu(y) if relu else y
-            elif t == "ReLU":
-                blobs[tops[0]] = torch.relu(bottoms[0])
-            elif t == "Concat":
-                blobs[tops[0]] = torch.cat(bottoms, dim=-1)
-            elif t == "Interaction":
-                blobs[tops[0]] = interaction(bottoms[0], bottoms[1])
-            elif t == "BinaryCrossEntropyLoss":
-                # In double, as Ember's loss layer: the gradient is rounded to float once.
-                loss = F.binary_cross_entropy_with_logits(bottoms[0].reshape(-1).double(),
-                                                          bottoms[1].reshape(-1).double())
+            if layer["type"] == "BinaryCrossEntropyLoss":
+                loss = self.loss(layer, blobs)
+                continue
+            with self.autocast():
+                self.dense_layer(layer, blobs)
         if loss is None:
             raise InputError("the configuration has no BinaryCrossEntropyLoss")
         return loss
 
-    def sgd_step(self, step):
+    def autocast(self):
+        if self.half is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.half)
+
+    @staticmethod
+    def loss(layer, blobs):
+        # In double, as Ember's loss layer: the gradient is rounded to float once.
+        logits, labels = (blobs[b] for b in as_list(layer["bottom"]))
+        return F.binary_cross_entropy_with_logits(logits.reshape(-1).double(),
+                                                  labels.reshape(-1).double())
+
+    def dense_layer(self, layer, blobs):
+        t, name = layer["type"], layer["name"]
+        bottoms = [blobs[b] for b in as_list(layer["bottom"])]
+        tops = as_list(layer["top"])
+        if t in ("InnerProduct", "FusedInnerProduct"):
+            x = bottoms[0]
+            w, b = self.params[name + ".weight"], self.params[name + ".bias"]
+            y = (x.reshape(-1, w.shape[0]) @ w + b).reshape(*x.shape[:-1], w.shape[1])
+            relu = t == "FusedInnerProduct" and layer.get("activation", "Relu") == "Relu"
+            blobs[tops[0]] = torch.relu(y) if relu else y
+        elif t == "ReLU":
+            blobs[tops[0]] = torch.relu(bottoms[0])
+        elif t == "Concat":
+            blobs[tops[0]] = torch.cat(bottoms, dim=-1)
+        elif t == "Interaction":
+            blobs[tops[0]] = interaction(bottoms[0], bottoms[1])
+
+    def sgd_step(self, step, loss_scale=1.0):
         with torch.no_grad():
             lr = self.cfg.lr.at(step)
+            if loss_scale != 1.0:
+                for p in self.params.values():
+                    p.grad.div_(loss_scale)
+                for table in self.tables.values():
+                    table.weight.grad.div_(loss_scale)
             for p in self.params.values():
                 p.sub_(p.grad * lr)
                 p.grad = None
@@ -524,6 +552,11 @@ def main():
                     help="PyTorch CPU threads (0: PyTorch's choice; the model is small)")
     ap.add_argument("--verbose", action="store_true", help="print every compared iteration")
     ap.add_argument("--label", default="", help="a name for this comparison in the summary")
+    ap.add_argument("--autocast", choices=("f16", "bf16"),
+                    help="run the dense layers under torch.autocast in this dtype (Ember trained "
+                         "with mixed_precision)")
+    ap.add_argument("--loss-scale", type=float, default=1.0,
+                    help="static loss scale (Ember's mixed_precision scaler, 1024 by default)")
     args = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -557,7 +590,8 @@ def main():
         if t.init_check is not None and t.init_check != 0.0:
             raise InputError(f"embedding {e['name']!r}: the key-derived initial rows differ from "
                              f"the initial model's by up to {t.init_check}")
-    model = Model(cfg, dense_init, tables, device)
+    half = {"f16": torch.float16, "bf16": torch.bfloat16}.get(args.autocast)
+    model = Model(cfg, dense_init, tables, device, half)
 
     max_abs = max_rel = 0.0
     compared, first, final = 0, None, None
@@ -565,8 +599,8 @@ def main():
     for it in range(1, iterations + 1):
         labels, dense, sparse = batches[it - 1]
         loss = model.forward(labels, dense, sparse)
-        loss.backward()
-        model.sgd_step(it)
+        (loss * args.loss_scale if args.loss_scale != 1.0 else loss).backward()
+        model.sgd_step(it, args.loss_scale)
         value = float(loss.item())
         if it in ember:
             ref = ember[it]

@@ -91,6 +91,23 @@ TEST(ModelConfig, AcceptsOlderHugeCtrSpellings) {
   EXPECT_EQ(m.embeddings[0].max_vocabulary_size_per_gpu, 10000);
 }
 
+TEST(ModelConfig, MixedPrecisionTakesAScalerAndA16BitType) {
+  json c = base_config();
+  EXPECT_FALSE(parse_model_config(c, "test").solver.mixed_precision);
+  c["solver"]["mixed_precision"] = true;
+  ModelConfig m = parse_model_config(c, "test");
+  EXPECT_TRUE(m.solver.mixed_precision);
+  EXPECT_EQ(m.solver.loss_scaler, 1024.0f);
+  EXPECT_EQ(m.solver.mixed_precision_dtype, DType::F16);  // HugeCTR's half
+  c["solver"]["mixed_precision"] = 256;
+  c["solver"]["mixed_precision_dtype"] = "bf16";
+  m = parse_model_config(c, "test");
+  EXPECT_EQ(m.solver.loss_scaler, 256.0f);
+  EXPECT_EQ(m.solver.mixed_precision_dtype, DType::BF16);
+  c["solver"]["mixed_precision_dtype"] = "fp16";
+  EXPECT_EQ(parse_model_config(c, "test").solver.mixed_precision_dtype, DType::F16);
+}
+
 struct BadCase {
   const char* name;
   std::function<void(json&)> mutate;
@@ -175,6 +192,15 @@ TEST(ModelConfig, BadConfigsAreRefusedWithClearMessages) {
        },
        {"layer 'sparse_embedding1' (DistributedSlotSparseEmbeddingHash): "
         "\"sparse_embedding_hparam.embedding_vec_size\" must be an integer, got \"8\""}},
+      {"16-bit type without mixed precision",
+       [](json& c) { c["solver"]["mixed_precision_dtype"] = "bf16"; },
+       {"solver: \"mixed_precision_dtype\" is given without \"mixed_precision\""}},
+      {"unknown 16-bit type",
+       [](json& c) {
+         c["solver"]["mixed_precision"] = true;
+         c["solver"]["mixed_precision_dtype"] = "fp8";
+       },
+       {"solver: \"mixed_precision_dtype\" must be \"f16\", \"fp16\" or \"bf16\", got \"fp8\""}},
       {"unknown top-level key with a close spelling",
        [](json& c) { c["all_reduc"] = json::object(); },
        {"test: unknown key \"all_reduc\" (did you mean \"all_reduce\"?)"}},

@@ -1,5 +1,7 @@
 #include "train/training_support.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -11,6 +13,41 @@ namespace ember::train::testing_support {
 nlohmann::json sample_config(const std::string& name) {
   std::ifstream in(ember::testing::source_dir() / "configs" / (name + ".json"));
   return nlohmann::json::parse(in);
+}
+
+const std::vector<std::string>& all_config_names() {
+  static const std::vector<std::string> names = [] {
+    // Every file of configs/, so a configuration added there is covered without editing tests.
+    std::vector<std::string> all;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(ember::testing::source_dir() / "configs")) {
+      if (entry.path().extension() == ".json") all.push_back(entry.path().stem().string());
+    }
+    std::sort(all.begin(), all.end());
+    all.push_back("reference/dlrm_small");
+    return all;
+  }();
+  return names;
+}
+
+nlohmann::json test_sized_config(const std::string& name) {
+  if (name.rfind("reference/", 0) == 0) {
+    std::ifstream in(ember::testing::source_dir() / "tests" / (name + ".json"));
+    return nlohmann::json::parse(in);
+  }
+  nlohmann::json c = sample_config(name);
+  auto cut = [](nlohmann::json& object) {
+    const auto it = object.find("slot_size_array");
+    if (it == object.end()) return;
+    for (auto& rows : *it)
+      rows = std::min<std::int64_t>(rows.get<std::int64_t>(), 1000);
+  };
+  for (auto& layer : c["layers"]) {
+    cut(layer);
+    const auto hparam = layer.find("sparse_embedding_hparam");
+    if (hparam != layer.end()) cut(*hparam);
+  }
+  return c;
 }
 
 std::unique_ptr<TinyDataset> make_dataset(const nlohmann::json& config, std::int64_t samples,
@@ -26,8 +63,12 @@ std::unique_ptr<TinyDataset> make_dataset(const nlohmann::json& config, std::int
   o.seed = seed;
   o.threads = 1;
   const data::DatasetDescription desc = data::generate_dataset(o);
-  d->train_list = desc.train.file_list;
-  d->eval_list = desc.eval.file_list;
+  d->raw = desc.format == data::DataFormat::Raw;
+  d->train_list = d->raw ? desc.train.files.at(0) : desc.train.file_list;
+  d->eval_list = d->raw ? desc.eval.files.at(0) : desc.eval.file_list;
+  d->float_label_dense = desc.float_label_dense;
+  d->train_samples = desc.train.samples;
+  d->eval_samples = desc.eval.samples;
   d->teacher_auc = desc.extra.value("teacher_auc", 0.0);
   return d;
 }
@@ -37,6 +78,12 @@ ModelConfig tiny_config(nlohmann::json config, const TinyDataset& data, std::int
   config["layers"][0]["source"] = data.train_list;
   config["layers"][0]["eval_source"] = data.eval_list;
   config["layers"][0]["num_workers"] = 2;
+  if (data.raw) {
+    config["layers"][0]["num_samples"] = data.train_samples;
+    config["layers"][0]["eval_num_samples"] = data.eval_samples;
+    // datagen writes Raw labels and dense features as floats (HugeCTR reads int32 by default).
+    config["layers"][0]["float_label_dense"] = data.float_label_dense;
+  }
   auto& s = config["solver"];
   s["batchsize"] = batch;
   s["batchsize_eval"] = batch;

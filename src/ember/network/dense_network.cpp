@@ -3,6 +3,7 @@
 #include "ember/core/error.hpp"
 #include "ember/network/fc_chain.hpp"
 #include "ember/network/layer_registry.hpp"
+#include "ember/network/precision.hpp"
 
 namespace ember::network {
 
@@ -16,9 +17,11 @@ DenseNetwork::DenseNetwork(const std::vector<nlohmann::json>& layers,
       const auto it = blobs.find(name);
       bottoms.push_back(it == blobs.end() ? nullptr : it->second);
     }
-    layers_.push_back(create_layer(j, bottoms, ctx));
-    for (const BlobPtr& top : layers_.back()->tops())
-      blobs[top->name()] = top;
+    for (LayerPtr& layer : create_layer_with_casts(j, bottoms, ctx)) {
+      for (const BlobPtr& top : layer->tops())
+        blobs[top->name()] = top;
+      layers_.push_back(std::move(layer));
+    }
   }
   EMBER_CHECK(!layers_.empty(), "a network needs at least its loss layer");
   loss_ = dynamic_cast<LossLayer*>(layers_.back().get());

@@ -19,7 +19,8 @@ namespace ember::network {
 class DenseNetwork {
  public:
   // Creates the layers (reserving through `ctx`) on top of `inputs`, named blobs that the caller
-  // owns and fills. Call bind() once `ctx` is allocated.
+  // owns and fills, with the casts mixed precision needs around them (precision.hpp). Call
+  // bind() once `ctx` is allocated.
   DenseNetwork(const std::vector<nlohmann::json>& layers,
                const std::map<std::string, BlobPtr>& inputs, BuildContext& ctx);
 
@@ -32,6 +33,7 @@ class DenseNetwork {
   const LossLayer& loss() const { return *loss_; }
   // The loss layer's first bottom: the logits the predictions come from.
   const Blob& logits() const { return *loss_->bottoms().at(0); }
+  // In execution order, with the casts mixed precision inserts (precision.hpp).
   const std::vector<LayerPtr>& layers() const { return layers_; }
   // Fully connected pairs fused across layers (CUDA; see fc_chain.hpp).
   int chained_pairs() const { return chained_; }

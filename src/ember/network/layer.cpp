@@ -12,6 +12,7 @@ Layer::Layer(const LayerSpec& spec, BuildContext& ctx)
       type_(spec.type),
       bottoms_(spec.bottoms),
       top_names_(spec.top_names),
+      parameter_dtype_(ctx.parameters().master_dtype()),
       ctx_(&ctx) {
   for (std::size_t i = 0; i < bottoms_.size(); ++i) {
     if (bottoms_[i] == nullptr) fail("bottom ", i, " is missing");
@@ -60,10 +61,14 @@ void Layer::require_supported_dtype(std::size_t i, bool half_ok) const {
   const DType d = bottom(i).dtype();
   if (on_cuda()) {
     const bool ok = d == DType::F32 || (half_ok && (d == DType::F16 || d == DType::BF16));
+    if (!ok && half_ok) {
+      fail("bottom ", bottom(i).describe(),
+           ": on CUDA this layer computes in f32, f16 or bf16, not ", dtype_name(d));
+    }
     if (!ok) {
-      fail("bottom ", bottom(i).describe(), ": on CUDA this layer computes in f32",
-           half_ok ? ", f16 or bf16" : " only (HugeCTR has no mixed-precision version)", ", not ",
-           dtype_name(d));
+      fail("bottom ", bottom(i).describe(), " is ", dtype_name(d),
+           ", but on CUDA this layer computes in f32: build it with create_layer_with_casts "
+           "(as DenseNetwork does), which casts its bottoms to f32 and its tops back");
     }
   } else if (d != DType::F32 && d != DType::F64) {
     fail("bottom ", bottom(i).describe(), ": the CPU computes in f32 (the reference), not ",

@@ -55,6 +55,10 @@ class Layer {
   // False when no top needs a gradient: the whole backward can be skipped. (Losses override:
   // their top, the loss value, has no gradient, yet they start the backward pass.)
   virtual bool needs_backward() const;
+  // Whether the layer multiplies with its weights' 16-bit compute copy in mixed precision (the
+  // products on tensor cores: the fully connected layers) rather than the f32 masters (every
+  // other layer: per-element weights cost nothing extra in f32 and keep their full precision).
+  virtual bool uses_compute_copy() const { return false; }
   // "'fc1' (InnerProduct)" for messages.
   std::string describe() const;
 
@@ -87,8 +91,12 @@ class Layer {
   // Each bottom must have dtype `dtype`.
   void require_dtype(std::size_t bottom, DType dtype) const;
   // Element types this layer computes in on its place: f32/f64 on the CPU; f32 and, where
-  // `half_ok`, f16/bf16 on CUDA.
+  // `half_ok`, f16/bf16 on CUDA. A layer without `half_ok` is registered as computing in f32
+  // (layer_registry.hpp), and create_layer_with_casts (precision.hpp) casts around it.
   void require_supported_dtype(std::size_t bottom, bool half_ok) const;
+  // The dtype of the parameter masters: f32 (f64 in the CPU's gradient tests). Statistics and
+  // the f32 intermediate values of 16-bit layers are kept in it.
+  DType parameter_dtype() const { return parameter_dtype_; }
 
   const Blob& bottom(std::size_t i) const { return *bottoms_.at(i); }
   const Blob& top(std::size_t i) const { return *tops_.at(i); }
@@ -110,6 +118,7 @@ class Layer {
   std::vector<std::string> top_names_;
   std::vector<TopSlots> top_slots_;
   std::vector<ParameterPtr> parameters_;
+  DType parameter_dtype_;
   BuildContext* ctx_;  // valid during construction only
 };
 

@@ -11,38 +11,47 @@ namespace ember::network {
 
 namespace {
 
-const std::map<std::string, factories::Factory>& registry() {
-  static const std::map<std::string, factories::Factory> table = {
-      {"Add", factories::add},
-      {"BatchNorm", factories::batch_norm},
-      {"BinaryCrossEntropyLoss", factories::binary_cross_entropy_loss},
-      {"Cast", factories::cast},
-      {"Concat", factories::concat},
-      {"CrossEntropyLoss", factories::cross_entropy_loss},
-      {"DotProduct", factories::dot_product},
-      {"Dropout", factories::dropout},
-      {"ELU", factories::elu},
-      {"ElementwiseMultiply", factories::elementwise_multiply},
-      {"FmOrder2", factories::fm_order2},
-      {"FusedInnerProduct", factories::fused_inner_product},
-      {"FusedReshapeConcat", factories::fused_reshape_concat},
-      {"Gather", factories::gather},
-      {"InnerProduct", factories::inner_product},
-      {"Interaction", factories::interaction},
-      {"MatrixMultiply", factories::matrix_multiply},
-      {"MultiCross", factories::multi_cross},
-      {"MultiCrossEntropyLoss", factories::multi_cross_entropy_loss},
-      {"PReLU_Dice", factories::prelu_dice},
-      {"ReLU", factories::relu},
-      {"ReduceMean", factories::reduce_mean},
-      {"ReduceSum", factories::reduce_sum},
-      {"Reshape", factories::reshape},
-      {"Scale", factories::scale},
-      {"Sigmoid", factories::sigmoid},
-      {"Slice", factories::slice},
-      {"Softmax", factories::softmax},
-      {"Sub", factories::sub},
-      {"WeightMultiply", factories::weight_multiply},
+struct LayerType {
+  factories::Factory factory;
+  CudaCompute cuda = CudaCompute::BottomDtype;
+};
+
+const std::map<std::string, LayerType>& registry() {
+  static const std::map<std::string, LayerType> table = {
+      {"Add", {factories::add}},
+      {"BatchNorm", {factories::batch_norm}},
+      {"BinaryCrossEntropyLoss", {factories::binary_cross_entropy_loss}},
+      {"Cast", {factories::cast}},
+      {"Concat", {factories::concat}},
+      {"CrossEntropyLoss", {factories::cross_entropy_loss}},
+      {"DotProduct", {factories::dot_product}},
+      {"Dropout", {factories::dropout}},
+      {"ELU", {factories::elu}},
+      {"ElementwiseMultiply", {factories::elementwise_multiply}},
+      {"FmOrder2", {factories::fm_order2}},
+      {"FusedInnerProduct", {factories::fused_inner_product}},
+      {"FusedReshapeConcat", {factories::fused_reshape_concat}},
+      {"FusedReshapeConcatGeneral", {factories::fused_reshape_concat_general}},
+      {"GRU", {factories::gru, CudaCompute::F32}},
+      {"Gather", {factories::gather}},
+      {"InnerProduct", {factories::inner_product}},
+      {"Interaction", {factories::interaction}},
+      {"MatrixMultiply", {factories::matrix_multiply}},
+      {"MultiCross", {factories::multi_cross}},
+      {"MultiCrossEntropyLoss", {factories::multi_cross_entropy_loss}},
+      {"MultiHeadAttention", {factories::multi_head_attention}},
+      {"PReLU_Dice", {factories::prelu_dice}},
+      {"ReLU", {factories::relu}},
+      {"ReLUHalf", {factories::relu}},
+      {"ReduceMean", {factories::reduce_mean}},
+      {"ReduceSum", {factories::reduce_sum}},
+      {"Reshape", {factories::reshape}},
+      {"Scale", {factories::scale}},
+      {"Sigmoid", {factories::sigmoid}},
+      {"Slice", {factories::slice}},
+      {"Softmax", {factories::softmax}},
+      {"Sub", {factories::sub}},
+      {"WeightMultiply", {factories::weight_multiply}},
   };
   return table;
 }
@@ -91,6 +100,11 @@ bool is_loss_type(const std::string& type) {
          type == "MultiCrossEntropyLoss";
 }
 
+CudaCompute cuda_compute(const std::string& type) {
+  const auto it = registry().find(type);
+  return it == registry().end() ? CudaCompute::BottomDtype : it->second.cuda;
+}
+
 std::vector<std::string> dense_layer_types() {
   std::vector<std::string> out;
   for (const auto& [name, f] : registry())
@@ -126,7 +140,7 @@ LayerPtr create_layer(const nlohmann::json& layer, const std::vector<BlobPtr>& b
     }
   }
   LayerSpec spec{h.name, h.type, bottoms, h.tops};
-  LayerPtr out = it->second(json, spec, ctx);
+  LayerPtr out = it->second.factory(json, spec, ctx);
   json.finish();
   return out;
 }

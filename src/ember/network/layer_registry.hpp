@@ -6,6 +6,7 @@
 // and actual shapes) and creates the layer with its tops named from "top".
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,16 @@ LayerHeader read_layer_header(const nlohmann::json& layer);
 
 // True for the dense layer and loss types create_layer knows (not Data, not embeddings).
 bool is_dense_layer_type(const std::string& type);
+// What a layer type computes in on CUDA: in its bottoms' dtype (f32, f16 or bf16, accumulating
+// in f32), or in f32 only: a network built for 16-bit activations casts around such a layer
+// (create_layer_with_casts, precision.hpp). Unknown types answer BottomDtype.
+enum class CudaCompute : std::uint8_t { BottomDtype, F32 };
+CudaCompute cuda_compute(const std::string& type);
 bool is_loss_type(const std::string& type);
 std::vector<std::string> dense_layer_types();
 
+// One layer of the graph, exactly as configured: its bottoms must already have dtypes it computes
+// in (networks build through create_layer_with_casts, which sees to that).
 LayerPtr create_layer(const nlohmann::json& layer, const std::vector<BlobPtr>& bottoms,
                       BuildContext& ctx);
 

@@ -45,7 +45,7 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
         std::make_unique<embedding::SparseEmbedding>(e, config.optimizer, *comm_));
   }
 
-  const DType activations = mixed ? DType::F16 : DType::F32;
+  const DType activations = mixed ? solver.mixed_precision_dtype : DType::F32;
   store_ = std::make_shared<network::ParameterStore>(place_, DType::F32, activations);
   network::BuildOptions o;
   o.place = place_;

@@ -106,6 +106,14 @@ std::vector<EvalMetric> parse_metrics(ConfigReader& r) {
 }
 
 void read_mixed_precision(ConfigReader& r, SolverConfig& c) {
+  static constexpr Named<DType> kHalfTypes[] = {
+      {"f16", DType::F16}, {"fp16", DType::F16}, {"bf16", DType::BF16}};
+  c.mixed_precision_dtype = r.choice_or("mixed_precision_dtype", DType::F16, kHalfTypes);
+  if (r.has("mixed_precision_dtype") && !r.has("mixed_precision")) {
+    r.fail(
+        "\"mixed_precision_dtype\" is given without \"mixed_precision\" (set it to true or a "
+        "loss scaler)");
+  }
   if (!r.has("mixed_precision")) return;
   // true/false, or HugeCTR's loss scaler (which turns it on).
   const nlohmann::json& v = r.raw("mixed_precision");

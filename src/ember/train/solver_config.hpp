@@ -50,6 +50,9 @@ struct SolverConfig {
   std::vector<std::string> sparse_opt_states_files;
   bool mixed_precision = false;
   float loss_scaler = 1.0f;  // mixed_precision's value (128, 256, 512 or 1024)
+  // Ember's "mixed_precision_dtype": the 16-bit activation type, "f16" (HugeCTR's half, the
+  // default) or "bf16".
+  DType mixed_precision_dtype = DType::F16;
   bool enable_tf32_compute = false;
   // One list of GPU ids per node (a flat list is one node).
   std::vector<std::vector<int>> gpus;

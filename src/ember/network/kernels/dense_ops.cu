@@ -1,5 +1,6 @@
 // Kernels of the layers with weights or batch statistics: MultiCross (DCN), WeightMultiply,
-// BatchNorm, PReLU_Dice. All f32. Column statistics use the deterministic column reduction.
+// BatchNorm, PReLU_Dice. Activations are f32, f16 or bf16 (T); weights, statistics, partial sums
+// and every intermediate value are f32. Column statistics use the deterministic column reduction.
 #include <cuda_runtime.h>
 
 #include "ember/network/kernels/device_utils.cuh"
@@ -14,115 +15,126 @@ namespace {
 
 // ---- MultiCross -------------------------------------------------------------------------------
 
-// One warp per row: s = x . w, then y = x0 s + bias + x.
-__global__ void cross_forward_kernel(std::int64_t batch, std::int64_t n, const float* x0,
-                                     const float* x, const float* w, const float* bias, float* s,
-                                     float* y) {
+// One warp per row: s = x . w, then y = x0 s + bias + x. x0 is the activation type; x and y are
+// the activation type or f32 (the hidden states between cross layers).
+template <class T0, class TX, class TY>
+__global__ void cross_forward_kernel(std::int64_t batch, std::int64_t n, const T0* x0, const TX* x,
+                                     const float* w, const float* bias, float* s, TY* y) {
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x & 31;
   for (std::int64_t b = global_thread() / 32; b < batch; b += warps) {
     float dot = 0.0f;
     for (std::int64_t k = lane; k < n; k += 32)
-      dot += x[b * n + k] * w[k];
+      dot += to_f(x[b * n + k]) * w[k];
     dot = warp_sum(dot);
     if (lane == 0) s[b] = dot;
     for (std::int64_t k = lane; k < n; k += 32) {
-      y[b * n + k] = x0[b * n + k] * dot + bias[k] + x[b * n + k];
+      y[b * n + k] = from_f<TY>(to_f(x0[b * n + k]) * dot + bias[k] + to_f(x[b * n + k]));
     }
   }
 }
 
-// One warp per row: t = g . x0.
-__global__ void row_dot_kernel(std::int64_t batch, std::int64_t n, const float* a, const float* b,
+// One warp per row: out = a . b.
+template <class TA, class TB>
+__global__ void row_dot_kernel(std::int64_t batch, std::int64_t n, const TA* a, const TB* b,
                                float* out) {
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x & 31;
   for (std::int64_t r = global_thread() / 32; r < batch; r += warps) {
     float dot = 0.0f;
     for (std::int64_t k = lane; k < n; k += 32)
-      dot += a[r * n + k] * b[r * n + k];
+      dot += to_f(a[r * n + k]) * to_f(b[r * n + k]);
     dot = warp_sum(dot);
     if (lane == 0) out[r] = dot;
   }
 }
 
+template <class TG, class TX>
 struct CrossGradTerms {
-  const float* g;
+  const TG* g;
   const float* t;
-  const float* x;
+  const TX* x;
   std::int64_t n;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[2]) const {
-    v[0] = g[r * n + c];         // bias gradient
-    v[1] = t[r] * x[r * n + c];  // weight gradient
+    v[0] = to_f(g[r * n + c]);         // bias gradient
+    v[1] = t[r] * to_f(x[r * n + c]);  // weight gradient
   }
 };
 
+// g_out (f32) may alias g_in, dx_out may alias dx_acc (same element read, then written).
+template <class TG, class TD>
 __global__ void cross_input_grad_kernel(std::int64_t batch, std::int64_t n, const float* w,
-                                        const float* s, const float* t, float* g, float* dx0,
-                                        bool first, bool last) {
+                                        const float* s, const float* t, const TG* g_in,
+                                        float* g_out, const float* dx_acc, TD* dx_out, bool first,
+                                        bool last) {
   const std::int64_t total = batch * n;
   for (std::int64_t i = global_thread(); i < total; i += global_stride()) {
     const std::int64_t b = i / n, k = i % n;
-    const float gv = g[i];
+    const float gv = to_f(g_in[i]);
     const float through_x = gv + t[b] * w[k];
-    if (dx0 != nullptr) {
-      float v = gv * s[b] + (first ? 0.0f : dx0[i]);
+    if (dx_out != nullptr) {
+      float v = gv * s[b] + (first ? 0.0f : dx_acc[i]);
       if (last) v += through_x;
-      dx0[i] = v;
+      dx_out[i] = from_f<TD>(v);
     }
-    if (!last) g[i] = through_x;
+    if (!last) g_out[i] = through_x;
   }
 }
 
 // ---- WeightMultiply ---------------------------------------------------------------------------
 
+template <class T>
 __global__ void weight_multiply_kernel(std::int64_t batch, std::int64_t slots, std::int64_t vec,
-                                       const float* in, const float* w, float* out) {
+                                       const T* in, const float* w, T* out) {
   const std::int64_t total = batch * slots * vec;
   for (std::int64_t i = global_thread(); i < total; i += global_stride()) {
     const std::int64_t q = i % (slots * vec), b = i / (slots * vec);
-    out[i] = in[b * slots + q / vec] * w[q];
+    out[i] = from_f<T>(to_f(in[b * slots + q / vec]) * w[q]);
   }
 }
 
+template <class T>
 struct WeightMultiplyGrad {
-  const float* in;
-  const float* dout;
+  const T* in;
+  const T* dout;
   std::int64_t slots, vec;
   __device__ void operator()(std::int64_t r, std::int64_t q, float (&v)[1]) const {
-    v[0] = dout[r * slots * vec + q] * in[r * slots + q / vec];
+    v[0] = to_f(dout[r * slots * vec + q]) * to_f(in[r * slots + q / vec]);
   }
 };
 
+template <class T>
 __global__ void weight_multiply_input_grad_kernel(std::int64_t batch, std::int64_t slots,
-                                                  std::int64_t vec, const float* w,
-                                                  const float* dout, float* din) {
+                                                  std::int64_t vec, const float* w, const T* dout,
+                                                  T* din) {
   const std::int64_t total = batch * slots;
   for (std::int64_t i = global_thread(); i < total; i += global_stride()) {
     const std::int64_t s = i % slots, b = i / slots;
     float acc = 0.0f;
     for (std::int64_t j = 0; j < vec; ++j)
-      acc += dout[(b * slots + s) * vec + j] * w[s * vec + j];
-    din[i] = acc;
+      acc += to_f(dout[(b * slots + s) * vec + j]) * w[s * vec + j];
+    din[i] = from_f<T>(acc);
   }
 }
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
 
+template <class T>
 struct ReadValue {
-  const float* x;
+  const T* x;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[1]) const {
-    v[0] = x[r * cols + c];
+    v[0] = to_f(x[r * cols + c]);
   }
 };
 
+template <class T>
 struct CenteredSquare {
-  const float* x;
+  const T* x;
   const float* mean;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[1]) const {
-    const float d = x[r * cols + c] - mean[c];
+    const float d = to_f(x[r * cols + c]) - mean[c];
     v[0] = d * d;
   }
 };
@@ -145,59 +157,65 @@ __global__ void batch_norm_stats_kernel(std::int64_t rows, std::int64_t cols, co
   }
 }
 
-__global__ void normalize_kernel(std::int64_t rows, std::int64_t cols, const float* x,
+template <class T>
+__global__ void normalize_kernel(std::int64_t rows, std::int64_t cols, const T* x,
                                  const float* gamma, const float* beta, const float* mean,
-                                 const float* inv_std, float* y) {
+                                 const float* inv_std, T* y) {
   const std::int64_t n = rows * cols;
   for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
     const std::int64_t c = i % cols;
-    y[i] = gamma[c] * (x[i] - mean[c]) * inv_std[c] + beta[c];
+    y[i] = from_f<T>(gamma[c] * (to_f(x[i]) - mean[c]) * inv_std[c] + beta[c]);
   }
 }
 
-__global__ void normalize_eval_kernel(std::int64_t rows, std::int64_t cols, const float* x,
+template <class T>
+__global__ void normalize_eval_kernel(std::int64_t rows, std::int64_t cols, const T* x,
                                       const float* gamma, const float* beta, float eps,
-                                      const float* mean, const float* var, float* y) {
+                                      const float* mean, const float* var, T* y) {
   const std::int64_t n = rows * cols;
   for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
     const std::int64_t c = i % cols;
-    y[i] = gamma[c] * (x[i] - mean[c]) / sqrtf(var[c] + eps) + beta[c];
+    y[i] = from_f<T>(gamma[c] * (to_f(x[i]) - mean[c]) / sqrtf(var[c] + eps) + beta[c]);
   }
 }
 
+template <class T>
 struct BatchNormGradTerms {
-  const float* dy;
-  const float* x;
+  const T* dy;
+  const T* x;
   const float* mean;
   const float* inv_std;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[2]) const {
     const std::int64_t i = r * cols + c;
-    v[0] = dy[i];
-    v[1] = dy[i] * (x[i] - mean[c]) * inv_std[c];
+    const float g = to_f(dy[i]);
+    v[0] = g;
+    v[1] = g * (to_f(x[i]) - mean[c]) * inv_std[c];
   }
 };
 
-__global__ void batch_norm_input_grad_kernel(std::int64_t rows, std::int64_t cols, const float* x,
+template <class T>
+__global__ void batch_norm_input_grad_kernel(std::int64_t rows, std::int64_t cols, const T* x,
                                              const float* gamma, const float* mean,
-                                             const float* inv_std, const float* dy,
-                                             const float* dbeta, const float* dgamma, float* dx) {
+                                             const float* inv_std, const T* dy, const float* dbeta,
+                                             const float* dgamma, T* dx) {
   const std::int64_t n = rows * cols;
   const float b = static_cast<float>(rows);
   for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
     const std::int64_t c = i % cols;
-    const float xh = (x[i] - mean[c]) * inv_std[c];
-    dx[i] = gamma[c] * inv_std[c] / b * (b * dy[i] - dbeta[c] - xh * dgamma[c]);
+    const float xh = (to_f(x[i]) - mean[c]) * inv_std[c];
+    dx[i] = from_f<T>(gamma[c] * inv_std[c] / b * (b * to_f(dy[i]) - dbeta[c] - xh * dgamma[c]));
   }
 }
 
 // ---- Dice ---------------------------------------------------------------------------------------
 
+template <class T>
 struct ValueAndSquare {
-  const float* x;
+  const T* x;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[2]) const {
-    const float a = x[r * cols + c];
+    const float a = to_f(x[r * cols + c]);
     v[0] = a;
     v[1] = a * a;
   }
@@ -215,47 +233,52 @@ __device__ __forceinline__ float dice_p(float x, float mean, float sd) {
   return 1.0f / (1.0f + expf(-(x - mean) / sd));
 }
 
-__global__ void dice_forward_kernel(std::int64_t rows, std::int64_t cols, const float* x,
-                                    float alpha, float eps, const float* mean, const float* var,
-                                    float* y) {
+template <class T>
+__global__ void dice_forward_kernel(std::int64_t rows, std::int64_t cols, const T* x, float alpha,
+                                    float eps, const float* mean, const float* var, T* y) {
   const std::int64_t n = rows * cols;
   for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
     const std::int64_t c = i % cols;
-    const float p = dice_p(x[i], mean[c], sqrtf(var[c] + eps));
-    y[i] = x[i] * (alpha + (1.0f - alpha) * p);
+    const float v = to_f(x[i]);
+    const float p = dice_p(v, mean[c], sqrtf(var[c] + eps));
+    y[i] = from_f<T>(v * (alpha + (1.0f - alpha) * p));
   }
 }
 
+template <class T>
 struct DiceGradTerms {
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   const float* mean;
   const float* var;
   float alpha, eps;
   std::int64_t cols;
   __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[2]) const {
     const std::int64_t i = r * cols + c;
-    const float p = dice_p(x[i], mean[c], sqrtf(var[c] + eps));
-    const float rr = dy[i] * (1.0f - alpha) * x[i] * p * (1.0f - p);
+    const float xv = to_f(x[i]);
+    const float p = dice_p(xv, mean[c], sqrtf(var[c] + eps));
+    const float rr = to_f(dy[i]) * (1.0f - alpha) * xv * p * (1.0f - p);
     v[0] = rr;
-    v[1] = rr * (x[i] - mean[c]);
+    v[1] = rr * (xv - mean[c]);
   }
 };
 
-__global__ void dice_input_grad_kernel(std::int64_t rows, std::int64_t cols, const float* x,
+template <class T>
+__global__ void dice_input_grad_kernel(std::int64_t rows, std::int64_t cols, const T* x,
                                        const float* mean, const float* var, float alpha, float eps,
-                                       const float* dy, const float* sum_r, const float* sum_rx,
-                                       float* dx) {
+                                       const T* dy, const float* sum_r, const float* sum_rx,
+                                       T* dx) {
   const std::int64_t n = rows * cols;
   const float m = static_cast<float>(rows);
   for (std::int64_t i = global_thread(); i < n; i += global_stride()) {
     const std::int64_t c = i % cols;
+    const float xv = to_f(x[i]);
     const float sd = sqrtf(var[c] + eps);
-    const float p = dice_p(x[i], mean[c], sd);
-    const float q = dy[i];
-    const float rr = q * (1.0f - alpha) * x[i] * p * (1.0f - p);
-    dx[i] = q * (alpha + (1.0f - alpha) * p) + rr / sd - sum_r[c] / (m * sd) -
-            (x[i] - mean[c]) * sum_rx[c] / (m * sd * sd * sd);
+    const float p = dice_p(xv, mean[c], sd);
+    const float q = to_f(dy[i]);
+    const float rr = q * (1.0f - alpha) * xv * p * (1.0f - p);
+    dx[i] = from_f<T>(q * (alpha + (1.0f - alpha) * p) + rr / sd - sum_r[c] / (m * sd) -
+                      (xv - mean[c]) * sum_rx[c] / (m * sd * sd * sd));
   }
 }
 
@@ -263,121 +286,196 @@ unsigned warp_grid(std::int64_t rows) {
   return grid_for(rows * 32);
 }
 
+// Calls f(TypeTag<T>{}, TypeTag<U>{}) with U = T when `u` is the activation dtype `t`, U = float
+// when `u` is f32 (a layer's f32 intermediate buffers); anything else is an error.
+template <class T, class F>
+void dispatch_wide(DType t, DType u, const char* what, F&& f) {
+  if (u == DType::F32) {
+    f(TypeTag<float>{});
+  } else if (u == t) {
+    f(TypeTag<T>{});
+  } else {
+    EMBER_THROW(what, ": a buffer of ", dtype_name(u), " with ", dtype_name(t),
+                " activations (f32 or the activation dtype)");
+  }
+}
+
 }  // namespace
 
 // ---- MultiCross ---------------------------------------------------------------------------------
 
-void cross_forward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
-                   const float* w, const float* bias, float* s, float* y, StreamHandle stream) {
+void cross_forward(DType dtype, DType x_dtype, DType y_dtype, std::int64_t batch,
+                   std::int64_t width, const void* x0, const void* x, const float* w,
+                   const float* bias, float* s, void* y, StreamHandle stream) {
   if (batch <= 0) return;
-  cross_forward_kernel<<<warp_grid(batch), kThreads, 0, stream>>>(batch, width, x0, x, w, bias, s,
-                                                                  y);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "MultiCross", [&](auto t0) {
+    using T0 = typename decltype(t0)::type;
+    dispatch_wide<T0>(dtype, x_dtype, "MultiCross input", [&](auto tx) {
+      using TX = typename decltype(tx)::type;
+      dispatch_wide<T0>(dtype, y_dtype, "MultiCross output", [&](auto ty) {
+        using TY = typename decltype(ty)::type;
+        cross_forward_kernel<T0, TX, TY><<<warp_grid(batch), kThreads, 0, stream>>>(
+            batch, width, static_cast<const T0*>(x0), static_cast<const TX*>(x), w, bias, s,
+            static_cast<TY*>(y));
+        EMBER_CUDA_CHECK_LAUNCH();
+      });
+    });
+  });
 }
 
-void cross_backward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
-                    const float* w, const float* s, float* g, float* dx0, bool first, bool last,
-                    float* t, float* dw, float* dbias, float* workspace, StreamHandle stream) {
+void cross_backward(DType dtype, DType g_dtype, DType x_dtype, DType dx_dtype, std::int64_t batch,
+                    std::int64_t width, const void* x0, const void* x, const float* w,
+                    const float* s, const void* g_in, float* g_out, const float* dx_acc,
+                    void* dx_out, bool first, bool last, float* t, float* dw, float* dbias,
+                    float* workspace, StreamHandle stream) {
   if (batch <= 0 || width <= 0) return;
-  row_dot_kernel<<<warp_grid(batch), kThreads, 0, stream>>>(batch, width, g, x0, t);
-  EMBER_CUDA_CHECK_LAUNCH();
-  column_reduce<2>(batch, width, CrossGradTerms{g, t, x, width}, dbias, dw, workspace, stream);
-  cross_input_grad_kernel<<<grid_for(batch * width), kThreads, 0, stream>>>(batch, width, w, s, t,
-                                                                            g, dx0, first, last);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "MultiCross backward", [&](auto t0) {
+    using T0 = typename decltype(t0)::type;
+    dispatch_wide<T0>(dtype, g_dtype, "MultiCross gradient", [&](auto tg) {
+      using TG = typename decltype(tg)::type;
+      const TG* g = static_cast<const TG*>(g_in);
+      row_dot_kernel<TG, T0><<<warp_grid(batch), kThreads, 0, stream>>>(
+          batch, width, g, static_cast<const T0*>(x0), t);
+      EMBER_CUDA_CHECK_LAUNCH();
+      dispatch_wide<T0>(dtype, x_dtype, "MultiCross input", [&](auto tx) {
+        using TX = typename decltype(tx)::type;
+        column_reduce<2>(batch, width,
+                         CrossGradTerms<TG, TX>{g, t, static_cast<const TX*>(x), width}, dbias, dw,
+                         workspace, stream);
+      });
+      dispatch_wide<T0>(dtype, dx_dtype, "MultiCross input gradient", [&](auto td) {
+        using TD = typename decltype(td)::type;
+        cross_input_grad_kernel<TG, TD><<<grid_for(batch * width), kThreads, 0, stream>>>(
+            batch, width, w, s, t, g, g_out, dx_acc, static_cast<TD*>(dx_out), first, last);
+        EMBER_CUDA_CHECK_LAUNCH();
+      });
+    });
+  });
 }
 
 // ---- WeightMultiply -----------------------------------------------------------------------------
 
-void weight_multiply_forward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
-                             const float* in, const float* w, float* out, StreamHandle stream) {
+void weight_multiply_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                             const void* in, const float* w, void* out, StreamHandle stream) {
   const std::int64_t n = batch * slots * vec;
   if (n <= 0) return;
-  weight_multiply_kernel<<<grid_for(n), kThreads, 0, stream>>>(batch, slots, vec, in, w, out);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "WeightMultiply", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    weight_multiply_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(
+        batch, slots, vec, static_cast<const T*>(in), w, static_cast<T*>(out));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
 }
 
-void weight_multiply_backward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
-                              const float* in, const float* w, const float* dout, float* din,
+void weight_multiply_backward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                              const void* in, const float* w, const void* dout, void* din,
                               float* dw, float* workspace, StreamHandle stream) {
-  column_reduce<1>(batch, slots * vec, WeightMultiplyGrad{in, dout, slots, vec}, dw, nullptr,
-                   workspace, stream);
-  if (din != nullptr && batch * slots > 0) {
-    weight_multiply_input_grad_kernel<<<grid_for(batch * slots), kThreads, 0, stream>>>(
-        batch, slots, vec, w, dout, din);
-    EMBER_CUDA_CHECK_LAUNCH();
-  }
+  dispatch_act(dtype, "WeightMultiply backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* g = static_cast<const T*>(dout);
+    column_reduce<1>(batch, slots * vec,
+                     WeightMultiplyGrad<T>{static_cast<const T*>(in), g, slots, vec}, dw, nullptr,
+                     workspace, stream);
+    if (din != nullptr && batch * slots > 0) {
+      weight_multiply_input_grad_kernel<T><<<grid_for(batch * slots), kThreads, 0, stream>>>(
+          batch, slots, vec, w, g, static_cast<T*>(din));
+      EMBER_CUDA_CHECK_LAUNCH();
+    }
+  });
 }
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
 
-void batch_norm_forward_train(std::int64_t rows, std::int64_t cols, const float* x,
+void batch_norm_forward_train(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                               const float* gamma, const float* beta, float eps, float factor,
-                              float* y, float* save_mean, float* save_inv_std, float* running_mean,
+                              void* y, float* save_mean, float* save_inv_std, float* running_mean,
                               float* running_var, float* workspace, StreamHandle stream) {
   if (rows <= 0 || cols <= 0) return;
-  column_reduce<1>(rows, cols, ReadValue{x, cols}, save_mean, nullptr, workspace, stream);
-  scale_kernel<<<grid_for(cols), kThreads, 0, stream>>>(cols, save_mean,
-                                                        1.0f / static_cast<float>(rows));
-  EMBER_CUDA_CHECK_LAUNCH();
-  column_reduce<1>(rows, cols, CenteredSquare{x, save_mean, cols}, save_inv_std, nullptr, workspace,
-                   stream);
-  batch_norm_stats_kernel<<<grid_for(cols), kThreads, 0, stream>>>(
-      rows, cols, save_mean, save_inv_std, eps, factor, running_mean, running_var);
-  EMBER_CUDA_CHECK_LAUNCH();
-  normalize_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(rows, cols, x, gamma, beta,
-                                                                   save_mean, save_inv_std, y);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "BatchNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x);
+    column_reduce<1>(rows, cols, ReadValue<T>{in, cols}, save_mean, nullptr, workspace, stream);
+    scale_kernel<<<grid_for(cols), kThreads, 0, stream>>>(cols, save_mean,
+                                                          1.0f / static_cast<float>(rows));
+    EMBER_CUDA_CHECK_LAUNCH();
+    column_reduce<1>(rows, cols, CenteredSquare<T>{in, save_mean, cols}, save_inv_std, nullptr,
+                     workspace, stream);
+    batch_norm_stats_kernel<<<grid_for(cols), kThreads, 0, stream>>>(
+        rows, cols, save_mean, save_inv_std, eps, factor, running_mean, running_var);
+    EMBER_CUDA_CHECK_LAUNCH();
+    normalize_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        rows, cols, in, gamma, beta, save_mean, save_inv_std, static_cast<T*>(y));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
 }
 
-void batch_norm_forward_eval(std::int64_t rows, std::int64_t cols, const float* x,
+void batch_norm_forward_eval(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                              const float* gamma, const float* beta, float eps,
-                             const float* running_mean, const float* running_var, float* y,
+                             const float* running_mean, const float* running_var, void* y,
                              StreamHandle stream) {
   if (rows <= 0 || cols <= 0) return;
-  normalize_eval_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
-      rows, cols, x, gamma, beta, eps, running_mean, running_var, y);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "BatchNorm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normalize_eval_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        rows, cols, static_cast<const T*>(x), gamma, beta, eps, running_mean, running_var,
+        static_cast<T*>(y));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
 }
 
-void batch_norm_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* gamma,
-                         const float* save_mean, const float* save_inv_std, const float* dy,
-                         float* dx, float* dgamma, float* dbeta, float* workspace,
+void batch_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                         const float* gamma, const float* save_mean, const float* save_inv_std,
+                         const void* dy, void* dx, float* dgamma, float* dbeta, float* workspace,
                          StreamHandle stream) {
   if (rows <= 0 || cols <= 0) return;
-  column_reduce<2>(rows, cols, BatchNormGradTerms{dy, x, save_mean, save_inv_std, cols}, dbeta,
-                   dgamma, workspace, stream);
-  if (dx != nullptr) {
-    batch_norm_input_grad_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
-        rows, cols, x, gamma, save_mean, save_inv_std, dy, dbeta, dgamma, dx);
-    EMBER_CUDA_CHECK_LAUNCH();
-  }
+  dispatch_act(dtype, "BatchNorm backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x);
+    const T* g = static_cast<const T*>(dy);
+    column_reduce<2>(rows, cols, BatchNormGradTerms<T>{g, in, save_mean, save_inv_std, cols}, dbeta,
+                     dgamma, workspace, stream);
+    if (dx != nullptr) {
+      batch_norm_input_grad_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+          rows, cols, in, gamma, save_mean, save_inv_std, g, dbeta, dgamma, static_cast<T*>(dx));
+      EMBER_CUDA_CHECK_LAUNCH();
+    }
+  });
 }
 
 // ---- Dice ---------------------------------------------------------------------------------------
 
-void dice_forward(std::int64_t rows, std::int64_t cols, const float* x, float alpha, float eps,
-                  float* y, float* mean, float* var, float* workspace, StreamHandle stream) {
+void dice_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x, float alpha,
+                  float eps, void* y, float* mean, float* var, float* workspace,
+                  StreamHandle stream) {
   if (rows <= 0 || cols <= 0) return;
-  column_reduce<2>(rows, cols, ValueAndSquare{x, cols}, mean, var, workspace, stream);
-  dice_stats_kernel<<<grid_for(cols), kThreads, 0, stream>>>(rows, cols, mean, var);
-  EMBER_CUDA_CHECK_LAUNCH();
-  dice_forward_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(rows, cols, x, alpha, eps,
-                                                                      mean, var, y);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "PReLU_Dice", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x);
+    column_reduce<2>(rows, cols, ValueAndSquare<T>{in, cols}, mean, var, workspace, stream);
+    dice_stats_kernel<<<grid_for(cols), kThreads, 0, stream>>>(rows, cols, mean, var);
+    EMBER_CUDA_CHECK_LAUNCH();
+    dice_forward_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        rows, cols, in, alpha, eps, mean, var, static_cast<T*>(y));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
 }
 
-void dice_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* mean,
-                   const float* var, float alpha, float eps, const float* dy, float* dx,
-                   float* workspace, StreamHandle stream) {
+void dice_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                   const float* mean, const float* var, float alpha, float eps, const void* dy,
+                   void* dx, float* workspace, StreamHandle stream) {
   if (rows <= 0 || cols <= 0) return;
   float* sum_r = workspace + 2 * column_sum_workspace(rows, cols);
   float* sum_rx = sum_r + cols;
-  column_reduce<2>(rows, cols, DiceGradTerms{x, dy, mean, var, alpha, eps, cols}, sum_r, sum_rx,
-                   workspace, stream);
-  dice_input_grad_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
-      rows, cols, x, mean, var, alpha, eps, dy, sum_r, sum_rx, dx);
-  EMBER_CUDA_CHECK_LAUNCH();
+  dispatch_act(dtype, "PReLU_Dice backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = static_cast<const T*>(x);
+    const T* g = static_cast<const T*>(dy);
+    column_reduce<2>(rows, cols, DiceGradTerms<T>{in, g, mean, var, alpha, eps, cols}, sum_r,
+                     sum_rx, workspace, stream);
+    dice_input_grad_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        rows, cols, in, mean, var, alpha, eps, g, sum_r, sum_rx, static_cast<T*>(dx));
+    EMBER_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace ember::network::cuda

@@ -114,60 +114,96 @@ void fm_order2_backward(DType dtype, std::int64_t batch, std::int64_t slots, std
                         const void* in, const void* dout, void* din, StreamHandle stream);
 
 // ---- layers with weights or statistics (dense_ops.cu) ---------------------------------------
-// One DCN cross layer, f32: s[b] = x[b] . w; y[b] = x0[b] * s[b] + bias + x[b].
-void cross_forward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
-                   const float* w, const float* bias, float* s, float* y, StreamHandle stream);
-// Backward of one cross layer l (layers run last to first). `g` holds dL/dy on entry and
-// dL/dx on exit (unless `last`). With t[b] = g[b] . x0[b]:
-//   dw = sum_b t[b] x[b];  dbias = sum_b g[b];  g <- g + t w
-//   dx0: (first ? = : +=) g * s, and for the last layer (l = 0, x = x0) also + g + t w.
-// dx0 may be null (the bottom needs no gradient).
-void cross_backward(std::int64_t batch, std::int64_t width, const float* x0, const float* x,
-                    const float* w, const float* s, float* g, float* dx0, bool first, bool last,
-                    float* t, float* dw, float* dbias, float* workspace, StreamHandle stream);
+// Activations (`dtype`: f32, f16 or bf16) are read and written in their own type; weights,
+// statistics and every value in between are f32.
+//
+// One DCN cross layer: s[b] = x[b] . w; y[b] = x0[b] * s[b] + bias + x[b]. x0 has `dtype`; x and
+// y have `x_dtype` / `y_dtype`, each `dtype` or f32 (a 16-bit layer keeps its hidden states
+// between cross layers in f32).
+void cross_forward(DType dtype, DType x_dtype, DType y_dtype, std::int64_t batch,
+                   std::int64_t width, const void* x0, const void* x, const float* w,
+                   const float* bias, float* s, void* y, StreamHandle stream);
+// Backward of one cross layer l (layers run last to first). The running gradient dL/dy arrives
+// in `g_in` (`g_dtype`: `dtype` or f32) and dL/dx leaves in `g_out` (f32; may alias g_in; unused
+// when `last`). With t[b] = g[b] . x0[b]:
+//   dw = sum_b t[b] x[b];  dbias = sum_b g[b];  g_out = g + t w
+//   dx_out = g * s + (first ? 0 : dx_acc), and for the last layer (l = 0, x = x0) also + g + t w.
+// dx_acc is f32 (may alias dx_out when that is f32); dx_out has `dx_dtype` (`dtype` or f32) and
+// may be null (the bottom needs no gradient).
+void cross_backward(DType dtype, DType g_dtype, DType x_dtype, DType dx_dtype, std::int64_t batch,
+                    std::int64_t width, const void* x0, const void* x, const float* w,
+                    const float* s, const void* g_in, float* g_out, const float* dx_acc,
+                    void* dx_out, bool first, bool last, float* t, float* dw, float* dbias,
+                    float* workspace, StreamHandle stream);
 inline std::int64_t cross_workspace(std::int64_t batch, std::int64_t width) {
   return 2 * column_sum_workspace(batch, width);
 }
 
-// WeightMultiply, f32: out[b, i*v + j] = in[b, i] * W[i, j].
-void weight_multiply_forward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
-                             const float* in, const float* w, float* out, StreamHandle stream);
-void weight_multiply_backward(std::int64_t batch, std::int64_t slots, std::int64_t vec,
-                              const float* in, const float* w, const float* dout, float* din,
+// WeightMultiply: out[b, i*v + j] = in[b, i] * W[i, j].
+void weight_multiply_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                             const void* in, const float* w, void* out, StreamHandle stream);
+void weight_multiply_backward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,
+                              const void* in, const float* w, const void* dout, void* din,
                               float* dw, float* workspace, StreamHandle stream);
 inline std::int64_t weight_multiply_workspace(std::int64_t batch, std::int64_t slots,
                                               std::int64_t vec) {
   return column_sum_workspace(batch, slots * vec);
 }
 
-// BatchNorm (per activation, f32). Training: y = gamma (x - mean) / sqrt(var + eps) + beta with
+// BatchNorm (per activation). Training: y = gamma (x - mean) / sqrt(var + eps) + beta with
 // batch statistics; saves mean and inv_std; running = (1 - f) running + f stat (unbiased var).
-void batch_norm_forward_train(std::int64_t rows, std::int64_t cols, const float* x,
+void batch_norm_forward_train(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                               const float* gamma, const float* beta, float eps, float factor,
-                              float* y, float* save_mean, float* save_inv_std, float* running_mean,
+                              void* y, float* save_mean, float* save_inv_std, float* running_mean,
                               float* running_var, float* workspace, StreamHandle stream);
-void batch_norm_forward_eval(std::int64_t rows, std::int64_t cols, const float* x,
+void batch_norm_forward_eval(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
                              const float* gamma, const float* beta, float eps,
-                             const float* running_mean, const float* running_var, float* y,
+                             const float* running_mean, const float* running_var, void* y,
                              StreamHandle stream);
-void batch_norm_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* gamma,
-                         const float* save_mean, const float* save_inv_std, const float* dy,
-                         float* dx, float* dgamma, float* dbeta, float* workspace,
+void batch_norm_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                         const float* gamma, const float* save_mean, const float* save_inv_std,
+                         const void* dy, void* dx, float* dgamma, float* dbeta, float* workspace,
                          StreamHandle stream);
 // Two column reductions' partial sums at a time.
 inline std::int64_t batch_norm_workspace(std::int64_t rows, std::int64_t cols) {
   return 2 * column_sum_workspace(rows, cols) + 2 * cols;
 }
 
-// Dice (PReLU_Dice, f32) with batch statistics (biased variance).
-void dice_forward(std::int64_t rows, std::int64_t cols, const float* x, float alpha, float eps,
-                  float* y, float* mean, float* var, float* workspace, StreamHandle stream);
-void dice_backward(std::int64_t rows, std::int64_t cols, const float* x, const float* mean,
-                   const float* var, float alpha, float eps, const float* dy, float* dx,
-                   float* workspace, StreamHandle stream);
+// Dice (PReLU_Dice) with batch statistics (biased variance).
+void dice_forward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x, float alpha,
+                  float eps, void* y, float* mean, float* var, float* workspace,
+                  StreamHandle stream);
+void dice_backward(DType dtype, std::int64_t rows, std::int64_t cols, const void* x,
+                   const float* mean, const float* var, float alpha, float eps, const void* dy,
+                   void* dx, float* workspace, StreamHandle stream);
 inline std::int64_t dice_workspace(std::int64_t rows, std::int64_t cols) {
   return 2 * column_sum_workspace(rows, cols) + 2 * cols;
 }
+
+// ---- sequence layers (sequence_ops.cu) -------------------------------------------------------
+// One GRU step for every sample, f32 (gru_layer.hpp has the equations): gx = x_t W [batch, 3 H]
+// (rows ld_x apart, bias not added), gh = h_{t-1} R [batch, 3 H] or null (t = 0), h_prev rows
+// ld_h apart or null (t = 0); writes h_t (rows ld_h apart) and gates r, z, n, h_{t-1} R_n
+// [batch, 4 H] (rows ld_g apart).
+void gru_forward_step(std::int64_t batch, std::int64_t hidden, const float* gx, std::int64_t ld_x,
+                      const float* gh, const float* bias, const float* h_prev, std::int64_t ld_h,
+                      float* h, float* gates, std::int64_t ld_g, StreamHandle stream);
+// Backward of one step: dh = dy (rows ld_h apart) + dh_next ([batch, H], null at the last step);
+// writes the gradient of x_t W + b (dgx, rows ld_x apart), of h_{t-1} R (dgh [batch, 3 H]) and
+// dh_prev = dh z ([batch, H]; may alias dh_next).
+void gru_backward_step(std::int64_t batch, std::int64_t hidden, const float* dy, std::int64_t ld_h,
+                       const float* dh_next, const float* gates, std::int64_t ld_g,
+                       const float* h_prev, float* dgx, std::int64_t ld_x, float* dgh,
+                       float* dh_prev, StreamHandle stream);
+// Attention softmax over rows of [batch, heads, from, to] f32 scores, minus 10000 (1 - mask)
+// with the mask [batch, 1, from, to] in `dtype` (or null); probabilities in `dtype`.
+void attention_softmax(DType dtype, std::int64_t rows, std::int64_t cols, std::int64_t heads,
+                       std::int64_t from, const float* scores, const void* mask, void* probs,
+                       StreamHandle stream);
+// dscores = probs (dprobs - sum(dprobs probs)) per row; dprobs f32, the others in `dtype`.
+void attention_softmax_backward(DType dtype, std::int64_t rows, std::int64_t cols,
+                                const void* probs, const float* dprobs, void* dscores,
+                                StreamHandle stream);
 
 // ---- losses (losses.cu) ----------------------------------------------------------------------
 enum class LossKind : std::uint8_t { BinaryCrossEntropy, CrossEntropy, MultiCrossEntropy };

@@ -13,7 +13,7 @@ BatchNormLayer::BatchNormLayer(const LayerSpec& spec, BuildContext& ctx, const C
   require_bottoms(1, 1);
   require_tops(1);
   require_rank(0, 2, "[batch, features]");
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   if (!(config_.eps > 0)) fail("bn_param.eps must be positive, got ", config_.eps);
   if (!(config_.factor >= 0 && config_.factor <= 1)) {
     fail("bn_param.factor must be in [0, 1], got ", config_.factor);
@@ -29,11 +29,14 @@ BatchNormLayer::BatchNormLayer(const LayerSpec& spec, BuildContext& ctx, const C
                                 InitSpec{InitKind::Zero, n, n, Distribution::constant(0.0)}, false);
   running_var_ = add_parameter("running_var", {cols_},
                                InitSpec{InitKind::Zero, n, n, Distribution::constant(0.0)}, false);
-  const DType t = bottom(0).dtype();
-  add_top(0, bottom(0).shape(), t);
-  save_mean_slot_ = add_workspace({cols_}, t);
-  save_inv_std_slot_ = add_workspace({cols_}, t);
-  if (on_cuda()) workspace_slot_ = add_workspace({cuda::batch_norm_workspace(rows_, cols_)}, t);
+  add_top(0, bottom(0).shape(), bottom(0).dtype());
+  // Statistics in the parameters' dtype (f32; f64 in the CPU's gradient tests).
+  const DType stats = parameter_dtype();
+  save_mean_slot_ = add_workspace({cols_}, stats);
+  save_inv_std_slot_ = add_workspace({cols_}, stats);
+  if (on_cuda()) {
+    workspace_slot_ = add_workspace({cuda::batch_norm_workspace(rows_, cols_)}, DType::F32);
+  }
 }
 
 void BatchNormLayer::bind() {
@@ -119,17 +122,17 @@ void BatchNormLayer::do_forward(bool training, StreamHandle stream) {
 #if EMBER_WITH_CUDA
     if (training) {
       cuda::batch_norm_forward_train(
-          rows_, cols_, x.data<float>(), gamma_->value().data<float>(),
+          x.dtype(), rows_, cols_, x.data(), gamma_->value().data<float>(),
           beta_->value().data<float>(), static_cast<float>(config_.eps),
-          static_cast<float>(config_.factor), y.data<float>(), save_mean_.data<float>(),
+          static_cast<float>(config_.factor), y.data(), save_mean_.data<float>(),
           save_inv_std_.data<float>(), running_mean_->value().data<float>(),
           running_var_->value().data<float>(), workspace_.data<float>(), stream_or_default(stream));
     } else {
-      cuda::batch_norm_forward_eval(rows_, cols_, x.data<float>(), gamma_->value().data<float>(),
-                                    beta_->value().data<float>(), static_cast<float>(config_.eps),
-                                    running_mean_->value().data<float>(),
-                                    running_var_->value().data<float>(), y.data<float>(),
-                                    stream_or_default(stream));
+      cuda::batch_norm_forward_eval(
+          x.dtype(), rows_, cols_, x.data(), gamma_->value().data<float>(),
+          beta_->value().data<float>(), static_cast<float>(config_.eps),
+          running_mean_->value().data<float>(), running_var_->value().data<float>(), y.data(),
+          stream_or_default(stream));
     }
 #endif
     return;
@@ -156,9 +159,9 @@ void BatchNormLayer::do_backward(StreamHandle stream) {
   const bool want_dx = bottom(0).requires_grad();
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
-    cuda::batch_norm_backward(rows_, cols_, x.data<float>(), gamma_->value().data<float>(),
-                              save_mean_.data<float>(), save_inv_std_.data<float>(),
-                              dy.data<float>(), want_dx ? bottom(0).grad().data<float>() : nullptr,
+    cuda::batch_norm_backward(x.dtype(), rows_, cols_, x.data(), gamma_->value().data<float>(),
+                              save_mean_.data<float>(), save_inv_std_.data<float>(), dy.data(),
+                              want_dx ? bottom(0).grad().data() : nullptr,
                               gamma_->grad().data<float>(), beta_->grad().data<float>(),
                               workspace_.data<float>(), stream_or_default(stream));
 #endif

@@ -11,7 +11,7 @@ DiceLayer::DiceLayer(const LayerSpec& spec, BuildContext& ctx, double alpha, dou
     : Layer(spec, ctx), alpha_(alpha), eps_(epsilon) {
   require_bottoms(1, 1);
   require_tops(1);
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   const Shape& s = bottom(0).shape();
   if (s.size() < 2 || s[0] == 0) {
     fail("bottom ", bottom(0).describe(), " must be [batch, features...] with a batch");
@@ -19,11 +19,13 @@ DiceLayer::DiceLayer(const LayerSpec& spec, BuildContext& ctx, double alpha, dou
   if (!(eps_ >= 0)) fail("prelu_dice_param.epsilon must not be negative, got ", eps_);
   rows_ = s[0];
   cols_ = s.numel() / rows_;
-  const DType t = bottom(0).dtype();
-  add_top(0, s, t);
-  mean_slot_ = add_workspace({cols_}, t);
-  var_slot_ = add_workspace({cols_}, t);
-  if (on_cuda()) workspace_slot_ = add_workspace({cuda::dice_workspace(rows_, cols_)}, t);
+  add_top(0, s, bottom(0).dtype());
+  const DType stats = parameter_dtype();
+  mean_slot_ = add_workspace({cols_}, stats);
+  var_slot_ = add_workspace({cols_}, stats);
+  if (on_cuda()) {
+    workspace_slot_ = add_workspace({cuda::dice_workspace(rows_, cols_)}, DType::F32);
+  }
 }
 
 void DiceLayer::bind() {
@@ -94,9 +96,9 @@ void DiceLayer::do_forward(bool, StreamHandle stream) {
   const Tensor& y = top(0).value();
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
-    cuda::dice_forward(rows_, cols_, x.data<float>(), static_cast<float>(alpha_),
-                       static_cast<float>(eps_), y.data<float>(), mean_.data<float>(),
-                       var_.data<float>(), workspace_.data<float>(), stream_or_default(stream));
+    cuda::dice_forward(x.dtype(), rows_, cols_, x.data(), static_cast<float>(alpha_),
+                       static_cast<float>(eps_), y.data(), mean_.data<float>(), var_.data<float>(),
+                       workspace_.data<float>(), stream_or_default(stream));
 #endif
     return;
   }
@@ -114,9 +116,9 @@ void DiceLayer::do_backward(StreamHandle stream) {
   const Tensor& dx = bottom(0).grad();
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
-    cuda::dice_backward(rows_, cols_, x.data<float>(), mean_.data<float>(), var_.data<float>(),
-                        static_cast<float>(alpha_), static_cast<float>(eps_), dy.data<float>(),
-                        dx.data<float>(), workspace_.data<float>(), stream_or_default(stream));
+    cuda::dice_backward(x.dtype(), rows_, cols_, x.data(), mean_.data<float>(), var_.data<float>(),
+                        static_cast<float>(alpha_), static_cast<float>(eps_), dy.data(), dx.data(),
+                        workspace_.data<float>(), stream_or_default(stream));
 #endif
     return;
   }

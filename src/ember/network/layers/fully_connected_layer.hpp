@@ -71,6 +71,7 @@ class FullyConnectedLayer : public Layer {
   void bind() override;
   void do_forward(bool training, StreamHandle stream) override;
   void do_backward(StreamHandle stream) override;
+  bool uses_compute_copy() const override { return true; }
 
   bool relu() const { return config_.relu; }
   std::int64_t in_features() const { return in_; }

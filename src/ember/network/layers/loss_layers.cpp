@@ -43,7 +43,7 @@ LossLayer::LossLayer(const LayerSpec& spec, BuildContext& ctx, Kind kind,
       store_(ctx.parameter_store()) {
   require_bottoms(2, 2);
   require_tops(1);
-  require_supported_dtype(0, kind == Kind::BinaryCrossEntropy);
+  require_supported_dtype(0, true);
   require_dtype(1, DType::F32);
   require_rank(0, 2, "[batch, logits]");
   const Shape& x = bottom(0).shape();

@@ -11,7 +11,7 @@ ReduceLayer::ReduceLayer(const LayerSpec& spec, BuildContext& ctx, int axis, boo
     : Layer(spec, ctx), mean_(mean) {
   require_bottoms(1, 1);
   require_tops(1);
-  require_supported_dtype(0, !mean);  // HugeCTR's ReduceMean is f32 only
+  require_supported_dtype(0, true);
   const Shape& in = bottom(0).shape();
   const int rank = in.size();
   if (axis < 0 || axis >= rank)
@@ -94,7 +94,7 @@ void ReduceLayer::do_backward(StreamHandle stream) {
 SoftmaxLayer::SoftmaxLayer(const LayerSpec& spec, BuildContext& ctx) : Layer(spec, ctx) {
   require_bottoms(1, 1);
   require_tops(1);
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   const Shape& in = bottom(0).shape();
   if (in.size() < 1 || in.back() == 0)
     fail("bottom ", bottom(0).describe(), " has an empty last dimension");

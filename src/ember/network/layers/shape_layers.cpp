@@ -282,7 +282,7 @@ FusedReshapeConcatLayer::FusedReshapeConcatLayer(const LayerSpec& spec, BuildCon
   require_tops(2);
   for (std::size_t i = 0; i < bottoms().size(); ++i) {
     require_rank(i, 3, "[batch, slots, width]");
-    require_supported_dtype(i, false);
+    require_supported_dtype(i, true);
     const Shape& s = bottom(i).shape();
     if (i == 0) {
       batch_ = s[0];
@@ -330,6 +330,49 @@ void FusedReshapeConcatLayer::do_forward(bool, StreamHandle stream) {
 }
 void FusedReshapeConcatLayer::do_backward(StreamHandle stream) {
   move(false, stream_or_default(stream));
+}
+
+// ---- FusedReshapeConcatGeneral -----------------------------------------------------------------
+
+FusedReshapeConcatGeneralLayer::FusedReshapeConcatGeneralLayer(const LayerSpec& spec,
+                                                               BuildContext& ctx)
+    : Layer(spec, ctx) {
+  require_bottoms(1, 1u << 20);
+  require_tops(1);
+  for (std::size_t i = 0; i < bottoms().size(); ++i) {
+    require_rank(i, 3, "[batch, slots, width]");
+    require_supported_dtype(i, true);
+    const Shape& s = bottom(i).shape();
+    const Shape& first = bottom(0).shape();
+    if (s[0] != first[0] || s[1] != first[1] || bottom(i).dtype() != bottom(0).dtype()) {
+      fail("bottoms must share batch, slots and dtype: ", bottom(0).describe(), " vs ",
+           bottom(i).describe());
+    }
+    widths_.push_back(s[2]);
+    offsets_.push_back(total_);
+    total_ += s[2];
+  }
+  rows_ = bottom(0).shape()[0] * bottom(0).shape()[1];
+  add_top(0, {rows_, total_}, bottom(0).dtype());
+}
+
+void FusedReshapeConcatGeneralLayer::do_forward(bool, StreamHandle stream) {
+  const DType t = top(0).dtype();
+  for (std::size_t i = 0; i < bottoms().size(); ++i) {
+    detail::copy_3d(on_cuda(), t, 1, rows_, widths_[i], bottom(i).value().data(), 0, widths_[i],
+                    element(top(0).value().data(), t, offsets_[i]), 0, total_, false,
+                    stream_or_default(stream));
+  }
+}
+
+void FusedReshapeConcatGeneralLayer::do_backward(StreamHandle stream) {
+  const DType t = top(0).dtype();
+  for (std::size_t i = 0; i < bottoms().size(); ++i) {
+    if (!bottom(i).requires_grad()) continue;
+    detail::copy_3d(on_cuda(), t, 1, rows_, widths_[i],
+                    element(top(0).grad().data(), t, offsets_[i]), 0, total_,
+                    bottom(i).grad().data(), 0, widths_[i], false, stream_or_default(stream));
+  }
 }
 
 // ---- Scale ----------------------------------------------------------------------------------
@@ -439,6 +482,10 @@ LayerPtr gather(ConfigReader& json, const LayerSpec& spec, BuildContext& ctx) {
 
 LayerPtr fused_reshape_concat(ConfigReader&, const LayerSpec& spec, BuildContext& ctx) {
   return std::make_unique<FusedReshapeConcatLayer>(spec, ctx);
+}
+
+LayerPtr fused_reshape_concat_general(ConfigReader&, const LayerSpec& spec, BuildContext& ctx) {
+  return std::make_unique<FusedReshapeConcatGeneralLayer>(spec, ctx);
 }
 
 LayerPtr scale(ConfigReader& json, const LayerSpec& spec, BuildContext& ctx) {

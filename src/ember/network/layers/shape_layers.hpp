@@ -6,6 +6,7 @@
 //   Gather               rows `indices` of a 2-D bottom
 //   FusedReshapeConcat   [b, s, w_i] bottoms -> concatenated rows split into "item" rows
 //                        [b (s-1), W] (slots 0..s-2) and "ad" rows [b, W] (slot s-1)
+//   FusedReshapeConcatGeneral  [b, s, w_i] bottoms -> their rows concatenated, [b s, W]
 //   Scale                repeats elements (axis 0: [b, n] -> [b, n f]) or rows (axis 1:
 //                        [b, n] -> [b f, n]); backward sums the copies (HugeCTR's keeps only the
 //                        first copy's gradient, which is not the derivative)
@@ -80,6 +81,17 @@ class FusedReshapeConcatLayer : public Layer {
  private:
   void move(bool forward, StreamHandle stream);
   std::int64_t batch_ = 0, slots_ = 0, total_ = 0;
+  std::vector<std::int64_t> widths_, offsets_;
+};
+
+class FusedReshapeConcatGeneralLayer : public Layer {
+ public:
+  FusedReshapeConcatGeneralLayer(const LayerSpec& spec, BuildContext& ctx);
+  void do_forward(bool training, StreamHandle stream) override;
+  void do_backward(StreamHandle stream) override;
+
+ private:
+  std::int64_t rows_ = 0, total_ = 0;
   std::vector<std::int64_t> widths_, offsets_;
 };
 

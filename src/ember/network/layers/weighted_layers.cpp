@@ -14,7 +14,7 @@ MultiCrossLayer::MultiCrossLayer(const LayerSpec& spec, BuildContext& ctx, int n
   require_bottoms(1, 1);
   require_tops(1);
   require_rank(0, 2, "[batch, features]");
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   if (num_layers < 1) fail("mc_param.num_layers must be at least 1, got ", num_layers);
   batch_ = bottom(0).shape()[0];
   width_ = bottom(0).shape()[1];
@@ -25,14 +25,24 @@ MultiCrossLayer::MultiCrossLayer(const LayerSpec& spec, BuildContext& ctx, int n
     biases_.push_back(add_parameter(cat("bias", l), {1, width_},
                                     InitSpec{bias_init, 0.0, n, Distribution::constant(0.0)}));
   }
-  const DType t = bottom(0).dtype();
-  add_top(0, bottom(0).shape(), t);
+  add_top(0, bottom(0).shape(), bottom(0).dtype());
+  // Hidden states and per-row scalars in the parameters' dtype: f32 on CUDA whatever the
+  // activations, so a 16-bit layer rounds only its output, not each of its cross layers.
+  const DType h = parameter_dtype();
   for (int l = 1; l < num_layers; ++l)
-    hidden_slots_.push_back(add_workspace({batch_, width_}, t));
+    hidden_slots_.push_back(add_workspace({batch_, width_}, h));
   for (int l = 0; l < num_layers; ++l)
-    s_slots_.push_back(add_workspace({batch_}, t));
-  t_slot_ = add_workspace({batch_}, t);
-  if (on_cuda()) workspace_slot_ = add_workspace({cuda::cross_workspace(batch_, width_)}, t);
+    s_slots_.push_back(add_workspace({batch_}, h));
+  t_slot_ = add_workspace({batch_}, h);
+  if (on_cuda()) {
+    workspace_slot_ = add_workspace({cuda::cross_workspace(batch_, width_)}, DType::F32);
+    // A 16-bit layer keeps the running gradient and the input gradient's partial sums in f32
+    // (an f32 layer uses its top's gradient and its bottom's gradient for them).
+    if (bottom(0).dtype() != DType::F32 && top(0).requires_grad()) {
+      g_slot_ = add_workspace({batch_, width_}, DType::F32);
+      if (bottom(0).requires_grad()) dx_slot_ = add_workspace({batch_, width_}, DType::F32);
+    }
+  }
 }
 
 void MultiCrossLayer::bind() {
@@ -45,6 +55,8 @@ void MultiCrossLayer::bind() {
     s_.push_back(s.tensor());
   t_ = t_slot_.tensor();
   if (workspace_slot_) workspace_ = workspace_slot_.tensor();
+  if (g_slot_) g32_ = g_slot_.tensor();
+  if (dx_slot_) dx32_ = dx_slot_.tensor();
 }
 
 namespace {
@@ -105,10 +117,11 @@ void MultiCrossLayer::do_forward(bool, StreamHandle stream) {
     const auto li = static_cast<std::size_t>(l);
     if (on_cuda()) {
 #if EMBER_WITH_CUDA
-      cuda::cross_forward(batch_, width_, x0.data<float>(), input_of(l).data<float>(),
+      const Tensor& x = input_of(l);
+      const Tensor& y = output_of(l);
+      cuda::cross_forward(x0.dtype(), x.dtype(), y.dtype(), batch_, width_, x0.data(), x.data(),
                           weights_[li]->value().data<float>(), biases_[li]->value().data<float>(),
-                          s_[li].data<float>(), output_of(l).data<float>(),
-                          stream_or_default(stream));
+                          s_[li].data<float>(), y.data(), stream_or_default(stream));
 #endif
       continue;
     }
@@ -134,11 +147,21 @@ void MultiCrossLayer::do_backward(StreamHandle stream) {
     const bool first = l == L - 1, last = l == 0;
     if (on_cuda()) {
 #if EMBER_WITH_CUDA
+      // f32: the top's gradient is the running gradient, the bottom's gradient the partial
+      // sums. 16-bit: both live in f32 workspaces; the first step reads the top's 16-bit
+      // gradient, the last writes the bottom's.
+      const bool wide = g32_.defined();
+      const Tensor& g_in = wide && !first ? g32_ : g;
+      float* g_out = wide ? g32_.data<float>() : g.data<float>();
+      const Tensor& dx_out = wide && !last ? dx32_ : bottom(0).grad();
+      const float* dx_acc = wide ? (want_dx ? dx32_.data<float>() : nullptr)
+                                 : (want_dx ? bottom(0).grad().data<float>() : nullptr);
       cuda::cross_backward(
-          batch_, width_, x0.data<float>(), x.data<float>(), weights_[li]->value().data<float>(),
-          s_[li].data<float>(), g.data<float>(), want_dx ? bottom(0).grad().data<float>() : nullptr,
-          first, last, t_.data<float>(), weights_[li]->grad().data<float>(),
-          biases_[li]->grad().data<float>(), workspace_.data<float>(), stream_or_default(stream));
+          x0.dtype(), g_in.dtype(), x.dtype(), want_dx ? dx_out.dtype() : x0.dtype(), batch_,
+          width_, x0.data(), x.data(), weights_[li]->value().data<float>(), s_[li].data<float>(),
+          g_in.data(), g_out, dx_acc, want_dx ? dx_out.data() : nullptr, first, last,
+          t_.data<float>(), weights_[li]->grad().data<float>(), biases_[li]->grad().data<float>(),
+          workspace_.data<float>(), stream_or_default(stream));
 #endif
       continue;
     }
@@ -160,7 +183,7 @@ WeightMultiplyLayer::WeightMultiplyLayer(const LayerSpec& spec, BuildContext& ct
   require_bottoms(1, 1);
   require_tops(1);
   require_rank(0, 2, "[batch, slots]");
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   if (slots <= 0 || vec <= 0)
     fail("weight_dims must be two positive numbers, got [", slots, ", ", vec, "]");
   if (bottom(0).shape()[1] != slots) {
@@ -173,7 +196,7 @@ WeightMultiplyLayer::WeightMultiplyLayer(const LayerSpec& spec, BuildContext& ct
   add_top(0, {batch_, slots * vec}, bottom(0).dtype());
   if (on_cuda()) {
     workspace_slot_ =
-        add_workspace({cuda::weight_multiply_workspace(batch_, slots, vec)}, bottom(0).dtype());
+        add_workspace({cuda::weight_multiply_workspace(batch_, slots, vec)}, DType::F32);
   }
 }
 
@@ -187,8 +210,8 @@ void WeightMultiplyLayer::do_forward(bool, StreamHandle stream) {
   const Tensor& y = top(0).value();
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
-    cuda::weight_multiply_forward(batch_, slots_, vec_, x.data<float>(),
-                                  weight_->value().data<float>(), y.data<float>(),
+    cuda::weight_multiply_forward(x.dtype(), batch_, slots_, vec_, x.data(),
+                                  weight_->value().data<float>(), y.data(),
                                   stream_or_default(stream));
 #endif
     return;
@@ -213,8 +236,8 @@ void WeightMultiplyLayer::do_backward(StreamHandle stream) {
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
     cuda::weight_multiply_backward(
-        batch_, slots_, vec_, x.data<float>(), weight_->value().data<float>(), dy.data<float>(),
-        want_dx ? bottom(0).grad().data<float>() : nullptr, weight_->grad().data<float>(),
+        x.dtype(), batch_, slots_, vec_, x.data(), weight_->value().data<float>(), dy.data(),
+        want_dx ? bottom(0).grad().data() : nullptr, weight_->grad().data<float>(),
         workspace_.data<float>(), stream_or_default(stream));
 #endif
     return;
@@ -248,7 +271,7 @@ MatrixMultiplyLayer::MatrixMultiplyLayer(const LayerSpec& spec, BuildContext& ct
     : Layer(spec, ctx) {
   require_bottoms(2, 2);
   require_tops(1);
-  require_supported_dtype(0, false);
+  require_supported_dtype(0, true);
   const Shape& a = bottom(0).shape();
   const Shape& b = bottom(1).shape();
   const int rank = a.size();

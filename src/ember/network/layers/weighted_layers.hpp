@@ -30,9 +30,9 @@ class MultiCrossLayer : public Layer {
   std::int64_t batch_ = 0, width_ = 0;
   std::vector<ParameterPtr> weights_, biases_;
   std::vector<TensorSlot> hidden_slots_, s_slots_;  // x_1 .. x_{L-1}; s_0 .. s_{L-1}
-  TensorSlot t_slot_, workspace_slot_;
+  TensorSlot t_slot_, workspace_slot_, g_slot_, dx_slot_;
   std::vector<Tensor> hidden_, s_;
-  Tensor t_, workspace_;
+  Tensor t_, workspace_, g32_, dx32_;
 };
 
 class WeightMultiplyLayer : public Layer {
