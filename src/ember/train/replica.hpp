@@ -41,6 +41,9 @@ class Replica {
   // One training step on this rank's share of `batch`: embeddings forward, dense forward and
   // backward, the dense gradients' all-reduce, both optimizers. Returns the learning rate used.
   float train_step(const data::DeviceBatch& batch);
+  // Host-backed embeddings prepare their rows for `batch`, the next training batch, while the
+  // current step runs (see SparseEmbedding::prefetch); nothing for device tables.
+  void prefetch(const data::DeviceBatch& batch);
   // The loss of the last training step on this rank (waits for the device).
   double last_loss() const;
   // Evaluation forward of this rank's share of `batch`; appends its logits and labels.

@@ -13,6 +13,7 @@
 #include "ember/core/progress_line.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/train/cache_report.hpp"
 #include "ember/train/checkpoint.hpp"
 #include "ember/train/rank_team.hpp"
 #include "ember/train/replica.hpp"
@@ -144,7 +145,11 @@ class Session::TrainingLoop {
   void skip_trained_batches();
   // The next batch to train on, nothing when the data is done.
   std::optional<data::Batch> next_batch();
+  std::optional<data::Batch> pull_batch();
   void step(const data::Batch& batch);
+  // Host-backed embeddings: takes the batch after the one just stepped from the pipeline and
+  // lets them prepare its rows while the step runs on the device (see Replica::prefetch).
+  void prefetch_next();
   void show_progress();
   void display();
   void evaluate_if_due();
@@ -167,6 +172,12 @@ class Session::TrainingLoop {
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
+  // Host-backed embeddings: the batch after the current one, taken early and prepared ahead,
+  // and the cache figures of each display window.
+  bool prefetch_ = false;
+  std::optional<data::Batch> upcoming_;
+  CacheReport cache_report_;
+  std::int64_t cache_window_start_ = 0;
 };
 
 namespace {
@@ -209,7 +220,9 @@ Session::TrainingLoop::TrainingLoop(Session& session)
                                        s_.seed),
                 pipeline_options()),
       progress_(progress_options(session.options_.progress)),
-      lrs_(m_.places.size()) {}
+      lrs_(m_.places.size()),
+      prefetch_(CacheReport::wanted(m_.replicas)),
+      cache_window_start_(session.iteration_) {}
 
 data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   data::PipelineOptions po;
@@ -229,6 +242,7 @@ TrainResult Session::TrainingLoop::run() {
     const std::optional<data::Batch> batch = next_batch();
     if (!batch) break;
     step(*batch);
+    prefetch_next();
     show_progress();
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
     evaluate_if_due();
@@ -252,6 +266,25 @@ void Session::TrainingLoop::skip_trained_batches() {
 }
 
 std::optional<data::Batch> Session::TrainingLoop::next_batch() {
+  if (upcoming_) {
+    std::optional<data::Batch> batch = std::move(upcoming_);
+    upcoming_.reset();
+    return batch;
+  }
+  return pull_batch();
+}
+
+void Session::TrainingLoop::prefetch_next() {
+  if (!prefetch_ || (s_.max_iter > 0 && session_.iteration_ >= s_.max_iter)) return;
+  upcoming_ = pull_batch();
+  if (!upcoming_) return;
+  m_.team->run([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    m_.replicas[i]->prefetch(upcoming_->devices[i]);
+  });
+}
+
+std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
   for (;;) {
     std::optional<data::Batch> batch = pipeline_.next();
     if (!batch || batch->global_size == s_.batchsize) return batch;
@@ -316,6 +349,12 @@ void Session::TrainingLoop::display() {
   result_.last_loss = loss;
   result_.losses.emplace_back(iteration, loss);
   result_.rates.push_back(rate);
+  if (prefetch_) {
+    const auto figures = cache_report_.report(iteration, m_.replicas,
+                                              iteration - cache_window_start_, m_.log, *m_.out);
+    if (figures) result_.cache.push_back(*figures);
+    cache_window_start_ = iteration;
+  }
   window_start_ = Clock::now();
   window_samples_ = 0;
 }
