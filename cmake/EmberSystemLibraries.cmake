@@ -23,16 +23,30 @@ if(NOT TARGET ember::blas)
 endif()
 
 if(NOT TARGET ember::codecs)
-  # Debian's zlib1g-dev, libzstd-dev and libsnappy-dev (scripts/install-deps).
+  # zlib is required; Debian's libzstd-dev and libsnappy-dev (scripts/install-deps) are used where
+  # found. A build without one of them reads and writes every other codec and says, when it meets
+  # a page of that codec, that this build lacks it (the GPU machines have neither package).
   find_package(ZLIB REQUIRED)
-  find_path(EMBER_ZSTD_INCLUDE zstd.h REQUIRED)
-  find_library(EMBER_ZSTD_LIBRARY zstd REQUIRED)
-  find_path(EMBER_SNAPPY_INCLUDE snappy-c.h REQUIRED)
-  find_library(EMBER_SNAPPY_LIBRARY snappy REQUIRED)
   add_library(ember::codecs INTERFACE IMPORTED)
-  target_include_directories(ember::codecs INTERFACE ${EMBER_ZSTD_INCLUDE} ${EMBER_SNAPPY_INCLUDE})
-  target_link_libraries(ember::codecs INTERFACE ZLIB::ZLIB ${EMBER_ZSTD_LIBRARY}
-                                                ${EMBER_SNAPPY_LIBRARY})
+  target_link_libraries(ember::codecs INTERFACE ZLIB::ZLIB)
+  find_path(EMBER_ZSTD_INCLUDE zstd.h)
+  find_library(EMBER_ZSTD_LIBRARY zstd)
+  if(EMBER_ZSTD_INCLUDE AND EMBER_ZSTD_LIBRARY)
+    target_include_directories(ember::codecs INTERFACE ${EMBER_ZSTD_INCLUDE})
+    target_link_libraries(ember::codecs INTERFACE ${EMBER_ZSTD_LIBRARY})
+    target_compile_definitions(ember::codecs INTERFACE EMBER_WITH_ZSTD=1)
+  else()
+    message(STATUS "Ember: libzstd not found; Parquet ZSTD pages will be refused")
+  endif()
+  find_path(EMBER_SNAPPY_INCLUDE snappy-c.h)
+  find_library(EMBER_SNAPPY_LIBRARY snappy)
+  if(EMBER_SNAPPY_INCLUDE AND EMBER_SNAPPY_LIBRARY)
+    target_include_directories(ember::codecs INTERFACE ${EMBER_SNAPPY_INCLUDE})
+    target_link_libraries(ember::codecs INTERFACE ${EMBER_SNAPPY_LIBRARY})
+    target_compile_definitions(ember::codecs INTERFACE EMBER_WITH_SNAPPY=1)
+  else()
+    message(STATUS "Ember: libsnappy not found; Parquet SNAPPY pages will be refused")
+  endif()
 endif()
 
 # NCCL ships with the CUDA toolkit on some machines and as a system package on others.

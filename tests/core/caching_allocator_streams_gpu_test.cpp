@@ -42,22 +42,36 @@ struct Block {
   StreamHandle stream;
 };
 
+// The two ends of a block that fill() writes and intact() checks: disjoint, so a block shorter
+// than two edges is checked once, not overwritten by its own tail.
+struct Ends {
+  std::size_t head, tail;
+};
+Ends ends_of(const Block& b) {
+  const std::size_t head = std::min(b.n, kEdge);
+  return {head, std::min(b.n - head, kEdge)};
+}
+
 // Writes each end of the block through `stream`.
 void fill(const Block& b) {
-  const std::size_t edge = std::min(b.n, kEdge);
-  const auto head = pattern(edge, b.seed);
-  const auto tail = pattern(edge, b.seed + 1);
-  copy_bytes(b.p, Place::cuda(0), head.data(), Place::host(), edge, b.stream);
-  copy_bytes(b.p + b.n - edge, Place::cuda(0), tail.data(), Place::host(), edge, b.stream);
+  const Ends e = ends_of(b);
+  const auto head = pattern(e.head, b.seed);
+  const auto tail = pattern(e.tail, b.seed + 1);
+  copy_bytes(b.p, Place::cuda(0), head.data(), Place::host(), e.head, b.stream);
+  if (e.tail > 0) {
+    copy_bytes(b.p + b.n - e.tail, Place::cuda(0), tail.data(), Place::host(), e.tail, b.stream);
+  }
 }
 
 // Reads each end back through `stream`; false when another owner wrote over it.
 bool intact(const Block& b) {
-  const std::size_t edge = std::min(b.n, kEdge);
-  std::vector<std::uint8_t> head(edge), tail(edge);
-  copy_bytes(head.data(), Place::host(), b.p, Place::cuda(0), edge, b.stream);
-  copy_bytes(tail.data(), Place::host(), b.p + b.n - edge, Place::cuda(0), edge, b.stream);
-  return head == pattern(edge, b.seed) && tail == pattern(edge, b.seed + 1);
+  const Ends e = ends_of(b);
+  std::vector<std::uint8_t> head(e.head), tail(e.tail);
+  copy_bytes(head.data(), Place::host(), b.p, Place::cuda(0), e.head, b.stream);
+  if (e.tail > 0) {
+    copy_bytes(tail.data(), Place::host(), b.p + b.n - e.tail, Place::cuda(0), e.tail, b.stream);
+  }
+  return head == pattern(e.head, b.seed) && tail == pattern(e.tail, b.seed + 1);
 }
 
 void run_threads(bool expandable) {

@@ -136,6 +136,7 @@ TEST(ParquetErrors, MissingColumnAndMetadataProblems) {
 }
 
 TEST(ParquetErrors, TruncatedOrDamagedFooter) {
+  EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
   testing::ScratchDir dir;
   copy_fixture("snappy", dir.path());
   const fs::path file = dir / "part_0.parquet";
@@ -170,6 +171,7 @@ TEST(ParquetErrors, TruncatedOrDamagedFooter) {
 
 TEST(ParquetErrors, CorruptCompressedPage) {
   for (const std::string name : {"snappy", "zstd_v2"}) {
+    if (!parquettest::fixture_readable(name)) continue;  // that codec is not in this build
     testing::ScratchDir dir;
     copy_fixture(name, dir.path());
     const fs::path file = dir / "part_0.parquet";
@@ -198,6 +200,7 @@ TEST(ParquetErrors, CorruptCompressedPage) {
 }
 
 TEST(ParquetErrors, LyingNumRows) {
+  EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
   testing::ScratchDir dir;
   copy_fixture("snappy", dir.path());
   const fs::path file = dir / "part_0.parquet";

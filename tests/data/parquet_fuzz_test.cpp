@@ -30,8 +30,11 @@ TEST(ParquetFuzz, DamagedFilesReadOrFailCleanly) {
     std::string fixture;
     std::int64_t dense, slots, budget;
   };
-  const std::vector<Source> sources = {
-      {"snappy", 2, 4, 4}, {"zstd_v2", 2, 4, 4}, {"plain", 2, 4, 4}, {"multihot_gzip", 1, 2, 8}};
+  std::vector<Source> sources;
+  for (const Source& s : {Source{"snappy", 2, 4, 4}, Source{"zstd_v2", 2, 4, 4},
+                          Source{"plain", 2, 4, 4}, Source{"multihot_gzip", 1, 2, 8}}) {
+    if (parquettest::fixture_readable(s.fixture)) sources.push_back(s);
+  }
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);

@@ -88,6 +88,7 @@ TEST(ParquetRoundTrip, EmberReadsWhatItWrites) {
   for (const Case& c : cases()) {
     for (auto codec : {parquet::Codec::Uncompressed, parquet::Codec::Snappy, parquet::Codec::Zstd,
                        parquet::Codec::Gzip}) {
+      if (!parquet::codec_supported(codec)) continue;  // not in this build
       for (std::int64_t n : {0, 1, 7, 1023}) {
         SCOPED_TRACE(std::string(c.name) + " " + std::string(parquet::to_string(codec)) + " n " +
                      std::to_string(n));
@@ -161,6 +162,7 @@ TEST(ParquetDuckDb, ReadsWhatEmberWrites) {
   for (const Case& c : cases()) {
     for (auto codec :
          {parquet::Codec::Uncompressed, parquet::Codec::Snappy, parquet::Codec::Zstd}) {
+      if (!parquet::codec_supported(codec)) continue;  // not in this build
       SCOPED_TRACE(std::string(c.name) + " " + std::string(parquet::to_string(codec)));
       testing::ScratchDir dir;
       const auto w = write_dataset(dir.path(), datatest::random_samples(rng, 501, c.shape), c.shape,

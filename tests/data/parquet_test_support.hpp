@@ -11,11 +11,24 @@
 
 #include "data/data_test_support.hpp"
 #include "ember/data/batch_layout.hpp"
+#include "ember/data/parquet/compression.hpp"
+
+// Skips the current test (reported as skipped) when this build lacks `codec` (SNAPPY and ZSTD
+// need libsnappy / libzstd at build time; the GPU machines have neither).
+#define EMBER_REQUIRE_CODEC(codec)                                          \
+  do {                                                                      \
+    if (!::ember::data::parquet::codec_supported(codec)) {                  \
+      GTEST_SKIP() << ::ember::data::parquet::codec_support_problem(codec); \
+    }                                                                       \
+  } while (0)
 
 namespace ember::data::parquettest {
 
 // tests/data/fixtures/parquet/<name>
 std::filesystem::path fixture(const std::string& name);
+
+// Whether this build can read the fixture (its pages' codec is compiled in).
+bool fixture_readable(const std::string& name);
 
 // The rows values.json records for a fixture, as samples: keys raw plus the slot offsets of
 // slot_size_array (when given).

@@ -140,6 +140,7 @@ TEST(PipelineGpu, ParquetMatchesTheHost) {
     std::int64_t dense, slots, budget;
   };
   for (const Case& c : {Case{"snappy", 2, 4, 4}, Case{"multihot_gzip", 1, 2, 4}}) {
+    if (!parquettest::fixture_readable(c.fixture)) continue;  // that codec is not in this build
     const auto source = std::make_shared<parquet::ParquetSource>(
         (parquettest::fixture(c.fixture) / "_file_list.txt").string(),
         parquettest::fixture_layout(c.dense, c.slots, c.budget, DType::U32),

@@ -16,7 +16,9 @@ namespace {
 struct ConvertFlags {
   data::CriteoConvertOptions options;
   std::string format = "norm", check = "sum", key_type = "u32", encoding = "vocab";
-  std::string compression = "snappy", parquet_keys = "int64";
+  std::string compression =
+      data::parquet::default_write_codec() == data::parquet::Codec::Snappy ? "snappy" : "none";
+  std::string parquet_keys = "int64";
   std::string hash_buckets;
   bool quiet = false;
 };

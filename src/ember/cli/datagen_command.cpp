@@ -80,7 +80,9 @@ void add_datagen_command(CLI::App& app) {
       [p](auto& o) { o.format = data::parse_data_format(p->format, "--format"); });
   add(cmd->add_option("--compression", f->compression, "Parquet pages: none, snappy or zstd")
           ->check(CLI::IsMember({"none", "snappy", "zstd", "gzip"}))
-          ->default_val("snappy"),
+          ->default_val(data::parquet::default_write_codec() == data::parquet::Codec::Snappy
+                            ? "snappy"
+                            : "none"),
       [p](auto& o) {
         o.compression = data::parquet::parse_codec(p->compression, "--compression");
       });

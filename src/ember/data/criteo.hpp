@@ -20,6 +20,7 @@
 #include "ember/core/dtype.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/dataset_description.hpp"
+#include "ember/data/parquet/compression.hpp"
 #include "ember/data/parquet/parquet_metadata.hpp"
 
 namespace ember::data {
@@ -35,7 +36,7 @@ struct CriteoConvertOptions {
   DataFormat format = DataFormat::Norm;
   CheckMode check = CheckMode::Sum;
   DType key_type = DType::U32;
-  parquet::Codec compression = parquet::Codec::Snappy;                // Parquet pages
+  parquet::Codec compression = parquet::default_write_codec();        // Parquet pages
   parquet::PhysicalType parquet_keys = parquet::PhysicalType::Int64;  // or Int32
   CategoricalEncoding encoding = CategoricalEncoding::Vocabulary;
   std::int64_t min_frequency = 2;                      // Vocabulary

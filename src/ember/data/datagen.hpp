@@ -15,6 +15,7 @@
 #include "ember/core/dtype.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/dataset_description.hpp"
+#include "ember/data/parquet/compression.hpp"
 #include "ember/data/parquet/parquet_metadata.hpp"
 #include "ember/data/synthetic_task.hpp"
 
@@ -32,7 +33,7 @@ struct DatagenOptions {
   DataFormat format = DataFormat::Norm;
   CheckMode check = CheckMode::Sum;
   DType key_type = DType::U32;
-  parquet::Codec compression = parquet::Codec::Snappy;                // Parquet pages
+  parquet::Codec compression = parquet::default_write_codec();        // Parquet pages
   parquet::PhysicalType parquet_keys = parquet::PhysicalType::Int64;  // or Int32
   // Vocabulary per slot: one entry for every slot, or one per slot.
   std::vector<std::int64_t> vocabulary = {2000};

@@ -66,10 +66,7 @@ void ColumnCursor::start(const ColumnBinding& binding, const std::byte* file, st
   dict_floats_.clear();
   has_dictionary_ = false;
   what_ = where();
-  if (!codec_supported(codec_)) {
-    fail(cat("compression ", to_string(codec_),
-             " is not supported (UNCOMPRESSED, SNAPPY, ZSTD and GZIP are)"));
-  }
+  if (!codec_supported(codec_)) fail(codec_support_problem(codec_));
   std::int64_t begin = meta.data_page_offset;
   if (meta.dictionary_page_offset && *meta.dictionary_page_offset > 0 &&
       *meta.dictionary_page_offset < begin) {

@@ -1,25 +1,58 @@
 #include "ember/data/parquet/compression.hpp"
 
-#include <snappy-c.h>
 #include <zlib.h>
+#if EMBER_WITH_SNAPPY
+#include <snappy-c.h>
+#endif
+#if EMBER_WITH_ZSTD
 #include <zstd.h>
+#endif
 
 #include <cstring>
 
 #include "ember/core/error.hpp"
 
+#ifndef EMBER_WITH_SNAPPY
+#define EMBER_WITH_SNAPPY 0
+#endif
+#ifndef EMBER_WITH_ZSTD
+#define EMBER_WITH_ZSTD 0
+#endif
+
 namespace ember::data::parquet {
 
 bool codec_supported(Codec codec) {
-  return codec == Codec::Uncompressed || codec == Codec::Snappy || codec == Codec::Zstd ||
-         codec == Codec::Gzip;
+  switch (codec) {
+    case Codec::Uncompressed:
+    case Codec::Gzip:
+      return true;
+    case Codec::Snappy:
+      return EMBER_WITH_SNAPPY == 1;
+    case Codec::Zstd:
+      return EMBER_WITH_ZSTD == 1;
+    default:
+      return false;
+  }
+}
+
+std::string codec_support_problem(Codec codec) {
+  if (codec_supported(codec)) return "";
+  if (codec == Codec::Snappy || codec == Codec::Zstd) {
+    return cat("compression ", to_string(codec), " is not in this build of Ember (",
+               codec == Codec::Snappy ? "libsnappy-dev" : "libzstd-dev",
+               " was not found when it was built: run scripts/install-deps and rebuild)");
+  }
+  return cat("compression ", to_string(codec),
+             " is not supported (UNCOMPRESSED, SNAPPY, ZSTD and GZIP are)");
 }
 
 struct Decompressor::Contexts {
+#if EMBER_WITH_ZSTD
   ZSTD_DCtx* zstd = nullptr;
   ~Contexts() {
     if (zstd != nullptr) ZSTD_freeDCtx(zstd);
   }
+#endif
 };
 
 Decompressor::Decompressor() : contexts_(std::make_unique<Contexts>()) {}
@@ -57,9 +90,10 @@ void inflate_gzip(const std::byte* src, std::size_t size, std::byte* dst, std::s
 
 }  // namespace
 
-void Decompressor::check_size(Codec codec, const std::byte* src, std::size_t size,
+void Decompressor::check_size(Codec codec, [[maybe_unused]] const std::byte* src, std::size_t size,
                               std::size_t expected, const std::string& what) {
   switch (codec) {
+#if EMBER_WITH_SNAPPY
     case Codec::Snappy: {
       std::size_t length = 0;
       if (snappy_uncompressed_length(reinterpret_cast<const char*>(src), size, &length) !=
@@ -71,6 +105,8 @@ void Decompressor::check_size(Codec codec, const std::byte* src, std::size_t siz
       }
       return;
     }
+#endif
+#if EMBER_WITH_ZSTD
     case Codec::Zstd: {
       const unsigned long long length = ZSTD_getFrameContentSize(src, size);
       if (length == ZSTD_CONTENTSIZE_ERROR) fail(codec, what, "is corrupt (no zstd frame)");
@@ -82,6 +118,7 @@ void Decompressor::check_size(Codec codec, const std::byte* src, std::size_t siz
       }
       return;
     }
+#endif
     case Codec::Gzip:
       if (expected / 1032 > size + 1024) {
         fail(codec, what, cat("of ", size, " bytes cannot hold the page header's ", expected));
@@ -101,6 +138,7 @@ void Decompressor::decompress(Codec codec, const std::byte* src, std::size_t siz
       }
       std::memcpy(dst, src, size);
       return;
+#if EMBER_WITH_SNAPPY
     case Codec::Snappy: {
       const char* in = reinterpret_cast<const char*>(src);
       std::size_t length = 0;
@@ -118,6 +156,8 @@ void Decompressor::decompress(Codec codec, const std::byte* src, std::size_t siz
       }
       return;
     }
+#endif
+#if EMBER_WITH_ZSTD
     case Codec::Zstd: {
       if (contexts_->zstd == nullptr) contexts_->zstd = ZSTD_createDCtx();
       const std::size_t n = ZSTD_decompressDCtx(contexts_->zstd, dst, expected, src, size);
@@ -127,14 +167,14 @@ void Decompressor::decompress(Codec codec, const std::byte* src, std::size_t siz
       }
       return;
     }
+#endif
     case Codec::Gzip:
       inflate_gzip(src, size, dst, expected, what);
       return;
     default:
       break;
   }
-  EMBER_THROW_AS(DataError, what, ": compression ", to_string(codec),
-                 " is not supported (UNCOMPRESSED, SNAPPY, ZSTD and GZIP are)");
+  EMBER_THROW_AS(DataError, what, ": ", codec_support_problem(codec));
 }
 
 void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<std::byte>& out) {
@@ -143,6 +183,7 @@ void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<s
     case Codec::Uncompressed:
       out.insert(out.end(), src, src + size);
       return;
+#if EMBER_WITH_SNAPPY
     case Codec::Snappy: {
       std::size_t n = snappy_max_compressed_length(size);
       out.resize(at + n);
@@ -153,6 +194,8 @@ void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<s
       out.resize(at + n);
       return;
     }
+#endif
+#if EMBER_WITH_ZSTD
     case Codec::Zstd: {
       const std::size_t bound = ZSTD_compressBound(size);
       out.resize(at + bound);
@@ -161,6 +204,7 @@ void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<s
       out.resize(at + n);
       return;
     }
+#endif
     case Codec::Gzip: {
       z_stream z{};
       if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
@@ -181,7 +225,7 @@ void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<s
       return;
     }
     default:
-      EMBER_THROW("Ember writes UNCOMPRESSED, SNAPPY, ZSTD or GZIP pages, not ", to_string(codec));
+      EMBER_THROW_AS(ConfigError, "Parquet writer: ", codec_support_problem(codec));
   }
 }
 

@@ -12,7 +12,15 @@
 
 namespace ember::data::parquet {
 
+// Whether this build reads and writes `codec` (SNAPPY and ZSTD need their libraries at build time).
 bool codec_supported(Codec codec);
+// "" when supported, else why not, for error messages.
+std::string codec_support_problem(Codec codec);
+// The writers' default: SNAPPY (HugeCTR's and most writers' choice) where this build has it, else
+// UNCOMPRESSED.
+inline Codec default_write_codec() {
+  return codec_supported(Codec::Snappy) ? Codec::Snappy : Codec::Uncompressed;
+}
 
 class Decompressor {
  public:

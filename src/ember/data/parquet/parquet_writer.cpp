@@ -85,8 +85,7 @@ ParquetWriter::ParquetWriter(const std::string& path, ParquetWriterOptions optio
                    to_string(o.key_type));
   }
   if (!codec_supported(o.codec)) {
-    EMBER_THROW_AS(ConfigError, "Parquet writer: compression ", to_string(o.codec),
-                   " is not supported");
+    EMBER_THROW_AS(ConfigError, "Parquet writer: ", codec_support_problem(o.codec));
   }
   SchemaElement root;
   root.name = "schema";

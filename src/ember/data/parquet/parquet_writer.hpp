@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "ember/data/output_file.hpp"
+#include "ember/data/parquet/compression.hpp"
 #include "ember/data/parquet/hugectr_metadata.hpp"
 #include "ember/data/parquet/parquet_metadata.hpp"
 
 namespace ember::data::parquet {
 
 struct ParquetWriterOptions {
-  Codec codec = Codec::Snappy;
+  Codec codec = default_write_codec();
   std::int64_t row_group_rows = 131072;
   std::int64_t page_rows = 16384;
   bool dictionary = true;  // dictionary-encode key columns where it pays
