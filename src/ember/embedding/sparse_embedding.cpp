@@ -9,7 +9,6 @@
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
-#include "ember/embedding/key_dispatch.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding_batch.hpp"
 #include "ember/tensor/ops.hpp"
@@ -74,7 +73,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
     row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
   }
   if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0 && !host_rows_) {
-    dispatch_key(config_.key_dtype, [&](auto tag) {
+    dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
       kernels::on(place_).keys<Key>().init_rows(values_.data<float>(), V, 0, capacity_,
                                                 onehot_keys_.data<Key>(), config_.seed,
@@ -249,7 +248,7 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
   b->entry_bag = scratch(tag + "entry_bag", nnz, DType::I64);
   b->scale = scratch(tag + "scale", b->bags, DType::F32);
   const Tensor keys = batch.values();
-  dispatch_key(config_.key_dtype, [&](auto t) {
+  dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
     b->entries = kernels::on(place_).keys<Key>().select_local(
         a, keys.data<Key>(), b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
@@ -302,7 +301,7 @@ Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) 
 void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool start_rows) {
   const std::int64_t n = b.entries, V = config_.vec_size;
   if (n == 0) return;
-  dispatch_key(config_.key_dtype, [&](auto t) {
+  dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
     const Tensor keys = b.local_keys.slice(0, 0, n);
     if (config_.type == EmbeddingType::LocalizedSlotOneHot) {

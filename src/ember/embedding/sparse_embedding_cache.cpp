@@ -6,11 +6,11 @@
 #include <chrono>
 
 #include "ember/core/copy.hpp"
+#include "ember/core/dtype.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
-#include "ember/embedding/key_dispatch.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/embedding/sparse_embedding_batch.hpp"
@@ -77,7 +77,7 @@ void SparseEmbedding::make_host_rows(const StorageDecision& d) {
   if (steps) last_step_ = host_rows_->cache(columns.count() - 1);
   if (onehot && capacity_ > 0) {
     // Every row exists from the start: its initial values, states and step 0, on the host.
-    dispatch_key(config_.key_dtype, [&](auto tag) {
+    dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
       const std::vector<Key> keys(onehot_host_keys_.begin(), onehot_host_keys_.end());
       kernels::on(Place::host())
@@ -261,7 +261,7 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_cached_batch(
   host_rows_->start_new_rows(
       p->plan,
       [&](const std::int64_t* rows, const std::int64_t* slots, std::int64_t count) {
-        dispatch_key(config_.key_dtype, [&](auto tag) {
+        dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
           using Key = typename decltype(tag)::type;
           kernels::on(place_).keys<Key>().init_rows_at(
               rows, slots, count, table_->reverse_map().data<Key>(), init, values_.data<float>(),
