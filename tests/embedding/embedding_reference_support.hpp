@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <vector>
@@ -27,6 +28,12 @@ struct Problem {
   std::vector<std::vector<float>> grads;  // per step: batch x slot_num x vec_size
   std::vector<bool> training;             // per step; evaluation steps take no update
   float loss_scaler = 1.0f;
+  // Host tables: each training step prefetches the next training batch, as the session does.
+  bool prefetch = false;
+  // Runs steps [first_step, batches.size()) only, loading the model from load_before first and
+  // saving it to save_after at the end (when given).
+  std::size_t first_step = 0;
+  std::filesystem::path load_before, save_after;
 };
 
 // Random batches of `batch` samples: per (sample, slot) 0..max_nnz keys drawn from the slot's
@@ -41,7 +48,11 @@ struct RunResult {
   std::vector<std::vector<float>> outputs;
   EmbeddingSnapshot snapshot;
   std::vector<std::int64_t> rows_in_use_per_step;  // summed over ranks
+  std::vector<CacheStats> cache_stats;             // per rank, host tables only
 };
+
+// Whether two runs are the same bit for bit: every output, the final model, the row counts.
+void expect_identical_runs(const RunResult& got, const RunResult& want, const std::string& what);
 
 // Runs the problem with D ranks on the host (in-process communicators) or on CUDA devices
 // (NCCL, devices 0..D-1). `between` runs on every rank after each step (for save/load tests).

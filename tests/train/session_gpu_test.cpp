@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -178,6 +179,64 @@ TEST(SessionGpu, SkippedStepsApplyNoUpdate) {
   };
   for (const char* file : {"dense.model", "dense_opt_states.model"}) {
     EXPECT_EQ(bytes(dir / "before" / file), bytes(dir / "after" / file)) << file;
+  }
+}
+
+// A host table with a 5 % device cache on the GPU trains like the whole table on the device: the
+// same losses bit for bit (when the whole-table run repeats itself bit for bit, as it should),
+// the same AUC, and the cache's figures in the result; a checkpoint saved with the cache loads on
+// the device and the reverse.
+TEST(SessionGpu, HostCacheTrainsLikeTheWholeTable) {
+  EMBER_REQUIRE_GPU();
+  auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 16000);
+  std::ostringstream sink;
+  SessionOptions gpu;
+  gpu.progress = false;
+  gpu.out = &sink;
+  gpu.device = "cuda";
+  const std::vector<std::string> host = {"layers.sparse_embedding1.storage.location=host",
+                                         "layers.sparse_embedding1.storage.cache_ratio=0.05",
+                                         "solver.eval_interval=60", "solver.max_eval_batches=8"};
+  const std::vector<std::string> device = {"layers.sparse_embedding1.storage.location=device",
+                                           "solver.eval_interval=60", "solver.max_eval_batches=8"};
+  auto run = [&](const std::vector<std::string>& overrides, const std::filesystem::path& save) {
+    Session s(tiny_config(json, *data, 256, 60, overrides), gpu);
+    TrainResult r = s.train();
+    r.last_eval = s.evaluate();  // what a reload must reproduce
+    if (!save.empty()) s.save(save);
+    return r;
+  };
+  ember::testing::ScratchDir dir;
+  const TrainResult whole = run(device, dir / "device");
+  const TrainResult again = run(device, {});
+  const TrainResult cached = run(host, dir / "host");
+  ASSERT_EQ(cached.losses.size(), whole.losses.size());
+  const bool repeatable = again.losses == whole.losses;
+  for (std::size_t i = 0; i < whole.losses.size(); ++i) {
+    if (repeatable) {
+      EXPECT_EQ(cached.losses[i].second, whole.losses[i].second) << "iteration " << i + 1;
+    } else {
+      EXPECT_NEAR(cached.losses[i].second, whole.losses[i].second,
+                  1e-4 * std::fabs(whole.losses[i].second))
+          << "iteration " << i + 1 << " (the whole-table run itself does not repeat bit for bit)";
+    }
+  }
+  ASSERT_TRUE(cached.last_eval && whole.last_eval);
+  EXPECT_NEAR(cached.last_eval->auc, whole.last_eval->auc, repeatable ? 0.0 : 1e-4);
+  EXPECT_TRUE(whole.cache.empty());
+  ASSERT_EQ(cached.cache.size(), cached.rates.size());
+  EXPECT_GT(cached.cache.back().fetched_per_step + cached.cache.back().new_per_step, 0.0);
+  EXPECT_LT(cached.cache.back().hit_rate, 1.0);
+  // Checkpoints across locations: the same evaluation from either file, wherever it is loaded.
+  for (const auto& [saved, load_with] : {std::pair{"host", device}, std::pair{"device", host}}) {
+    Session s(tiny_config(json, *data, 256, 60, load_with), gpu);
+    s.load(dir / saved, false);
+    const EvalResult e = s.evaluate();
+    const EvalResult& want = std::string(saved) == "host" ? *cached.last_eval : *whole.last_eval;
+    EXPECT_NEAR(e.auc, want.auc, 1e-6) << "saved on the " << saved;
+    EXPECT_NEAR(e.average_loss, want.average_loss, 1e-6 * std::fabs(want.average_loss))
+        << "saved on the " << saved;
   }
 }
 

@@ -78,6 +78,7 @@ void EmbeddingConfig::validate() const {
     }
   }
   if (optimizer) ember::optim::validate(*optimizer, w, "optimizer.");
+  storage.validate(w);
 }
 
 namespace {
@@ -141,6 +142,7 @@ EmbeddingConfig parse_embedding_layer(const nlohmann::json& layer, const SparseI
   ConfigReader hp = r.object("sparse_embedding_hparam");
   read_hparams(hp, c);
   if (auto block = r.optional_object("optimizer")) c.optimizer = optim::parse_optimizer(*block);
+  c.storage = read_storage(r);
   r.finish();
   if (!input.top.empty() && input.top != c.bottom) {
     r.fail("bottom",

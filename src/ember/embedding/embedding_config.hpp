@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ember/core/dtype.hpp"
+#include "ember/embedding/storage_config.hpp"
 #include "ember/optim/optimizer.hpp"
 
 namespace ember::embedding {
@@ -46,6 +47,8 @@ struct EmbeddingConfig {
   std::vector<std::int64_t> slot_size_array;
   // The layer's own optimizer block, else the model's.
   std::optional<optim::OptimizerConfig> optimizer;
+  // Where the rows live (Ember's "storage" object): device, host with a device cache, or auto.
+  StorageConfig storage;
   // From the Data layer and the solver.
   std::int64_t slot_num = 1;
   std::int64_t max_feature_num_per_sample = 0;
@@ -65,7 +68,8 @@ struct EmbeddingConfig {
 
 // Parses one embedding layer object of HugeCTR's "layers" list through the configuration reader
 // (core/config_reader.hpp): unknown keys are a ConfigError naming the layer and the key path
-// ("sparse_embedding_hparam.combiner"); "load_factor" is accepted and ignored. `input` is the Data
+// ("sparse_embedding_hparam.combiner"); "load_factor" is accepted and ignored; the optional
+// "storage" object is Ember's (storage_config.hpp). `input` is the Data
 // layer's sparse input named by "bottom"; `key_dtype` is u32 (solver input_key_type I32) or i64
 // (I64).
 EmbeddingConfig parse_embedding_layer(const nlohmann::json& layer, const SparseInputSpec& input,

@@ -99,7 +99,7 @@ T read_back(const T* device_value, cudaStream_t stream) {
 template <class Entry>
 using Step = std::remove_pointer_t<Entry>;
 
-// embedding_cuda_keys.cu: select_local, onehot_rows, init_rows, init_new_rows.
+// embedding_cuda_keys.cu: select_local, onehot_rows, init_rows, init_new_rows, init_rows_at.
 template <class Key>
 KeyKernels<Key> key_kernels();
 // embedding_cuda_pool.cu
@@ -111,10 +111,13 @@ Step<decltype(KernelTable::catch_up_rows)> catch_up_rows;
 // embedding_cuda_update.cu
 Step<decltype(KernelTable::update_rows)> update_rows;
 Step<decltype(KernelTable::update_untouched)> update_untouched;
+Step<decltype(KernelTable::replay_steps)> replay_steps;
 // embedding_cuda_rows.cu
 Step<decltype(KernelTable::gather_rows)> gather_rows;
 Step<decltype(KernelTable::scatter_rows)> scatter_rows;
 Step<decltype(KernelTable::fill_steps)> fill_steps;
 Step<decltype(KernelTable::record_row_slots)> record_row_slots;
+Step<decltype(KernelTable::move_rows)> move_rows;
+Step<decltype(KernelTable::map_rows)> map_rows;
 
 }  // namespace ember::embedding::kernels::cuda

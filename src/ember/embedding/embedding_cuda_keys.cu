@@ -133,6 +133,28 @@ __global__ void init_new_rows_kernel(NewRows fresh, const Key* __restrict__ keys
   }
 }
 
+// init_new_rows_kernel's work for listed rows, written at their cache slots.
+template <class Key>
+__global__ void init_rows_at_kernel(const std::int64_t* __restrict__ rows,
+                                    const std::int64_t* __restrict__ slots, std::int64_t count,
+                                    const Key* __restrict__ keys_by_row, RowInit init,
+                                    float* __restrict__ values, std::int64_t vec_size,
+                                    RowStates st) {
+  const int lane = threadIdx.x & 31;
+  for (std::int64_t i = global_warp(); i < count; i += warp_count()) {
+    const std::int64_t slot = slots[i];
+    const std::uint64_t row_stream =
+        row_init_stream(init.seed, static_cast<std::uint64_t>(keys_by_row[rows[i]]));
+    for (std::int64_t c = lane; c < vec_size; c += 32) {
+      const std::int64_t at = slot * vec_size + c;
+      values[at] = initial_value_at(row_stream, c, init.bound);
+      if (st.s0 != nullptr) st.s0[at] = init.state0;
+      if (st.s1 != nullptr) st.s1[at] = init.state1;
+    }
+    if (lane == 0 && st.last_step != nullptr) st.last_step[slot] = init.step;
+  }
+}
+
 template <class Key>
 void onehot_rows(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,
                  std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream) {
@@ -168,6 +190,16 @@ void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& 
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
+template <class Key>
+void init_rows_at(const std::int64_t* rows, const std::int64_t* slots, std::int64_t count,
+                  const Key* keys_by_row, const RowInit& init, float* values, std::int64_t vec_size,
+                  RowStates states, StreamHandle stream) {
+  if (count <= 0) return;
+  init_rows_at_kernel<Key><<<blocks_for_new_rows(count), kThreads, 0, stream>>>(
+      rows, slots, count, keys_by_row, init, values, vec_size, states);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 template <class Key>
@@ -175,7 +207,8 @@ KeyKernels<Key> key_kernels() {
   return {.select_local = &select_local<Key>,
           .onehot_rows = &onehot_rows<Key>,
           .init_rows = &init_rows<Key>,
-          .init_new_rows = &init_new_rows<Key>};
+          .init_new_rows = &init_new_rows<Key>,
+          .init_rows_at = &init_rows_at<Key>};
 }
 template KeyKernels<std::uint32_t> key_kernels<std::uint32_t>();
 template KeyKernels<std::int64_t> key_kernels<std::int64_t>();

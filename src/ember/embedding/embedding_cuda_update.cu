@@ -314,6 +314,14 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
   }
 }
 
+// Global's zero-gradient step of one weight and its states, the one code that both the per-step
+// pass over untouched rows and the replay of missed steps (host-backed tables) run, so that the
+// two agree bitwise.
+__device__ __forceinline__ void zero_gradient_step(const optim::UpdateStep& u, float& w, float& s0,
+                                                   float& s1) {
+  optim::apply_update(u, w, 0.0f, s0, s1);
+}
+
 __global__ void untouched_kernel(std::int64_t bound, const std::int64_t* __restrict__ rows_in_use,
                                  float* __restrict__ values, std::int64_t vec_size, RowStates st,
                                  std::int64_t step, optim::UpdateStep u) {
@@ -327,13 +335,41 @@ __global__ void untouched_kernel(std::int64_t bound, const std::int64_t* __restr
     for (std::int64_t c = lane; c < vec_size; c += 32) {
       float wc = w[c];
       float d0 = s0 ? s0[c] : 0.f, d1 = s1 ? s1[c] : 0.f;
-      optim::apply_update(u, wc, 0.0f, d0, d1);
+      zero_gradient_step(u, wc, d0, d1);
       w[c] = wc;
       if (s0) s0[c] = d0;
       if (s1) s1[c] = d1;
     }
     __syncwarp();
     if (lane == 0) st.last_step[r] = step;
+  }
+}
+
+// A warp per row: each weight and its states take the missed steps in order, held in registers.
+__global__ void replay_kernel(const std::int64_t* __restrict__ slots, std::int64_t count,
+                              float* __restrict__ values, std::int64_t vec_size, RowStates st,
+                              std::int64_t target, const optim::UpdateStep* __restrict__ steps) {
+  const int lane = threadIdx.x & 31;
+  for (std::int64_t i = global_warp(); i < count; i += warp_count()) {
+    const std::int64_t r = slots == nullptr ? i : slots[i];
+    const std::int64_t from = st.last_step[r];
+    if (from >= target) continue;
+    float* w = values + r * vec_size;
+    float* s0 = row_ptr(st.s0, r, vec_size);
+    float* s1 = row_ptr(st.s1, r, vec_size);
+    for (std::int64_t c = lane; c < vec_size; c += 32) {
+      float wc = w[c];
+      float d0 = s0 ? s0[c] : 0.f, d1 = s1 ? s1[c] : 0.f;
+      for (std::int64_t s = from + 1; s <= target; ++s) {
+        const optim::UpdateStep u = steps[s - 1];
+        zero_gradient_step(u, wc, d0, d1);
+      }
+      w[c] = wc;
+      if (s0) s0[c] = d0;
+      if (s1) s1[c] = d1;
+    }
+    __syncwarp();
+    if (lane == 0) st.last_step[r] = target;
   }
 }
 
@@ -386,6 +422,15 @@ void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float
   if (bound <= 0) return;
   untouched_kernel<<<blocks_for_warps(bound), kThreads, 0, stream>>>(bound, rows_in_use, values,
                                                                      vec_size, states, step, u);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+void replay_steps(const std::int64_t* slots, std::int64_t count, float* values,
+                  std::int64_t vec_size, RowStates states, std::int64_t target,
+                  const optim::UpdateStep* steps, StreamHandle stream) {
+  if (count <= 0) return;
+  replay_kernel<<<blocks_for_warps(count), kThreads, 0, stream>>>(slots, count, values, vec_size,
+                                                                  states, target, steps);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

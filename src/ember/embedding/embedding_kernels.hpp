@@ -216,6 +216,11 @@ struct KeyKernels {
   void (*init_new_rows)(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,
                         float* values, std::int64_t vec_size, RowStates states,
                         StreamHandle stream);
+  // Starts row rows[i] (its key keys_by_row[rows[i]]) in cache slot slots[i], i < count:
+  // what init_new_rows writes at a row, written at a slot (host-backed tables).
+  void (*init_rows_at)(const std::int64_t* rows, const std::int64_t* slots, std::int64_t count,
+                       const Key* keys_by_row, const RowInit& init, float* values,
+                       std::int64_t vec_size, RowStates states, StreamHandle stream);
 };
 
 // Every step of one implementation (CPU or CUDA), as function pointers of the same signatures.
@@ -273,6 +278,24 @@ struct KernelTable {
                            const std::int64_t* entry_bag, std::int64_t n,
                            const std::int64_t* owned_slots, std::int64_t owned_count,
                            const std::int64_t* range, StreamHandle stream);
+  // Moves `count` rows of row_bytes bytes each: dst row (dst_index ? dst_index[i] : i) = src row
+  // (src_index ? src_index[i] : i). Rows of any column and dtype (values, states, last_step,
+  // i32 maps). On CUDA either side may be pinned host memory the device reaches directly
+  // (host-backed tables' zero-copy moves); the indices are at the place. Destination rows must
+  // be distinct.
+  void (*move_rows)(void* dst, const std::int64_t* dst_index, const void* src,
+                    const std::int64_t* src_index, std::int64_t count, std::int64_t row_bytes,
+                    StreamHandle stream);
+  // rows[i] = map[rows[i]] (rows -1 stay -1) for i < *count (bound when count is null; at most
+  // bound): a batch's table rows become cache slots (map: -1 where a row has no slot).
+  void (*map_rows)(std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
+                   const std::int32_t* map, StreamHandle stream);
+  // Global on rows brought back from the host: slots[i] (row i when slots is null), i < count,
+  // takes the zero-gradient steps last_step + 1 .. target that it missed, step s with steps[s -
+  // 1], exactly as update_untouched would have applied them one step at a time (bitwise).
+  void (*replay_steps)(const std::int64_t* slots, std::int64_t count, float* values,
+                       std::int64_t vec_size, RowStates states, std::int64_t target,
+                       const optim::UpdateStep* steps, StreamHandle stream);
 };
 
 // The one place that picks the implementation: the CPU steps for a host place, the CUDA steps

@@ -2,6 +2,7 @@
 // Parallel over bags / rows with OpenMP. Pooling sums in entry order and gradient sums in the
 // kGradientChunk order, like the CUDA kernels, so the gradient sums agree bitwise.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -90,6 +91,20 @@ void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& 
     if (st.s0 != nullptr) std::fill(st.s0 + r * vec_size, st.s0 + (r + 1) * vec_size, init.state0);
     if (st.s1 != nullptr) std::fill(st.s1 + r * vec_size, st.s1 + (r + 1) * vec_size, init.state1);
     if (st.last_step != nullptr) st.last_step[r] = init.step;
+  }
+}
+
+template <class Key>
+void init_rows_at(const std::int64_t* rows, const std::int64_t* slots, std::int64_t count,
+                  const Key* keys_by_row, const RowInit& init, float* values, std::int64_t vec_size,
+                  RowStates st, StreamHandle) {
+#pragma omp parallel for schedule(static) if (count >= 1024)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t at = slots[i] * vec_size;
+    init_row(values + at, vec_size, keys_by_row[rows[i]], init.seed, init.bound);
+    if (st.s0 != nullptr) std::fill(st.s0 + at, st.s0 + at + vec_size, init.state0);
+    if (st.s1 != nullptr) std::fill(st.s1 + at, st.s1 + at + vec_size, init.state1);
+    if (st.last_step != nullptr) st.last_step[slots[i]] = init.step;
   }
 }
 
@@ -245,6 +260,43 @@ void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, s
   std::fill(last_step + first, last_step + end, value);
 }
 
+void move_rows(void* dst, const std::int64_t* dst_index, const void* src,
+               const std::int64_t* src_index, std::int64_t count, std::int64_t row_bytes,
+               StreamHandle) {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  const auto bytes = static_cast<std::size_t>(row_bytes);
+#pragma omp parallel for schedule(static) if (count * row_bytes >= (1 << 20))
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t to = dst_index ? dst_index[i] : i, from = src_index ? src_index[i] : i;
+    std::memcpy(d + to * row_bytes, s + from * row_bytes, bytes);
+  }
+}
+
+void map_rows(std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
+              const std::int32_t* map, StreamHandle) {
+  const std::int64_t n = count == nullptr ? bound : std::min(bound, *count);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (rows[i] >= 0) rows[i] = map[rows[i]];
+  }
+}
+
+void replay_steps(const std::int64_t* slots, std::int64_t count, float* values,
+                  std::int64_t vec_size, RowStates st, std::int64_t target,
+                  const optim::UpdateStep* steps, StreamHandle) {
+#pragma omp parallel for schedule(dynamic, 16) if (count * vec_size >= 65536)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t r = slots == nullptr ? i : slots[i];
+    // The same per-step call as update_untouched, so the rows end bitwise where it takes them.
+    for (std::int64_t s = st.last_step[r] + 1; s <= target; ++s) {
+      step_row(steps[s - 1], row_of(values, r, vec_size), nullptr, row_of(st.s0, r, vec_size),
+               row_of(st.s1, r, vec_size), vec_size);
+    }
+    st.last_step[r] = std::max(st.last_step[r], target);
+  }
+}
+
 void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
                       const std::int64_t* entry_bag, std::int64_t n,
                       const std::int64_t* owned_slots, std::int64_t owned_count,
@@ -261,7 +313,8 @@ constexpr KeyKernels<Key> key_kernels() {
   return {.select_local = &select_local<Key>,
           .onehot_rows = &onehot_rows<Key>,
           .init_rows = &init_rows<Key>,
-          .init_new_rows = &init_new_rows<Key>};
+          .init_new_rows = &init_new_rows<Key>,
+          .init_rows_at = &init_rows_at<Key>};
 }
 
 constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
@@ -274,7 +327,10 @@ constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
                              .gather_rows = &gather_rows,
                              .scatter_rows = &scatter_rows,
                              .fill_steps = &fill_steps,
-                             .record_row_slots = &record_row_slots};
+                             .record_row_slots = &record_row_slots,
+                             .move_rows = &move_rows,
+                             .map_rows = &map_rows,
+                             .replay_steps = &replay_steps};
 
 }  // namespace
 

@@ -40,7 +40,10 @@ const KernelTable& table() {
                              .gather_rows = &gather_rows,
                              .scatter_rows = &scatter_rows,
                              .fill_steps = &fill_steps,
-                             .record_row_slots = &record_row_slots};
+                             .record_row_slots = &record_row_slots,
+                             .move_rows = &move_rows,
+                             .map_rows = &map_rows,
+                             .replay_steps = &replay_steps};
   return t;
 }
 

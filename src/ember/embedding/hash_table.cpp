@@ -134,6 +134,17 @@ std::int64_t host_insert_with_rows(HashSlot<Key>* slots, std::uint64_t mask, con
 
 }  // namespace
 
+std::int64_t HashTable::default_slot_count(std::int64_t capacity) {
+  return static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(2 * capacity)));
+}
+
+std::uint64_t HashTable::bytes_for(DType key_dtype, std::int64_t capacity) {
+  const std::uint64_t slot_bytes =
+      key_dtype == DType::U32 ? sizeof(HashSlot<std::uint32_t>) : sizeof(HashSlot<std::int64_t>);
+  return static_cast<std::uint64_t>(default_slot_count(capacity)) * slot_bytes +
+         static_cast<std::uint64_t>(capacity) * dtype_size(key_dtype);
+}
+
 HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::int64_t slot_count,
                      std::string owner, std::string capacity_hint)
     : key_dtype_(key_dtype),
@@ -148,7 +159,7 @@ HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::i
   EMBER_CHECK(place.is_host() || place.is_cuda(), owner_,
               ": hash tables live on the host or a CUDA device, not ", place);
   if (slot_count == 0) {
-    slot_count = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(2 * capacity)));
+    slot_count = default_slot_count(capacity);
   }
   EMBER_CHECK(std::has_single_bit(static_cast<std::uint64_t>(slot_count)), owner_,
               ": hash table slot count must be a power of two, got ", slot_count);

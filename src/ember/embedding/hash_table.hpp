@@ -49,6 +49,11 @@ class HashTable {
   HashTable(const HashTable&) = delete;
   HashTable& operator=(const HashTable&) = delete;
 
+  // The slot count a table of `capacity` rows gets by default, and the bytes of its slots and
+  // reverse map (what it holds at its place).
+  static std::int64_t default_slot_count(std::int64_t capacity);
+  static std::uint64_t bytes_for(DType key_dtype, std::int64_t capacity);
+
   DType key_dtype() const { return key_dtype_; }
   Place place() const { return place_; }
   std::int64_t capacity() const { return capacity_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <numeric>
 
 #include "ember/core/copy.hpp"
@@ -9,6 +10,7 @@
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/place_guard.hpp"
+#include "ember/embedding/sparse_embedding_batch.hpp"
 #include "ember/tensor/ops.hpp"
 
 namespace ember::embedding {
@@ -21,21 +23,6 @@ T* ptr(const Tensor& t) {
 }
 
 }  // namespace
-
-// The bookkeeping of one forward, kept for backward and update.
-struct SparseEmbedding::Batch {
-  std::int64_t global_batch = 0, local_size = 0, bags = 0, entries = 0;
-  Tensor local_offsets, local_keys, entry_bag, scale, rows;
-  // The entries grouped by row (kernels::segments); the distinct-row count is a word at the
-  // rank's place, so nothing waits for it.
-  Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
-  Tensor grad;  // [bags, vec_size] after backward
-  kernels::Segments segments() const {
-    return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
-                             segment_offsets.data<std::int64_t>(),
-                             unique_count.data<std::int64_t>(), entries};
-  }
-};
 
 SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerConfig& optimizer,
                                  distributed::Communicator& comm)
@@ -60,6 +47,9 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
         owned_slots_.empty() ? std::vector<std::int64_t>{0} : owned_slots_, place_);
   }
   capacity_ = rank_capacity();
+  // Where the rows go is decided before anything is allocated, so that a table that fits
+  // nowhere fails at once, with its numbers.
+  const StorageDecision storage = decide_location();
   if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
     build_onehot_geometry();
   } else {
@@ -68,18 +58,21 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
         "raise workspace_size_per_gpu_in_mb or max_vocabulary_size_per_gpu in its "
         "sparse_embedding_hparam");
   }
-  values_ = Tensor::empty({capacity_, V}, DType::F32, place_);
-  for (int k = 0; k < optimizer_.state_count(); ++k) {
-    Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
-    (k == 0 ? state0_ : state1_) = st;
-  }
-  if (optimizer_.update_type != optim::UpdateType::Local) {
-    last_step_ = Tensor::zeros({capacity_}, DType::I64, place_);
+  if (storage.location == StorageLocation::Host) make_host_rows(storage);
+  if (!host_rows_) {
+    values_ = Tensor::empty({capacity_, V}, DType::F32, place_);
+    for (int k = 0; k < optimizer_.state_count(); ++k) {
+      Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
+      (k == 0 ? state0_ : state1_) = st;
+    }
+    if (optimizer_.update_type != optim::UpdateType::Local) {
+      last_step_ = Tensor::zeros({capacity_}, DType::I64, place_);
+    }
   }
   if (config_.type == EmbeddingType::LocalizedSlotHash) {
     row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
   }
-  if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0) {
+  if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0 && !host_rows_) {
     dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
       kernels::on(place_).keys<Key>().init_rows(values_.data<float>(), V, 0, capacity_,
@@ -133,9 +126,18 @@ void SparseEmbedding::build_onehot_geometry() {
   onehot_size_ = upload(size);
   onehot_base_ = upload(base);
   onehot_keys_ = Tensor::from_vector(keys, Place::host()).to(config_.key_dtype).to(place_);
+  onehot_host_keys_ = std::move(keys);
 }
 
-SparseEmbedding::~SparseEmbedding() = default;
+SparseEmbedding::~SparseEmbedding() {
+  // Batches give their buffer sets back as they go: before the sets do.
+  try {
+    PlaceGuard guard(place_);
+    prepared_.reset();
+    batch_.reset();
+  } catch (...) {  // a destructor must not throw
+  }
+}
 
 std::string SparseEmbedding::where() const {
   return cat("embedding layer '", config_.name, "' (rank ", comm_.rank(), " of ", comm_.size(),
@@ -147,6 +149,10 @@ StreamHandle SparseEmbedding::stream() const {
 }
 
 std::int64_t SparseEmbedding::rows_in_use() const {
+  if (host_rows_) {
+    if (table_) table_->check();
+    return host_rows_->directory().materialized();
+  }
   return table_ ? table_->size() : capacity_;
 }
 
@@ -207,11 +213,20 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
                                 std::int64_t local_size, bool training) {
   PlaceGuard guard(place_);
   check_deferred_errors();
+  std::unique_ptr<Batch> b = host_rows_
+                                 ? take_cached_batch(batch, local_offset, local_size, training)
+                                 : prepare_batch(batch, local_offset, local_size, training,
+                                                 stream(), training ? "train/" : "eval/", true);
+  return finish_forward(std::move(b), training);
+}
+
+std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
+    const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size, bool training,
+    StreamHandle stream, const std::string& tag, bool start_rows) {
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);
-  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  const std::int64_t S = config_.slot_num;
   const int D = comm_.size();
-  const std::string tag = training ? "train/" : "eval/";
   auto b = std::make_unique<Batch>();
   b->global_batch = B;
   b->local_size = local_size;
@@ -241,13 +256,14 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
     using Key = typename decltype(t)::type;
     b->entries = kernels::on(place_).keys<Key>().select_local(
         a, keys.data<Key>(), b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
-        b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream());
+        b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream);
   });
   b->rows = scratch(tag + "rows", b->entries, DType::I64);
-  lookup(*b, training);
+  lookup(*b, training, stream, start_rows);
 
+  // A host table always needs the distinct rows (to make them resident).
   const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
-  if (training || lazy) {
+  if (training || lazy || !start_rows) {
     b->sorted_bags = scratch(tag + "sorted_bags", b->entries, DType::I32);
     b->unique_rows = scratch(tag + "unique_rows", b->entries, DType::I64);
     b->segment_offsets = scratch(tag + "segment_offsets", b->entries + 1, DType::I64);
@@ -255,8 +271,16 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
     kernels::on(place_).segments(
         b->rows.data<std::int64_t>(), b->entry_bag.data<std::int64_t>(), b->entries, capacity_,
         b->sorted_bags.data<std::int32_t>(), b->unique_rows.data<std::int64_t>(),
-        b->segment_offsets.data<std::int64_t>(), b->unique_count.data<std::int64_t>(), stream());
+        b->segment_offsets.data<std::int64_t>(), b->unique_count.data<std::int64_t>(), stream);
   }
+  return b;
+}
+
+Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) {
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  const int D = comm_.size();
+  const std::string tag = training ? "train/" : "eval/";
+  const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
   if (lazy && b->entries > 0) {
     const kernels::LazyParams lp = lazy_params(step_);
     kernels::on(place_).catch_up_rows(b->unique_rows.data<std::int64_t>(), b->entries,
@@ -264,7 +288,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
                                       row_states(), step_, lp, stream());
   }
 
-  Tensor out = Tensor::empty({local_size, S, V}, DType::F32, place_);
+  Tensor out = Tensor::empty({b->local_size, S, V}, DType::F32, place_);
   const bool direct = D == 1;
   Tensor pooled =
       direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
@@ -278,7 +302,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   return out;
 }
 
-void SparseEmbedding::lookup(Batch& b, bool training) {
+void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool start_rows) {
   const std::int64_t n = b.entries, V = config_.vec_size;
   if (n == 0) return;
   dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
@@ -299,12 +323,12 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
       }
       kernels::on(place_).keys<Key>().onehot_rows(
           oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n, b.rows.data<std::int64_t>(),
-          onehot_bad_.data<std::int64_t>(), stream());
+          onehot_bad_.data<std::int64_t>(), stream);
       if (place_.is_cuda()) {
         // Read after the batch (check_deferred_errors), so the step does not wait here.
         copy_bytes(onehot_bad_host_.data(), Place::pinned(), onehot_bad_.data(), place_,
-                   3 * sizeof(std::int64_t), stream());
-        onehot_bad_ready_.record(stream());
+                   3 * sizeof(std::int64_t), stream);
+        onehot_bad_ready_.record(stream);
         onehot_bad_pending_ = true;
       } else {
         const auto* bad = onehot_bad_.data<std::int64_t>();
@@ -313,12 +337,19 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
       return;
     }
     if (!training) {
-      table_->find(keys, b.rows, stream());
+      table_->find(keys, b.rows, stream);
       return;
     }
     // No wait: the new rows' range stays on the device, and a full table or a reserved key is
     // raised by the next check (on the host, at once).
-    table_->insert_or_find_async(keys, b.rows, stream());
+    table_->insert_or_find_async(keys, b.rows, stream);
+    if (row_slot_.defined()) {
+      kernels::on(place_).record_row_slots(
+          row_slot_.data<std::int64_t>(), b.rows.data<std::int64_t>(),
+          b.entry_bag.data<std::int64_t>(), n, owned_slots_dev_.data<std::int64_t>(),
+          static_cast<std::int64_t>(owned_slots_.size()), table_->new_rows(), stream);
+    }
+    if (!start_rows) return;
     kernels::RowInit init;
     init.seed = config_.seed;
     init.bound = config_.init_bound;
@@ -327,13 +358,7 @@ void SparseEmbedding::lookup(Batch& b, bool training) {
     init.step = step_;
     kernels::on(place_).keys<Key>().init_new_rows(kernels::NewRows{table_->new_rows(), n},
                                                   table_->reverse_map().data<Key>(), init,
-                                                  values_.data<float>(), V, row_states(), stream());
-    if (row_slot_.defined()) {
-      kernels::on(place_).record_row_slots(
-          row_slot_.data<std::int64_t>(), b.rows.data<std::int64_t>(),
-          b.entry_bag.data<std::int64_t>(), n, owned_slots_dev_.data<std::int64_t>(),
-          static_cast<std::int64_t>(owned_slots_.size()), table_->new_rows(), stream());
-    }
+                                                  values_.data<float>(), V, row_states(), stream);
   });
 }
 
@@ -511,7 +536,14 @@ void SparseEmbedding::update(float loss_scaler) {
                                     values_.data<float>(), config_.vec_size, st, t, u,
                                     lazy ? &lp : nullptr, stream());
   }
-  if (optimizer_.update_type == optim::UpdateType::Global) {
+  if (optimizer_.update_type == optim::UpdateType::Global && host_rows_) {
+    // Every cached row moves; rows on the host take their missed steps when they come back
+    // (replayed with each step's own update, kept here).
+    host_rows_->record_step(t, u, stream());
+    kernels::on(place_).update_untouched(host_rows_->directory().high_water(), nullptr,
+                                         values_.data<float>(), config_.vec_size, st, t, u,
+                                         stream());
+  } else if (optimizer_.update_type == optim::UpdateType::Global) {
     // Rows in use as the device knows them (the table's word; all rows for one-hot), so the
     // step does not wait to learn the count.
     kernels::on(place_).update_untouched(capacity_, table_ ? table_->new_rows() + 1 : nullptr,

@@ -10,6 +10,11 @@
 // Backward routes the output gradient back to the owners (all-gather / all-to-all), and update()
 // sums each touched row's gradients and applies the optimizer once per row.
 //
+// Storage (the config's "storage", storage_config.hpp): the rank's rows and their optimizer
+// state live in device memory, or in host memory with a device cache of the hot rows
+// (host_backed_rows.hpp); training is exact either way (docs/embedding.md). With a host table,
+// prefetch() prepares the next training batch while the current step runs.
+//
 // On a GPU the training step does not wait for the device (with one rank, or a rank owning
 // every slot; otherwise forward waits once to learn the rank's entry count). Errors found on the
 // device (a full table, a reserved key, a one-hot key outside its slot) are therefore raised by
@@ -18,10 +23,13 @@
 // row.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +37,7 @@
 #include "ember/distributed/collectives.hpp"
 #include "ember/embedding/embedding_config.hpp"
 #include "ember/embedding/hash_table.hpp"
+#include "ember/embedding/host_backed_rows.hpp"
 #include "ember/optim/optimizer.hpp"
 #include "ember/tensor/sparse.hpp"
 #include "ember/tensor/tensor.hpp"
@@ -71,6 +80,14 @@ class SparseEmbedding {
   std::int64_t rows_in_use() const;
   // Optimizer steps taken (update() calls).
   std::int64_t step() const { return step_; }
+  // Where this rank's rows live: Device, or Host (with a device cache of cache_rows() rows).
+  StorageLocation location() const {
+    return host_rows_ ? StorageLocation::Host : StorageLocation::Device;
+  }
+  std::int64_t cache_rows() const { return host_rows_ ? host_rows_->cache_rows() : 0; }
+  // A host table's counters since it was made (hit rate, rows and bytes moved, prefetch times);
+  // nothing for a device table.
+  std::optional<CacheStats> cache_stats();
   // Names of the optimizer's state columns (the files they are saved under).
   std::vector<std::string> state_names() const;
 
@@ -79,6 +96,13 @@ class SparseEmbedding {
   // earlier batch that the device found (see above).
   Tensor forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                  bool training = true);
+  // A host table prepares a training batch ahead (its keys looked up, its rows made resident by
+  // a plan, the missing rows staged on a stream of their own), while the step before it runs:
+  // the forward() of the same batch then only installs them. `ready` (GPU batches) is the event
+  // after which the batch's keys are at place(). Does nothing for a device table. Errors are
+  // raised by the forward() of that batch.
+  void prefetch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                const Event* ready = nullptr);
   // grad: [local_size, slot_num, vec_size] f32 at place(), the gradient of forward's output.
   void backward(const Tensor& grad);
   // One optimizer step on the rows of the last backward (all rows for Global), with the
@@ -97,6 +121,7 @@ class SparseEmbedding {
 
  private:
   struct Batch;
+  struct Prepared;
   std::string where() const;
   // Where each slot's keys begin when keys carry slot offsets (slot_size_array's running sums;
   // [slot_num + 1], zeros without a slot_size_array).
@@ -113,7 +138,42 @@ class SparseEmbedding {
   void throw_onehot_error(std::int64_t entry, std::int64_t key, std::int64_t bag) const;
   void check_batch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                    std::int64_t* global_batch) const;
-  void lookup(Batch& b, bool training);
+  // Selects the rank's keys, finds (training: inserts) their rows and groups the entries by row,
+  // on `stream`, into the scratch buffers named `tag`. start_rows: new rows are started in the
+  // table (a device table; a host table starts them in their cache slots later).
+  std::unique_ptr<Batch> prepare_batch(const CsrTensor& batch, std::int64_t local_offset,
+                                       std::int64_t local_size, bool training, StreamHandle stream,
+                                       const std::string& tag, bool start_rows);
+  // LazyGlobal's catch-up, pooling and the exchange; keeps the batch for backward (training).
+  Tensor finish_forward(std::unique_ptr<Batch> b, bool training);
+  void lookup(Batch& b, bool training, StreamHandle stream, bool start_rows);
+  // ---- host tables (sparse_embedding_cache.cpp) ----
+  StorageDecision decide_location() const;
+  void make_host_rows(const StorageDecision& decision);
+  RowColumns row_columns() const;
+  std::unique_ptr<Batch> take_cached_batch(const CsrTensor& batch, std::int64_t local_offset,
+                                           std::int64_t local_size, bool training);
+  std::unique_ptr<Prepared> prepare_cached(const CsrTensor& batch, std::int64_t local_offset,
+                                           std::int64_t local_size, bool training,
+                                           const Event* ready);
+  std::vector<std::int64_t> read_unique_rows(const Batch& b, StreamHandle stream);
+  // Installs a prepared batch's row moves before other work uses the cache (it stays prepared).
+  void settle_prepared();
+  // Forgets a prepared batch.
+  void drop_prepared();
+  std::int64_t replay_target() const;
+  int take_buffer_set();
+  void release_buffer_set(int set);
+  // Brings every row to the current step (LazyGlobal catch-up, Global replay), host rows too.
+  void bring_rows_current();
+  // ---- persistence (sparse_embedding_io.cpp) ----
+  // Rank 0's sink receives the whole model's rows in key order (then slot), streamed from every
+  // rank a chunk at a time: (rows, keys, slots or null, vectors, each state's rows).
+  using RowSink = std::function<void(std::int64_t, const std::int64_t*, const std::int64_t*,
+                                     const float*, const std::vector<const float*>&)>;
+  void stream_model(const RowSink& sink);
+  void read_rows(const std::vector<std::int64_t>& rows, std::vector<float>& vectors,
+                 std::vector<std::vector<float>>& states);
   void exchange_forward(const Tensor& pooled, const Tensor& out);
   Tensor exchange_backward(const Tensor& grad);
   void catch_up_all();
@@ -124,6 +184,7 @@ class SparseEmbedding {
   kernels::LazyParams lazy_params(std::int64_t steps);
   kernels::RowStates row_states() const;
   void insert_loaded(const EmbeddingSnapshot& file, const std::vector<bool>& have_states);
+  void fill_loaded_steps();
 
   EmbeddingConfig config_;
   optim::OptimizerConfig optimizer_;
@@ -152,6 +213,20 @@ class SparseEmbedding {
   Tensor forward_index_, backward_index_;  // LocalizedSlot all-to-all reorders
   std::int64_t index_local_batch_ = -1;    // the local batch they were built for
   std::map<std::string, Tensor> scratch_;
+  // Host tables: the rows in host memory with their device cache, the batch prepared ahead, and
+  // three sets of batch buffers (one prepared, one running, one being released).
+  std::unique_ptr<HostBackedRows> host_rows_;
+  std::unique_ptr<Prepared> prepared_;
+  struct BufferSet {
+    Event free;  // CUDA: the compute stream is done with the set
+    bool busy = false;
+    std::uint64_t released = 0;
+  };
+  std::array<BufferSet, 3> buffer_sets_;
+  std::uint64_t releases_ = 0;
+  Event keys_ready_;  // CUDA: a batch's keys are ready on the compute stream
+  Tensor readback_;   // pinned: the distinct-row count and rows read back
+  std::vector<std::int64_t> onehot_host_keys_;  // one-hot: the key of each local row
 };
 
 }  // namespace ember::embedding

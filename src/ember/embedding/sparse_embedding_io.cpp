@@ -1,20 +1,24 @@
-// Snapshots, saving and loading of a sparse embedding (layout: docs/embedding.md).
+// Snapshots and saving of a sparse embedding (layout: docs/embedding.md, "Persistence"). The
+// model is streamed: every rank lists its rows in key order, and rank 0 merges the ranks' lists
+// a chunk at a time (asking each rank for its next chunk when it has used up the last), handing
+// the rows in global key order to a sink that writes the files (save) or keeps them (snapshot).
+// No rank ever holds more than a few chunks, on the device or the host, whatever the table's
+// size or where its rows live.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <numeric>
 
+#include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
-#include "ember/tensor/ops.hpp"
 
 namespace ember::embedding {
 
@@ -22,170 +26,395 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Rows per chunk of the merge: each rank sends at most this many rows per round.
+constexpr std::int64_t kMergeChunk = 65536;
+
 template <class T>
 std::vector<T> host_vector(const Tensor& t) {
   if (t.numel() == 0) return {};
   return t.to(Place::host()).to_vector<T>();
 }
 
-std::vector<std::int64_t> keys_as_i64(const Tensor& keys) {
-  if (keys.numel() == 0) return {};
-  return host_vector<std::int64_t>(keys.to(Place::host()).to(DType::I64));
-}
-
-// Sends every rank's `mine` (rows_per_rank[r] x width elements) to rank 0, concatenated in rank
-// order; other ranks get nothing back.
 template <class T>
-std::vector<T> gather_to_root(distributed::Communicator& comm, const std::vector<T>& mine,
-                              const std::vector<std::int64_t>& rows_per_rank, std::int64_t width,
-                              StreamHandle stream) {
-  const int D = comm.size(), r = comm.rank();
-  const Tensor send = Tensor::from_vector(mine.empty() ? std::vector<T>{T{}} : mine, comm.place());
-  std::vector<std::int64_t> send_counts(D, 0), recv_counts(D, 0);
-  send_counts[0] = static_cast<std::int64_t>(mine.size());
-  std::int64_t total = 0;
-  if (r == 0) {
-    for (int p = 0; p < D; ++p)
-      total += (recv_counts[p] = rows_per_rank[p] * width);
-  }
-  const Tensor recv =
-      Tensor::empty({std::max<std::int64_t>(total, 1)}, dtype_of<T>(), comm.place());
-  comm.all_to_all_v(send, send_counts, recv, recv_counts, stream);
-  if (stream != nullptr) synchronize_stream(stream);
-  if (r != 0 || total == 0) return {};
-  return recv.slice(0, 0, total).to(Place::host()).to_vector<T>();
+Tensor at_place(const std::vector<T>& v, Place place) {
+  return Tensor::from_vector(v.empty() ? std::vector<T>{T{}} : v, place);
 }
 
-void write_file(const fs::path& path, const void* data, std::size_t bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) EMBER_THROW("cannot create ", path.string());
+void write_bytes(std::ofstream& out, const fs::path& path, const void* data, std::size_t bytes) {
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  out.flush();
   if (!out) EMBER_THROW("writing ", bytes, " bytes to ", path.string(), " failed (disk full?)");
 }
 
-std::vector<char> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) EMBER_THROW_AS(DataError, "cannot open ", path.string());
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return bytes;
+}  // namespace
+
+void SparseEmbedding::read_rows(const std::vector<std::int64_t>& rows, std::vector<float>& vectors,
+                                std::vector<std::vector<float>>& states) {
+  const std::int64_t m = static_cast<std::int64_t>(rows.size()), V = config_.vec_size;
+  vectors.resize(static_cast<std::size_t>(m * V));
+  states.assign(static_cast<std::size_t>(optimizer_.state_count()),
+                std::vector<float>(static_cast<std::size_t>(m * V)));
+  if (m == 0) return;
+  if (host_rows_) {
+    std::vector<std::int64_t> steps(static_cast<std::size_t>(m));
+    std::vector<std::byte*> out{reinterpret_cast<std::byte*>(vectors.data())};
+    for (auto& st : states)
+      out.push_back(reinterpret_cast<std::byte*>(st.data()));
+    if (host_rows_->columns().steps) out.push_back(reinterpret_cast<std::byte*>(steps.data()));
+    host_rows_->read_rows(rows, out, stream());
+    return;
+  }
+  const Tensor index = Tensor::from_vector(rows, place_);
+  Tensor gathered = scratch("save/gathered", m * V, DType::F32);
+  auto read = [&](const Tensor& source, std::vector<float>& out) {
+    kernels::on(place_).gather_rows(gathered.data<float>(), source.data<float>(),
+                                    index.data<std::int64_t>(), m, V, stream());
+    copy_bytes(out.data(), Place::host(), gathered.data(), place_,
+               static_cast<std::size_t>(m * V) * sizeof(float), stream());
+  };
+  read(values_, vectors);
+  for (std::size_t k = 0; k < states.size(); ++k)
+    read(k == 0 ? state0_ : state1_, states[k]);
+  if (stream() != nullptr) synchronize_stream(stream());
 }
 
-template <class T>
-std::vector<T> read_array(const fs::path& path, std::int64_t expected_count,
-                          const std::string& what) {
-  const std::vector<char> bytes = read_file(path);
-  if (expected_count >= 0 && bytes.size() != static_cast<std::size_t>(expected_count) * sizeof(T)) {
-    EMBER_THROW_AS(DataError, path.string(), ": ", what, " file has ", bytes.size(), " bytes but ",
-                   expected_count, " x ", sizeof(T), " = ",
-                   expected_count * static_cast<std::int64_t>(sizeof(T)),
-                   " were expected (keys and vectors must come from the same save)");
+void SparseEmbedding::stream_model(const RowSink& sink) {
+  const int D = comm_.size(), me = comm_.rank();
+  const std::int64_t V = config_.vec_size;
+  const int K = optimizer_.state_count();
+  const bool with_slots = row_slot_.defined();
+  // This rank's rows, their keys and slots, in key order (then slot).
+  std::vector<std::int64_t> rows, keys, slots;
+  {
+    std::int64_t n = 0;
+    std::vector<std::int64_t> all_keys, all_slots;
+    if (table_) {
+      n = table_->size();
+      all_keys = host_vector<std::int64_t>(table_->reverse_map().slice(0, 0, n).to(DType::I64));
+    } else {
+      n = capacity_;
+      all_keys = onehot_host_keys_;
+    }
+    if (with_slots && n > 0) all_slots = host_vector<std::int64_t>(row_slot_.slice(0, 0, n));
+    for (std::int64_t r = 0; r < n; ++r) {
+      if (host_rows_) {
+        const std::int32_t s = host_rows_->directory().slot_of(r);
+        const bool made =
+            s == CacheDirectory::kOnHost || (s >= 0 && !host_rows_->directory().waiting(s));
+        if (!made) continue;
+      }
+      rows.push_back(r);
+    }
+    std::sort(rows.begin(), rows.end(), [&](std::int64_t x, std::int64_t y) {
+      if (all_keys[x] != all_keys[y]) return all_keys[x] < all_keys[y];
+      return with_slots && all_slots[x] < all_slots[y];
+    });
+    for (std::int64_t r : rows) {
+      keys.push_back(all_keys[r]);
+      if (with_slots) slots.push_back(all_slots[r]);
+    }
   }
-  if (bytes.size() % sizeof(T) != 0) {
-    EMBER_THROW_AS(DataError, path.string(), ": ", what, " file has ", bytes.size(),
-                   " bytes, not a multiple of ", sizeof(T));
+  const Tensor count = Tensor::from_vector(
+      std::vector<std::int64_t>{static_cast<std::int64_t>(rows.size())}, place_);
+  const Tensor counts = Tensor::empty({D}, DType::I64, place_);
+  comm_.all_gather(count, counts, stream());
+  if (stream() != nullptr) synchronize_stream(stream());
+  const std::vector<std::int64_t> totals = host_vector<std::int64_t>(counts);
+
+  // Rank 0: each rank's rows received and not yet merged.
+  struct Pending {
+    std::vector<std::int64_t> keys, slots;
+    std::vector<float> vectors;
+    std::vector<std::vector<float>> states;
+    std::size_t next = 0;       // first row not merged
+    std::int64_t received = 0;  // rows received so far
+    bool empty() const { return next == keys.size(); }
+  };
+  std::vector<Pending> pending(static_cast<std::size_t>(me == 0 ? D : 0));
+  for (Pending& q : pending)
+    q.states.assign(static_cast<std::size_t>(K), {});
+  std::int64_t sent = 0;
+  std::vector<float> my_vectors;
+  std::vector<std::vector<float>> my_states;
+  for (;;) {
+    // Rank 0 asks every rank whose rows it has merged for its next chunk.
+    std::vector<std::int64_t> want(static_cast<std::size_t>(D), 0);
+    if (me == 0) {
+      for (int p = 0; p < D; ++p) {
+        const Pending& q = pending[static_cast<std::size_t>(p)];
+        if (q.empty()) want[p] = std::min(kMergeChunk, totals[p] - q.received);
+      }
+    }
+    const Tensor asked = at_place(want, place_);
+    comm_.broadcast(asked, 0, stream());
+    want = host_vector<std::int64_t>(asked);
+    if (std::all_of(want.begin(), want.end(), [](std::int64_t w) { return w == 0; })) break;
+    const std::int64_t mine = want[static_cast<std::size_t>(me)];
+    const std::vector<std::int64_t> chunk(rows.begin() + sent, rows.begin() + sent + mine);
+    read_rows(chunk, my_vectors, my_states);
+    auto exchange = [&](const auto& local, auto&& received_by_rank, std::int64_t width) {
+      using T = typename std::decay_t<decltype(local)>::value_type;
+      std::vector<std::int64_t> send_counts(static_cast<std::size_t>(D), 0),
+          recv_counts = send_counts;
+      send_counts[0] = mine * width;
+      std::int64_t total = 0;
+      if (me == 0) {
+        for (int p = 0; p < D; ++p)
+          total += (recv_counts[static_cast<std::size_t>(p)] =
+                        want[static_cast<std::size_t>(p)] * width);
+      }
+      const Tensor send = at_place(local, place_);
+      const Tensor recv = Tensor::empty({std::max<std::int64_t>(total, 1)}, dtype_of<T>(), place_);
+      comm_.all_to_all_v(send, send_counts, recv, recv_counts, stream());
+      if (stream() != nullptr) synchronize_stream(stream());
+      if (me != 0 || total == 0) return;
+      const std::vector<T> all = host_vector<T>(recv.slice(0, 0, total));
+      std::int64_t offset = 0;
+      for (int p = 0; p < D; ++p) {
+        const std::int64_t n = want[static_cast<std::size_t>(p)] * width;
+        auto& to = received_by_rank(p);
+        to.insert(to.end(), all.begin() + offset, all.begin() + offset + n);
+        offset += n;
+      }
+    };
+    // Every rank whose buffer rank 0 emptied starts a new one.
+    if (me == 0) {
+      for (int p = 0; p < D; ++p) {
+        Pending& q = pending[static_cast<std::size_t>(p)];
+        if (want[static_cast<std::size_t>(p)] == 0) continue;
+        q.keys.clear();
+        q.slots.clear();
+        q.vectors.clear();
+        q.states.assign(static_cast<std::size_t>(K), {});
+        q.next = 0;
+        q.received += want[static_cast<std::size_t>(p)];
+      }
+    }
+    const std::vector<std::int64_t> my_keys(keys.begin() + sent, keys.begin() + sent + mine);
+    exchange(
+        my_keys, [&](int p) -> auto& { return pending[static_cast<std::size_t>(p)].keys; }, 1);
+    if (with_slots) {
+      const std::vector<std::int64_t> my_slots(slots.begin() + sent, slots.begin() + sent + mine);
+      exchange(
+          my_slots, [&](int p) -> auto& { return pending[static_cast<std::size_t>(p)].slots; }, 1);
+    }
+    exchange(
+        my_vectors, [&](int p) -> auto& { return pending[static_cast<std::size_t>(p)].vectors; },
+        V);
+    for (int k = 0; k < K; ++k) {
+      exchange(
+          my_states[static_cast<std::size_t>(k)],
+          [&](int p) -> auto& {
+            return pending[static_cast<std::size_t>(p)].states[static_cast<std::size_t>(k)];
+          },
+          V);
+    }
+    sent += mine;
+    if (me != 0) continue;
+    // Merge while every rank that still has rows has some here.
+    std::vector<std::int64_t> out_keys, out_slots;
+    std::vector<float> out_vectors;
+    std::vector<std::vector<float>> out_states(static_cast<std::size_t>(K));
+    for (;;) {
+      int best = -1;
+      bool starved = false;
+      for (int p = 0; p < D; ++p) {
+        const Pending& q = pending[static_cast<std::size_t>(p)];
+        if (q.empty()) {
+          starved = starved || q.received < totals[static_cast<std::size_t>(p)];
+          continue;
+        }
+        if (best < 0) {
+          best = p;
+          continue;
+        }
+        const Pending& b = pending[static_cast<std::size_t>(best)];
+        const std::int64_t kq = q.keys[q.next], kb = b.keys[b.next];
+        if (kq < kb || (kq == kb && with_slots && q.slots[q.next] < b.slots[b.next])) best = p;
+      }
+      if (starved || best < 0) break;
+      Pending& q = pending[static_cast<std::size_t>(best)];
+      const std::size_t i = q.next++;
+      out_keys.push_back(q.keys[i]);
+      if (with_slots) out_slots.push_back(q.slots[i]);
+      out_vectors.insert(out_vectors.end(), q.vectors.begin() + i * V,
+                         q.vectors.begin() + (i + 1) * V);
+      for (int k = 0; k < K; ++k) {
+        auto& from = q.states[static_cast<std::size_t>(k)];
+        out_states[static_cast<std::size_t>(k)].insert(
+            out_states[static_cast<std::size_t>(k)].end(), from.begin() + i * V,
+            from.begin() + (i + 1) * V);
+      }
+    }
+    if (sink && !out_keys.empty()) {
+      std::vector<const float*> state_ptrs;
+      for (const auto& st : out_states)
+        state_ptrs.push_back(st.data());
+      sink(static_cast<std::int64_t>(out_keys.size()), out_keys.data(),
+           with_slots ? out_slots.data() : nullptr, out_vectors.data(), state_ptrs);
+    }
   }
-  std::vector<T> out(bytes.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
-  return out;
 }
+
+namespace {
+
+// Keeps the rows in memory (snapshot()).
+struct MemorySink {
+  EmbeddingSnapshot& snap;
+  std::int64_t V;
+  MemorySink(EmbeddingSnapshot& s, std::int64_t vec_size, int states) : snap(s), V(vec_size) {
+    snap.states.assign(static_cast<std::size_t>(states), {});
+  }
+  void take(std::int64_t n, const std::int64_t* keys, const std::int64_t* slots,
+            const float* vectors, const std::vector<const float*>& states) {
+    snap.keys.insert(snap.keys.end(), keys, keys + n);
+    if (slots != nullptr) snap.slots.insert(snap.slots.end(), slots, slots + n);
+    snap.vectors.insert(snap.vectors.end(), vectors, vectors + n * V);
+    for (std::size_t k = 0; k < states.size(); ++k)
+      snap.states[k].insert(snap.states[k].end(), states[k], states[k] + n * V);
+  }
+};
+
+// Writes the files of a saved embedding as the rows come (save()); after an error it keeps the
+// message and takes the remaining rows without writing them, so that the ranks finish together.
+struct FileSink {
+  fs::path dir;
+  DType key_dtype;
+  std::int64_t V;
+  std::vector<std::string> state_names;
+  std::ofstream keys, vectors, slot_ids;
+  std::vector<std::ofstream> states;
+  std::int64_t rows = 0;
+  std::string failure;
+
+  FileSink(fs::path d, DType key_type, std::int64_t vec_size, std::vector<std::string> names,
+           bool with_states, bool with_slots)
+      : dir(std::move(d)), key_dtype(key_type), V(vec_size) {
+    try {
+      fs::create_directories(dir);
+      open(keys, "keys");
+      open(vectors, "vectors");
+      if (with_slots) open(slot_ids, "slot_ids");
+      if (with_states) {
+        state_names = std::move(names);
+        states.resize(state_names.size());
+        for (std::size_t k = 0; k < state_names.size(); ++k)
+          open(states[k], state_names[k]);
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  void open(std::ofstream& out, const std::string& name) {
+    out.open(dir / name, std::ios::binary | std::ios::trunc);
+    if (!out) EMBER_THROW("cannot create ", (dir / name).string());
+  }
+  void take(std::int64_t n, const std::int64_t* k, const std::int64_t* slots, const float* v,
+            const std::vector<const float*>& st) {
+    if (!failure.empty()) return;
+    try {
+      const auto count = static_cast<std::size_t>(n);
+      if (key_dtype == DType::U32) {
+        const std::vector<std::uint32_t> narrow(k, k + n);
+        write_bytes(keys, dir / "keys", narrow.data(), count * sizeof(std::uint32_t));
+      } else {
+        write_bytes(keys, dir / "keys", k, count * sizeof(std::int64_t));
+      }
+      write_bytes(vectors, dir / "vectors", v, count * static_cast<std::size_t>(V) * sizeof(float));
+      if (slots != nullptr && slot_ids.is_open()) {
+        write_bytes(slot_ids, dir / "slot_ids", slots, count * sizeof(std::int64_t));
+      }
+      for (std::size_t i = 0; i < states.size(); ++i) {
+        write_bytes(states[i], dir / state_names[i], st[i],
+                    count * static_cast<std::size_t>(V) * sizeof(float));
+      }
+      rows += n;
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  void close(bool with_slots, std::int64_t step, bool with_states) {
+    if (!failure.empty()) return;
+    try {
+      // An empty LocalizedSlot model still has its (empty) slot_ids file.
+      (void)with_slots;
+      if (with_states) {
+        std::ofstream out(dir / "optimizer_step", std::ios::binary | std::ios::trunc);
+        if (!out) EMBER_THROW("cannot create ", (dir / "optimizer_step").string());
+        write_bytes(out, dir / "optimizer_step", &step, sizeof step);
+        out.flush();
+        if (!out) EMBER_THROW("writing ", (dir / "optimizer_step").string(), " failed");
+      }
+      for (std::ofstream* out : {&keys, &vectors, &slot_ids}) {
+        if (!out->is_open()) continue;
+        out->flush();
+        if (!*out) EMBER_THROW("writing the files of ", dir.string(), " failed (disk full?)");
+        out->close();
+      }
+      for (auto& out : states) {
+        out.flush();
+        if (!out) EMBER_THROW("writing the files of ", dir.string(), " failed (disk full?)");
+        out.close();
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+};
 
 }  // namespace
 
 EmbeddingSnapshot SparseEmbedding::snapshot() {
   PlaceGuard guard(place_);
   check_deferred_errors();
-  catch_up_all();
-  const std::int64_t n = rows_in_use(), V = config_.vec_size;
-  const int D = comm_.size();
-  const Tensor keys = table_ ? table_->keys_by_row() : onehot_keys_.slice(0, 0, n);
-  const std::vector<std::int64_t> my_keys = keys_as_i64(keys);
-  const std::vector<float> my_vectors = host_vector<float>(values_.slice(0, 0, n));
-  std::vector<std::int64_t> my_slots;
-  if (row_slot_.defined()) my_slots = host_vector<std::int64_t>(row_slot_.slice(0, 0, n));
-  std::vector<std::vector<float>> my_states;
-  for (const Tensor* st : {&state0_, &state1_}) {
-    if (st->defined()) my_states.push_back(host_vector<float>(st->slice(0, 0, n)));
-  }
-
-  const Tensor count = Tensor::from_vector(std::vector<std::int64_t>{n}, place_);
-  const Tensor counts = Tensor::empty({D}, DType::I64, place_);
-  comm_.all_gather(count, counts, stream());
-  if (stream() != nullptr) synchronize_stream(stream());
-  const std::vector<std::int64_t> rows_per_rank = host_vector<std::int64_t>(counts);
-
-  const auto all_keys = gather_to_root(comm_, my_keys, rows_per_rank, 1, stream());
-  const auto all_vectors = gather_to_root(comm_, my_vectors, rows_per_rank, V, stream());
-  std::vector<std::int64_t> all_slots;
-  if (row_slot_.defined()) all_slots = gather_to_root(comm_, my_slots, rows_per_rank, 1, stream());
-  std::vector<std::vector<float>> all_states;
-  for (const auto& st : my_states)
-    all_states.push_back(gather_to_root(comm_, st, rows_per_rank, V, stream()));
-
+  settle_prepared();
+  bring_rows_current();
   EmbeddingSnapshot snap;
+  MemorySink sink(snap, config_.vec_size, optimizer_.state_count());
+  RowSink take;
+  if (comm_.rank() == 0) take = [&](auto... args) { sink.take(args...); };
+  stream_model(take);
   snap.step = step_;
-  if (comm_.rank() != 0) return snap;
-  const std::size_t total = all_keys.size();
-  std::vector<std::size_t> order(total);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    if (all_keys[x] != all_keys[y]) return all_keys[x] < all_keys[y];
-    return !all_slots.empty() && all_slots[x] < all_slots[y];
-  });
-  snap.keys.resize(total);
-  snap.vectors.resize(total * V);
-  if (!all_slots.empty()) snap.slots.resize(total);
-  snap.states.assign(all_states.size(), std::vector<float>(total * V));
-  for (std::size_t i = 0; i < total; ++i) {
-    const std::size_t from = order[i];
-    snap.keys[i] = all_keys[from];
-    std::copy_n(all_vectors.begin() + from * V, V, snap.vectors.begin() + i * V);
-    if (!all_slots.empty()) snap.slots[i] = all_slots[from];
-    for (std::size_t k = 0; k < all_states.size(); ++k) {
-      std::copy_n(all_states[k].begin() + from * V, V, snap.states[k].begin() + i * V);
-    }
-  }
   return snap;
 }
 
 void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
   PlaceGuard guard(place_);
-  const EmbeddingSnapshot snap = snapshot();
+  check_deferred_errors();
+  settle_prepared();
+  bring_rows_current();
+  const bool with_slots = row_slot_.defined();
+  std::unique_ptr<FileSink> sink;
+  fs::path tmp, parent;
+  if (comm_.rank() == 0) {
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+    tmp = parent / cat(dir.filename().string(), ".tmp-", ::getpid(), "-", stamp);
+    sink = std::make_unique<FileSink>(tmp, config_.key_dtype, config_.vec_size, state_names(),
+                                      with_optimizer_states, with_slots);
+  }
+  RowSink take;
+  if (sink) take = [&](auto... args) { sink->take(args...); };
+  stream_model(take);
   std::string failure;
   if (comm_.rank() == 0) {
-    try {
-      const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-      const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-      fs::create_directories(parent);
-      const fs::path tmp = parent / cat(dir.filename().string(), ".tmp-", ::getpid(), "-", stamp);
-      fs::create_directories(tmp);
-      const std::size_t n = snap.keys.size();
-      if (config_.key_dtype == DType::U32) {
-        std::vector<std::uint32_t> keys(snap.keys.begin(), snap.keys.end());
-        write_file(tmp / "keys", keys.data(), n * sizeof(std::uint32_t));
-      } else {
-        write_file(tmp / "keys", snap.keys.data(), n * sizeof(std::int64_t));
+    sink->close(with_slots, step_, with_optimizer_states);
+    failure = sink->failure;
+    if (failure.empty()) {
+      try {
+        // Swap directories: the previous model stays whole until the new one is complete.
+        const fs::path previous = parent / (dir.filename().string() + ".previous");
+        fs::remove_all(previous);
+        if (fs::exists(dir)) fs::rename(dir, previous);
+        fs::rename(tmp, dir);
+        fs::remove_all(previous);
+        EMBER_LOG_DEBUG("{}: saved {} rows to {}", where(), sink->rows, dir.string());
+      } catch (const std::exception& e) {
+        failure = e.what();
       }
-      write_file(tmp / "vectors", snap.vectors.data(), snap.vectors.size() * sizeof(float));
-      if (!snap.slots.empty()) {
-        write_file(tmp / "slot_ids", snap.slots.data(), n * sizeof(std::int64_t));
-      }
-      if (with_optimizer_states) {
-        const auto names = state_names();
-        for (std::size_t k = 0; k < names.size(); ++k) {
-          write_file(tmp / names[k], snap.states[k].data(), snap.states[k].size() * sizeof(float));
-        }
-        write_file(tmp / "optimizer_step", &snap.step, sizeof snap.step);
-      }
-      // Swap directories: the previous model stays whole until the new one is complete.
-      const fs::path previous = parent / (dir.filename().string() + ".previous");
-      fs::remove_all(previous);
-      if (fs::exists(dir)) fs::rename(dir, previous);
-      fs::rename(tmp, dir);
-      fs::remove_all(previous);
-      EMBER_LOG_DEBUG("{}: saved {} rows to {}", where(), n, dir.string());
-    } catch (const std::exception& e) {
-      failure = e.what();
+    }
+    if (!failure.empty()) {
+      std::error_code ignored;
+      fs::remove_all(tmp, ignored);
     }
   }
   // Every rank learns whether rank 0 succeeded, so no rank hangs or returns early.
@@ -197,188 +426,6 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
     if (!failure.empty()) EMBER_THROW(where(), ": saving to ", dir.string(), " failed: ", failure);
     EMBER_THROW(where(), ": rank 0 failed to save the embedding to ", dir.string());
   }
-}
-
-namespace {
-
-// The slot of a key with slot offsets (slot_size_array's ranges), for models saved without
-// their slot ids.
-class SlotOfKey {
- public:
-  SlotOfKey(std::vector<std::int64_t> slot_begin, fs::path keys_file)
-      : begin_(std::move(slot_begin)), keys_file_(std::move(keys_file)) {}
-  std::int64_t operator()(std::int64_t key) const {
-    const auto it = std::upper_bound(begin_.begin(), begin_.end(), key);
-    const std::int64_t s = (it - begin_.begin()) - 1;
-    if (key < 0 || s >= static_cast<std::int64_t>(begin_.size()) - 1) {
-      EMBER_THROW_AS(DataError, keys_file_.string(), ": key ", key,
-                     " lies in no slot of slot_size_array (keys [0, ", begin_.back(), "))");
-    }
-    return s;
-  }
-
- private:
-  std::vector<std::int64_t> begin_;  // [slot_num + 1]
-  fs::path keys_file_;
-};
-
-// Everything saved in `dir` (layout: docs/embedding.md); have_states[k] tells whether state k
-// was saved. step is -1 when no optimizer step was saved.
-EmbeddingSnapshot read_saved(const fs::path& dir, const EmbeddingConfig& config,
-                             const std::vector<std::string>& state_names,
-                             const SlotOfKey& slot_of_key, std::vector<bool>& have_states) {
-  const std::int64_t V = config.vec_size;
-  EmbeddingSnapshot file;
-  if (config.key_dtype == DType::U32) {
-    const auto k = read_array<std::uint32_t>(dir / "keys", -1, "keys");
-    file.keys.assign(k.begin(), k.end());
-  } else {
-    file.keys = read_array<std::int64_t>(dir / "keys", -1, "keys");
-  }
-  const auto n = static_cast<std::int64_t>(file.keys.size());
-  file.vectors = read_array<float>(dir / "vectors", n * V, "vectors");
-  if (config.type == EmbeddingType::LocalizedSlotHash) {
-    if (fs::exists(dir / "slot_ids")) {
-      file.slots = read_array<std::int64_t>(dir / "slot_ids", n, "slot_ids");
-    } else if (!config.slot_size_array.empty()) {
-      for (std::int64_t key : file.keys)
-        file.slots.push_back(slot_of_key(key));
-    } else {
-      EMBER_THROW_AS(DataError, dir.string(),
-                     ": a LocalizedSlot model needs its slot_ids file "
-                     "(or a slot_size_array to place keys)");
-    }
-  }
-  have_states.assign(state_names.size(), false);
-  for (std::size_t k = 0; k < state_names.size(); ++k) {
-    if (fs::exists(dir / state_names[k])) {
-      file.states.push_back(read_array<float>(dir / state_names[k], n * V, state_names[k]));
-      have_states[k] = true;
-    } else {
-      file.states.emplace_back();
-    }
-  }
-  file.step = -1;
-  if (fs::exists(dir / "optimizer_step")) {
-    file.step = read_array<std::int64_t>(dir / "optimizer_step", 1, "optimizer_step")[0];
-  }
-  return file;
-}
-
-}  // namespace
-
-void SparseEmbedding::load(const fs::path& dir) {
-  PlaceGuard guard(place_);
-  check_deferred_errors();
-  EMBER_CHECK(fs::is_directory(dir), where(), ": no saved embedding at ", dir.string());
-  const std::int64_t V = config_.vec_size;
-  const int D = comm_.size(), r = comm_.rank();
-  const auto names = state_names();
-  const SlotOfKey slot_of_key(slot_begin(), dir / "keys");
-  std::vector<bool> have_states;
-  const EmbeddingSnapshot file = read_saved(dir, config_, names, slot_of_key, have_states);
-
-  // Keep the rows this rank owns.
-  std::vector<std::int64_t> picked;
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(file.keys.size()); ++i) {
-    const std::int64_t key = file.keys[i];
-    bool owned = false;
-    switch (config_.type) {
-      case EmbeddingType::DistributedSlotHash:
-        owned = static_cast<std::uint64_t>(key) % static_cast<std::uint64_t>(D) ==
-                static_cast<std::uint64_t>(r);
-        break;
-      case EmbeddingType::LocalizedSlotHash:
-        owned = file.slots[i] % D == r;
-        break;
-      case EmbeddingType::LocalizedSlotOneHot:
-        owned = slot_of_key(key) % D == r;
-        break;
-    }
-    if (owned) picked.push_back(i);
-  }
-  EmbeddingSnapshot mine;
-  mine.states.resize(names.size());
-  for (std::int64_t i : picked) {
-    mine.keys.push_back(file.keys[i]);
-    mine.vectors.insert(mine.vectors.end(), file.vectors.begin() + i * V,
-                        file.vectors.begin() + (i + 1) * V);
-    if (!file.slots.empty()) mine.slots.push_back(file.slots[i]);
-    for (std::size_t k = 0; k < names.size(); ++k) {
-      if (!have_states[k]) continue;
-      mine.states[k].insert(mine.states[k].end(), file.states[k].begin() + i * V,
-                            file.states[k].begin() + (i + 1) * V);
-    }
-  }
-  mine.step = file.step;
-  insert_loaded(mine, have_states);
-  comm_.barrier();
-}
-
-void SparseEmbedding::insert_loaded(const EmbeddingSnapshot& mine,
-                                    const std::vector<bool>& have_states) {
-  const std::int64_t m = static_cast<std::int64_t>(mine.keys.size()), V = config_.vec_size;
-  drop_batch();
-  if (mine.step >= 0) {
-    step_ = mine.step;
-    schedule_.set_step(step_);
-  }
-  if (m > 0) {
-    std::vector<std::int64_t> rows(m);
-    if (table_) {
-      const Tensor keys = Tensor::from_vector(mine.keys).to(config_.key_dtype).to(place_);
-      const Tensor found = Tensor::empty({m}, DType::I64, place_);
-      const InsertResult fresh = table_->insert_or_find(keys, found, stream());
-      for (Tensor* st : {&state0_, &state1_}) {
-        if (st->defined() && fresh.count() > 0) {
-          ops::fill(st->slice(0, fresh.first, fresh.end),
-                    optimizer_.initial_state(st == &state0_ ? 0 : 1), stream());
-        }
-      }
-      rows = host_vector<std::int64_t>(found);
-    } else {
-      std::vector<std::int64_t> slot_begin(config_.slot_num + 1, 0),
-          local_base(config_.slot_num, -1);
-      for (std::int64_t s = 0; s < config_.slot_num; ++s) {
-        slot_begin[s + 1] = slot_begin[s] + config_.slot_size_array[s];
-      }
-      std::int64_t next = 0;
-      for (std::int64_t s : owned_slots_) {
-        local_base[s] = next;
-        next += config_.slot_size_array[s];
-      }
-      for (std::int64_t i = 0; i < m; ++i) {
-        const auto it = std::upper_bound(slot_begin.begin(), slot_begin.end(), mine.keys[i]);
-        const std::int64_t s = (it - slot_begin.begin()) - 1;
-        rows[i] = local_base[s] + (mine.keys[i] - slot_begin[s]);
-      }
-    }
-    // Uploads stay alive until the stream is synchronised below.
-    std::vector<Tensor> uploads;
-    const Tensor row_index = Tensor::from_vector(rows, place_);
-    uploads.push_back(Tensor::from_vector(mine.vectors, place_));
-    kernels::on(place_).scatter_rows(values_.data<float>(), uploads.back().data<float>(),
-                                     row_index.data<std::int64_t>(), m, V, stream());
-    for (std::size_t k = 0; k < have_states.size(); ++k) {
-      if (!have_states[k]) continue;
-      Tensor& st = k == 0 ? state0_ : state1_;
-      uploads.push_back(Tensor::from_vector(mine.states[k], place_));
-      kernels::on(place_).scatter_rows(st.data<float>(), uploads.back().data<float>(),
-                                       row_index.data<std::int64_t>(), m, V, stream());
-    }
-    if (stream() != nullptr) synchronize_stream(stream());
-    if (row_slot_.defined()) {
-      std::vector<std::int64_t> slots = host_vector<std::int64_t>(row_slot_);
-      for (std::int64_t i = 0; i < m; ++i)
-        slots[rows[i]] = mine.slots[i];
-      row_slot_.copy_from(Tensor::from_vector(slots, place_));
-    }
-  }
-  if (last_step_.defined() && rows_in_use() > 0) {
-    kernels::on(place_).fill_steps(last_step_.data<std::int64_t>(), 0, rows_in_use(), step_,
-                                   stream());
-  }
-  if (stream() != nullptr) synchronize_stream(stream());
 }
 
 }  // namespace ember::embedding

@@ -310,6 +310,7 @@ void apply_override(json& root, const std::string& assignment) {
     parts.push_back(part);
   json* node = &root;
   std::string walked;
+  bool in_layer = false;  // node is one layer's object (an element of "layers")
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     const bool last = i + 1 == parts.size();
@@ -338,6 +339,7 @@ void apply_override(json& root, const std::string& assignment) {
         }
         return;
       }
+      in_layer = i == 1 && parts[0] == "layers" && next->is_object();
       node = next;
     } else if (node->is_object()) {
       if (last && value.is_null()) {
@@ -351,10 +353,17 @@ void apply_override(json& root, const std::string& assignment) {
         (*node)[part] = value;
         return;
       }
+      // A layer may gain a nested object that it lacks (Ember's extensions, e.g.
+      // `layers.e1.storage.location=host`); the strict reader then checks its keys. Elsewhere a
+      // missing key on the way is an error here.
       auto it = node->find(part);
       if (it == node->end()) {
-        EMBER_THROW_AS(ConfigError, "--set ", path, ": '", walked, "' does not exist");
+        if (!in_layer) {
+          EMBER_THROW_AS(ConfigError, "--set ", path, ": '", walked, "' does not exist");
+        }
+        it = node->emplace(part, json::object()).first;
       }
+      in_layer = false;
       node = &*it;
     } else {
       EMBER_THROW_AS(ConfigError, "--set ", path, ": '",

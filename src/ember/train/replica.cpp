@@ -154,6 +154,17 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
   if (in.dense) fill_rows(in.dense->value(), batch.dense, n, s);
 }
 
+void Replica::prefetch(const data::DeviceBatch& batch) {
+  const std::int64_t ranks = comm_->size(), block = (batch.global_size + ranks - 1) / ranks;
+  for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+    if (embeddings_[i]->location() != embedding::StorageLocation::Host) continue;
+    // Training batches are full: the CSR needs no padding, so the forward sees these tensors.
+    const CsrTensor& keys = batch.sparse.at(embedding_input_[i]);
+    if (keys.rows() != block * ranks * config_.embeddings[i].slot_num) continue;
+    embeddings_[i]->prefetch(keys, rank() * block, block, batch.ready.get());
+  }
+}
+
 float Replica::train_step(const data::DeviceBatch& batch) {
   const StreamHandle s = stream();
   feed(*train_.inputs, batch, true, s);

@@ -45,6 +45,9 @@ class Replica {
   // update at all, dense or sparse (collective: every rank skips); see last_step_skipped().
   float train_step(const data::DeviceBatch& batch);
   bool last_step_skipped() const { return skipped_; }
+  // Host-backed embeddings prepare their rows for `batch`, the next training batch, while the
+  // current step runs (see SparseEmbedding::prefetch); nothing for device tables.
+  void prefetch(const data::DeviceBatch& batch);
   // The loss of the last training step on this rank (waits for the device).
   double last_loss() const;
   // Captures the last step's loss for a later check that does not stall the device (see

@@ -13,6 +13,7 @@
 #include "ember/core/progress_line.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/train/cache_report.hpp"
 #include "ember/train/checkpoint.hpp"
 #include "ember/train/checkpoint_recovery.hpp"
 #include "ember/train/session_impl.hpp"
@@ -166,7 +167,11 @@ class Session::TrainingLoop {
   void skip_trained_batches();
   // The next batch to train on, nothing when the data is done.
   std::optional<data::Batch> next_batch();
+  std::optional<data::Batch> pull_batch();
   void step(const data::Batch& batch);
+  // Host-backed embeddings: takes the batch after the one just stepped from the pipeline and
+  // lets them prepare its rows while the step runs on the device (see Replica::prefetch).
+  void prefetch_next();
   // nan_policy "stop": the loss of every step is checked, on a GPU one step late (the host does
   // not wait for the step it just queued); check_loss_now() catches up before anything that
   // would keep or report the model (snapshots, evaluations, the end).
@@ -206,6 +211,12 @@ class Session::TrainingLoop {
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
+  // Host-backed embeddings: the batch after the current one, taken early and prepared ahead,
+  // and the cache figures of each display window.
+  bool prefetch_ = false;
+  std::optional<data::Batch> upcoming_;
+  CacheReport cache_report_;
+  std::int64_t cache_window_start_ = 0;
 };
 
 namespace {
@@ -252,7 +263,9 @@ Session::TrainingLoop::TrainingLoop(Session& session)
       pipeline_(source_, pipeline_options()),
       progress_(progress_options(session.options_.progress)),
       lrs_(m_.places.size()),
-      step_losses_(m_.places.size()) {}
+      step_losses_(m_.places.size()),
+      prefetch_(CacheReport::wanted(m_.replicas)),
+      cache_window_start_(session.iteration_) {}
 
 data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   data::PipelineOptions po;
@@ -274,6 +287,7 @@ TrainResult Session::TrainingLoop::run() {
     const std::optional<data::Batch> batch = next_batch();
     if (!batch) break;
     step(*batch);
+    prefetch_next();
     show_progress();
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
     evaluate_if_due();
@@ -302,10 +316,33 @@ void Session::TrainingLoop::skip_trained_batches() {
 }
 
 std::optional<data::Batch> Session::TrainingLoop::next_batch() {
+  std::optional<data::Batch> batch;
+  if (upcoming_) {
+    batch = std::move(upcoming_);
+    upcoming_.reset();
+  } else {
+    batch = pull_batch();
+  }
+  // Counted when trained on, not when taken ahead for a prefetch.
+  if (batch) consumed_samples_ += batch->global_size;
+  return batch;
+}
+
+void Session::TrainingLoop::prefetch_next() {
+  if (!prefetch_ || (s_.max_iter > 0 && session_.iteration_ >= s_.max_iter)) return;
+  upcoming_ = pull_batch();
+  if (!upcoming_) return;
+  m_.team->run([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    m_.replicas[i]->prefetch(upcoming_->devices[i]);
+  });
+}
+
+std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
   for (;;) {
     std::optional<data::Batch> batch = pipeline_.next();
-    if (batch) consumed_samples_ += batch->global_size;
     if (!batch || batch->global_size == s_.batchsize) return batch;
+    consumed_samples_ += batch->global_size;  // passed over, but read
     // Shapes are fixed per network, so the partial last batch of an epoch is not trained on.
     log_once("partial-batch", spdlog::level::info,
              cat("skipping the partial last batch of each epoch (", batch->global_size, " of ",
@@ -425,6 +462,12 @@ void Session::TrainingLoop::display() {
   last_display_iteration_ = iteration;
   result_.losses.emplace_back(iteration, loss);
   result_.rates.push_back(rate);
+  if (prefetch_) {
+    const auto figures = cache_report_.report(iteration, m_.replicas,
+                                              iteration - cache_window_start_, m_.log, *m_.out);
+    if (figures) result_.cache.push_back(*figures);
+    cache_window_start_ = iteration;
+  }
   window_start_ = Clock::now();
   window_samples_ = 0;
 }

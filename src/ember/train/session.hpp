@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/train/cache_report.hpp"
 #include "ember/train/metrics.hpp"
 #include "ember/train/model_config.hpp"
 
@@ -53,6 +54,8 @@ struct TrainResult {
   double samples_per_second = 0;
   std::vector<std::pair<std::int64_t, double>> losses;  // (iteration, loss) at display points
   std::vector<double> rates;  // samples/s over each display window, in order
+  // Host-backed embeddings: the cache's figures over each display window, in order.
+  std::vector<CacheFigures> cache;
 };
 
 class Session {
