@@ -54,8 +54,10 @@ struct CachingDeviceAllocator::Impl {
   StreamPool& pool_of(const CachingBlock* b) const { return *pools.find(b->stream); }
 
   // Hands out `b` (out of the pools of `pool`, whose lock is held) for a request of `bytes`,
-  // rounded to `size`.
-  void hand_out(StreamPool& pool, CachingBlock* b, std::size_t size, std::size_t bytes) {
+  // rounded to `size`. False when the statistics could not count it within the pool's budget:
+  // then the caller calls count_beyond_budget() before handing the pointer to anyone.
+  [[nodiscard]] bool hand_out(StreamPool& pool, CachingBlock* b, std::size_t size,
+                              std::size_t bytes) {
     try {
       pool.blocks.maybe_split(b, size);
       live.insert(b);
@@ -70,7 +72,14 @@ struct CachingDeviceAllocator::Impl {
     b->allocated = true;
     b->requested = bytes;
     ++pool.allocs;
-    pool.shard.allocated(b->size, bytes);
+    return pool.shard.try_allocated(b->size, bytes);
+  }
+
+  // The slow path of the statistics (caching_counters.hpp), under every pool's lock.
+  void count_beyond_budget(const StreamPools::LockAll&, StreamPool& pool, std::size_t size,
+                           std::size_t bytes) {
+    counters.change_beyond_budget(pool.shard,
+                                  detail::CachingCounters::Shard::allocation(size, bytes));
   }
 
   // Frees what every pool caches (under LockAll): ordinary segments that are entirely free, and
@@ -107,7 +116,7 @@ struct CachingDeviceAllocator::Impl {
       }
       if (b == nullptr) throw_oom(all, bytes, segment);
     }
-    hand_out(pool, b, size, bytes);
+    if (!hand_out(pool, b, size, bytes)) count_beyond_budget(all, pool, b->size, bytes);
     return b->ptr;
   }
 
@@ -207,17 +216,22 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
   StreamPool& pool = m.pools.get(stream);
+  CachingBlock* b;
+  std::size_t block_size = 0;
   {
     std::lock_guard<SpinMutex> lock(pool.mutex);
     if (pool.uses.has_pending_events()) pool.poll();
-    CachingBlock* b = pool.blocks.take_best_fit(small, stream, size);
+    b = pool.blocks.take_best_fit(small, stream, size);
     if (b == nullptr) b = pool.obtain(small, size, segment_size(size));
     if (b != nullptr) {
-      m.hand_out(pool, b, size, bytes);
-      return b->ptr;
+      if (m.hand_out(pool, b, size, bytes)) return b->ptr;
+      block_size = b->size;
     }
   }
-  return m.allocate_after_flush(pool, small, size, bytes);
+  if (b == nullptr) return m.allocate_after_flush(pool, small, size, bytes);
+  // Counted before the pointer leaves: nobody can free the block before.
+  m.count_beyond_budget(StreamPools::LockAll(m.pools), pool, block_size, bytes);
+  return b->ptr;
 }
 
 void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
@@ -289,6 +303,7 @@ CachingAllocatorStats CachingDeviceAllocator::stats() const {
 }
 
 void CachingDeviceAllocator::reset_peak_stats() {
+  StreamPools::LockAll all(impl_->pools);
   impl_->counters.reset_peaks();
 }
 
