@@ -1,7 +1,7 @@
 // Configurations read by the C++ reader, so that Python checks a model by the same rules, with
 // the same messages, as `ember train` does.
-#include <nlohmann/json.hpp>
 #include <pybind11/stl.h>
+#include <nlohmann/json.hpp>
 
 #include "ember/python/bindings.hpp"
 #include "ember/train/model_config.hpp"

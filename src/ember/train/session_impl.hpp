@@ -22,6 +22,7 @@ struct Session::Impl {
   std::vector<std::unique_ptr<Replica>> replicas;
   RunLog log;
   std::ostream* out = &std::cout;
+  bool has_stepped = false;  // a training step ran since construction or the last load()
 };
 
 // "0.512345": six significant digits, as the display and evaluation lines print numbers.

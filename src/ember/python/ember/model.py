@@ -450,12 +450,25 @@ class Model:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
     def session(self, **kwargs):
-        """The ember.Session that trains this model (made once; keywords as Session's)."""
-        if self._session is None or kwargs:
-            from .session import Session
-            self._session = Session(self._config(), **kwargs)
-        return self._session
+        """The ember.Session that trains this model (keywords as ember.Session's)."""
+        from .session import Session
+        return Session(self._config(), **kwargs)
 
-    def fit(self, **kwargs):
-        """Trains the whole configured run, as `ember train` does; returns its TrainResult."""
-        return self.session(**kwargs).fit()
+    def fit(self, num_epochs=None, max_iter=None, display=None, eval_interval=None,
+            snapshot=None, snapshot_prefix=None, **session_kwargs):
+        """Trains the whole run as `ember train` does, HugeCTR's fit() arguments overriding the
+        solver's; returns the ember.Session (trained) for evaluate(), predict(), save()."""
+        from .session import Session
+        config = copy.deepcopy(self._config())
+        solver = config["solver"]
+        if max_iter is not None:
+            solver.pop("num_epochs", None)
+        if num_epochs is not None:
+            solver.pop("max_iter", None)
+        given = {"num_epochs": num_epochs, "max_iter": max_iter, "display": display,
+                 "eval_interval": eval_interval, "snapshot": snapshot,
+                 "snapshot_prefix": snapshot_prefix}
+        solver.update(_drop_none(given))
+        session = Session(config, **session_kwargs)
+        session.fit()
+        return session
