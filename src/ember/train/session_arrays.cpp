@@ -47,6 +47,17 @@ void check_samples(const SampleArrays& a, const data::DataConfig& d, DType key_t
                        " has ", n, " keys, more than max_nnz ", input.max_nnz);
       }
     }
+    if (input.max_feature_num_per_sample > 0) {
+      for (std::int64_t r = 0; r < a.rows; ++r) {
+        const auto n = keys.row_offsets[(r + 1) * input.slot_num] -
+                       keys.row_offsets[r * input.slot_num];
+        if (n > input.max_feature_num_per_sample) {
+          EMBER_THROW_AS(DataError, in, ": sample ", r, " has ", n,
+                         " keys, more than max_feature_num_per_sample ",
+                         input.max_feature_num_per_sample);
+        }
+      }
+    }
     const std::int64_t most = key_type == DType::U32 ? std::numeric_limits<std::uint32_t>::max()
                                                      : std::numeric_limits<std::int64_t>::max();
     for (std::size_t k = 0; k < keys.keys.size(); ++k) {
