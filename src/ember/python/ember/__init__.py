@@ -16,7 +16,15 @@ Errors are ember.Error and its subclasses: ConfigError (also a ValueError), Data
 OutOfMemoryError (also a MemoryError), CudaUnavailableError. docs/python.md has the whole API.
 """
 
-from . import _ember
+import os as _os
+
+# OpenMP's idle threads spin by default and starve the input pipeline's and OpenBLAS's threads on
+# machines with few cores (src/ember/core/openmp_policy.hpp: the `ember` command re-executes itself
+# for this). libgomp reads the variable once, when it loads with the extension module below, so
+# it is set first; a value the user set is kept.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
+from . import _ember  # noqa: E402
 from ._ember import (ConfigError, CudaUnavailableError, DataError, Error, OutOfMemoryError,
                      check_config, cuda_compiled, load_config)
 from .model import (Check_t, CreateOptimizer, CreateSolver, DataReaderParams,
