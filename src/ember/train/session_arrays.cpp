@@ -49,8 +49,8 @@ void check_samples(const SampleArrays& a, const data::DataConfig& d, DType key_t
     }
     if (input.max_feature_num_per_sample > 0) {
       for (std::int64_t r = 0; r < a.rows; ++r) {
-        const auto n = keys.row_offsets[(r + 1) * input.slot_num] -
-                       keys.row_offsets[r * input.slot_num];
+        const auto n =
+            keys.row_offsets[(r + 1) * input.slot_num] - keys.row_offsets[r * input.slot_num];
         if (n > input.max_feature_num_per_sample) {
           EMBER_THROW_AS(DataError, in, ": sample ", r, " has ", n,
                          " keys, more than max_feature_num_per_sample ",
