@@ -61,7 +61,12 @@ if(NOT EMBER_PYTHON STREQUAL "OFF")
   if(EMBER_WITH_PYTHON)
     execute_process(COMMAND ${Python3_EXECUTABLE} -c "import numpy, pytest"
                     RESULT_VARIABLE EMBER_PYTHON_TESTABLE OUTPUT_QUIET ERROR_QUIET)
+    if(pybind11_FOUND)
+      set(_pybind11_what "pybind11 ${pybind11_VERSION}")
+    else()
+      set(_pybind11_what "pybind11 headers in ${PYBIND11_INCLUDE_DIR}")
+    endif()
     message(STATUS "Ember: Python module on (${Python3_EXECUTABLE}, Python ${Python3_VERSION}, "
-                   "pybind11 ${pybind11_VERSION}${PYBIND11_INCLUDE_DIR})")
+                   "${_pybind11_what})")
   endif()
 endif()
