@@ -138,3 +138,19 @@ def test_ctrl_c_stops_fit_after_a_step_with_a_snapshot(settings, tmp_path):
     assert (tmp_path / f"snapshot_{iteration}" / "meta.json").exists()
     # the session stays usable: it was stopped between steps
     assert any(line.startswith(f"interrupted iter={iteration} ") for line in lines)
+
+
+def test_threads_sharing_a_session_take_turns(settings):
+    shared = ember.Session(CONFIG, set=settings, quiet=True)
+    threads = [threading.Thread(target=lambda: [shared.train() for _ in range(5)])
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert shared.iteration == 10
+    alone = ember.Session(CONFIG, set=settings, quiet=True)
+    for _ in range(10):
+        alone.train()
+    for name, w in alone.get_dense_weights().items():
+        np.testing.assert_array_equal(shared.get_dense_weights()[name], w, err_msg=name)

@@ -26,6 +26,7 @@ void bind_config(py::module_& m) {
   m.def(
       "load_config",
       [](const std::string& path, const std::vector<std::string>& overrides) {
+        py::gil_scoped_release release;  // reads a file
         return train::load_model_config(path, overrides).json.dump();
       },
       py::arg("path"), py::arg("overrides") = std::vector<std::string>{},

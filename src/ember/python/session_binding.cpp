@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "ember/core/error.hpp"
@@ -73,8 +74,13 @@ class PySession {
     a.options.out = &out_;
     a.options.stop_requested = &stop_;
     py::gil_scoped_release release;
+    const auto guard = lock_session();
     session_ = std::make_unique<train::Session>(read_config(a), a.options);
   }
+
+  // One call at a time per session (taken after releasing the GIL): train::Session is not for
+  // several threads at once, and Python threads may share a session object.
+  std::unique_lock<std::mutex> lock_session() { return std::unique_lock<std::mutex>(mutex_); }
 
   train::Session& get() {
     if (!session_) throw Error("ember.Session: the session was closed");
@@ -84,16 +90,18 @@ class PySession {
   // Frees the replicas, threads and device memory now rather than when Python collects it.
   void close() {
     py::gil_scoped_release release;
+    const auto guard = lock_session();
     session_.reset();
   }
 
   py::dict fit() {
-    train::Session& s = get();
     stop_.store(false);
     train::TrainResult r;
     {
-      InterruptGuard guard(stop_);
+      InterruptGuard interrupts(stop_);
       py::gil_scoped_release release;
+      const auto guard = lock_session();
+      train::Session& s = get();
       r = s.train();
     }
     if (r.interrupted) {
@@ -108,7 +116,6 @@ class PySession {
   py::array_t<double> predict(const F32Array& dense,
                               const std::vector<std::pair<I64Array, I64Array>>& sparse,
                               std::int64_t rows) {
-    train::Session& s = get();
     train::SampleArrays a;
     a.rows = rows;
     a.dense = {dense.data(), static_cast<std::size_t>(dense.size())};
@@ -119,6 +126,8 @@ class PySession {
     std::vector<double> scores;
     {
       py::gil_scoped_release release;
+      const auto guard = lock_session();
+      train::Session& s = get();
       scores = s.predict_samples(a);
     }
     const auto columns = rows > 0 ? static_cast<py::ssize_t>(scores.size()) / rows : 1;
@@ -129,10 +138,11 @@ class PySession {
   }
 
   py::tuple get_embedding(const std::string& name) {
-    train::Session& s = get();
     embedding::EmbeddingSnapshot snap;
     {
       py::gil_scoped_release release;
+      const auto guard = lock_session();
+      train::Session& s = get();
       snap = s.embedding_snapshot(name);
     }
     const auto n = static_cast<py::ssize_t>(snap.keys.size());
@@ -145,10 +155,11 @@ class PySession {
   }
 
   py::dict get_dense_weights() {
-    train::Session& s = get();
     std::vector<train::DenseWeight> weights;
     {
       py::gil_scoped_release release;
+      const auto guard = lock_session();
+      train::Session& s = get();
       weights = s.dense_weights();
     }
     py::dict out;
@@ -162,7 +173,6 @@ class PySession {
   }
 
   void set_dense_weights(const py::dict& weights) {
-    train::Session& s = get();
     std::vector<train::DenseWeight> in;
     for (const auto& [key, value] : weights) {
       const auto a = F32Array::ensure(value);
@@ -176,12 +186,15 @@ class PySession {
       in.push_back(std::move(w));
     }
     py::gil_scoped_release release;
+    const auto guard = lock_session();
+    train::Session& s = get();
     s.set_dense_weights(in);
   }
 
  private:
   PythonStdoutStream out_;
   std::atomic<bool> stop_{false};
+  std::mutex mutex_;
   std::unique_ptr<train::Session> session_;
 };
 
@@ -210,22 +223,25 @@ void bind_session(py::module_& m) {
       .def("close", &PySession::close)
       .def("train",
            [](PySession& self) {
-             train::Session& s = self.get();
              py::gil_scoped_release release;
+             const auto guard = self.lock_session();
+             train::Session& s = self.get();
              return s.train_step();
            })
       .def("get_current_loss",
            [](PySession& self) {
-             train::Session& s = self.get();
              py::gil_scoped_release release;
+             const auto guard = self.lock_session();
+             train::Session& s = self.get();
              return s.current_loss();
            })
       .def("evaluate",
            [](PySession& self) {
              train::EvalResult r;
              {
-               train::Session& s = self.get();
                py::gil_scoped_release release;
+               const auto guard = self.lock_session();
+               train::Session& s = self.get();
                r = s.evaluate();
              }
              return eval_dict(r);
@@ -236,8 +252,9 @@ void bind_session(py::module_& m) {
            [](PySession& self, const std::string& path) {
              train::EvalResult r;
              {
-               train::Session& s = self.get();
                py::gil_scoped_release release;
+               const auto guard = self.lock_session();
+               train::Session& s = self.get();
                r = s.predict(path);
              }
              return eval_dict(r);
@@ -245,16 +262,18 @@ void bind_session(py::module_& m) {
       .def(
           "save",
           [](PySession& self, const std::string& dir) {
-            train::Session& s = self.get();
             py::gil_scoped_release release;
+            const auto guard = self.lock_session();
+            train::Session& s = self.get();
             s.save(dir);
           },
           py::arg("dir"))
       .def(
           "load",
           [](PySession& self, const std::string& dir, bool with_optimizer_states) {
-            train::Session& s = self.get();
             py::gil_scoped_release release;
+            const auto guard = self.lock_session();
+            train::Session& s = self.get();
             s.load(dir, with_optimizer_states);
           },
           py::arg("dir"), py::arg("with_optimizer_states") = true)
