@@ -4,7 +4,8 @@
 # The interpreter: Python3_EXECUTABLE when given; else the first of `python3` on the PATH and
 # /usr/bin/python3 that can import numpy (the module's arrays are numpy arrays), else the first
 # found. pybind11: Debian's package (pybind11-dev), else pip's (`python3 -m pybind11 --cmakedir`),
-# else its headers alone under PYBIND11_INCLUDE_DIR (header-only: a copy of the headers is enough).
+# else its headers alone under PYBIND11_INCLUDE_DIR (a CMake or environment variable; pybind11 is
+# header-only: a copy of the headers is enough).
 
 set(EMBER_PYTHON "AUTO" CACHE STRING "Build the Python module: AUTO (when Python and pybind11 are found), ON or OFF")
 set_property(CACHE EMBER_PYTHON PROPERTY STRINGS AUTO ON OFF)
@@ -49,7 +50,7 @@ if(NOT EMBER_PYTHON STREQUAL "OFF")
       set(EMBER_WITH_PYTHON ON)
       set(EMBER_PYBIND11_TARGET pybind11::headers)
     else()
-      find_path(PYBIND11_INCLUDE_DIR pybind11/pybind11.h)
+      find_path(PYBIND11_INCLUDE_DIR pybind11/pybind11.h HINTS ENV PYBIND11_INCLUDE_DIR)
       if(PYBIND11_INCLUDE_DIR)
         set(EMBER_WITH_PYTHON ON)
         set(EMBER_PYBIND11_TARGET "")
