@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ember/core/caching_device_allocator.hpp"
@@ -155,6 +157,79 @@ TEST(CachingDeviceAllocatorStreamsGpu, ThreadsOnTheirOwnStreams) {
 TEST(CachingDeviceAllocatorStreamsGpu, ThreadsOnTheirOwnStreamsWithExpandableSegments) {
   EMBER_REQUIRE_GPU();
   run_threads(true);
+}
+
+// The statistics are sharded per stream (caching_counters.hpp); the peaks must stay exact. Eight
+// threads on their own CUDA streams churn alloc+free pairs of at most 64 KiB, then each holds a
+// set of larger blocks until all do: the true peak is the sum of the sets, by construction.
+void run_exact_peaks(bool expandable) {
+  CachingDeviceAllocator::Options options;
+  options.expandable_segments = expandable;
+  CachingDeviceAllocator a(make_cuda_device_backend(0), Place::cuda(0), options);
+  if (expandable && !a.expandable_segments()) {
+    GTEST_SKIP() << "no virtual memory management on device 0";
+  }
+  constexpr int kThreads = 8;
+  std::vector<Stream> own;
+  for (int t = 0; t < kThreads; ++t)
+    own.push_back(Stream::create(0));
+  std::barrier sync(kThreads);
+  std::vector<std::int64_t> held(kThreads), requested(kThreads), blocks(kThreads);
+  const std::uint64_t seed = testing::make_rng()();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(seed + static_cast<std::uint64_t>(t));
+      const StreamHandle s = own[t].handle();
+      for (int i = 0; i < 5000; ++i) {
+        const std::size_t n = 1 + rng() % (64 * KiB);
+        a.deallocate(a.allocate(n, s), n);
+      }
+      sync.arrive_and_wait();
+      std::vector<std::pair<void*, std::size_t>> set;
+      const int count = 2 + static_cast<int>(rng() % 6);
+      for (int k = 0; k < count; ++k) {
+        const std::size_t n = 64 * KiB + 1 + rng() % (rng() % 3 == 0 ? 4 * MiB : 256 * KiB);
+        void* p = a.allocate(n, s);
+        set.emplace_back(p, n);
+        held[t] += static_cast<std::int64_t>(a.allocated_size(p));
+        requested[t] += static_cast<std::int64_t>(n);
+      }
+      blocks[t] = count;
+      sync.arrive_and_wait();
+      for (const auto& [p, n] : set)
+        a.deallocate(p, n);
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  std::int64_t sum_held = 0, sum_requested = 0, sum_blocks = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    sum_held += held[t];
+    sum_requested += requested[t];
+    sum_blocks += blocks[t];
+  }
+  const auto s = a.stats();
+  EXPECT_EQ(s.allocated_bytes.peak, sum_held);
+  EXPECT_EQ(s.active_bytes.peak, sum_held);
+  EXPECT_EQ(s.requested_bytes.peak, sum_requested);
+  EXPECT_EQ(s.allocations.peak, sum_blocks);
+  EXPECT_EQ(s.num_allocs, kThreads * 5000 + sum_blocks);
+  EXPECT_EQ(s.num_frees, s.num_allocs);
+  EXPECT_EQ(s.allocated_bytes.current, 0);
+  EXPECT_EQ(s.active_bytes.current, 0);
+  EXPECT_EQ(s.allocations.current, 0);
+  EXPECT_EQ(s.reserved_bytes.current, s.cached_bytes);
+}
+
+TEST(CachingDeviceAllocatorStreamsGpu, PeaksStayExactWithEightThreadsOnEightStreams) {
+  EMBER_REQUIRE_GPU();
+  run_exact_peaks(false);
+}
+
+TEST(CachingDeviceAllocatorStreamsGpu, PeaksStayExactWithExpandableSegments) {
+  EMBER_REQUIRE_GPU();
+  run_exact_peaks(true);
 }
 
 }  // namespace

@@ -117,5 +117,27 @@ TEST(BFloat16, RoundsToNearestEvenAndKeepsNaN) {
   }
 }
 
+TEST(DType, DispatchAmongReachesEachTypeOfItsListOnce) {
+  for (DType t : kAllDTypes) {
+    const DType seen =
+        dispatch_dtype(t, [](auto tag) { return dtype_of<typename decltype(tag)::type>(); });
+    EXPECT_EQ(seen, t);
+    EXPECT_EQ(dtype_among(KeyTypes{}, t), t == DType::U32 || t == DType::I64) << t;
+    EXPECT_EQ(dtype_among(NumericTypes{}, t), t != DType::Bool) << t;
+  }
+  const std::size_t size = dispatch_floating(
+      DType::BF16, "test", [](auto tag) { return sizeof(typename decltype(tag)::type); });
+  EXPECT_EQ(size, 2u);
+}
+
+TEST(DType, DispatchAmongNamesWhatAndTheAcceptedDTypes) {
+  int calls = 0;
+  EMBER_EXPECT_THROW_WITH(dispatch_key(DType::F32, "embedding keys", [&](auto) { ++calls; }), Error,
+                          "embedding keys takes dtypes u32, i64, not f32");
+  EMBER_EXPECT_THROW_WITH(dispatch_floating(DType::I8, "softmax", [&](auto) { ++calls; }), Error,
+                          "softmax takes dtypes f32, f16, bf16, f64, not i8");
+  EXPECT_EQ(calls, 0);
+}
+
 }  // namespace
 }  // namespace ember

@@ -26,6 +26,9 @@ using testing::FakeDeviceBackend;
 constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * 1024;
 constexpr std::size_t kGranule = 2 * MiB;
+// What a growth maps at least; the tests assume it is a whole number of granules above 4 MiB.
+constexpr std::size_t kStep = detail::ExpandableSegments::kMinGrowth;
+static_assert(kStep % kGranule == 0 && kStep > 4 * MiB);
 
 struct Harness {
   explicit Harness(bool virtual_memory = true, std::size_t capacity = 1024 * MiB) {
@@ -50,35 +53,43 @@ struct Harness {
 TEST(ExpandableSegments, AFreeEndGrowsInPlace) {
   Harness h;
   ASSERT_TRUE(h.allocator->expandable_segments());
-  char* p = h.alloc(3 * MiB);
-  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(4 * MiB));
+  char* p = h.alloc(kStep - 1 * MiB);  // one growth of the minimum step
+  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(kStep));
   h.free(p);
-  char* q = h.alloc(5 * MiB);  // the free 4 MiB grow by one granule
+  char* q = h.alloc(kStep + 1 * MiB);  // the free end grows in place, by the minimum step
   EXPECT_EQ(q, p);
-  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(6 * MiB));
+  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(2 * kStep));
   EXPECT_EQ(h.fake->maps(), 2);
   EXPECT_EQ(h.stats().segments.current, 1);
   EXPECT_EQ(h.stats().device_mallocs, 2);
-  std::memset(q, 1, 5 * MiB);  // the whole block is mapped memory
+  std::memset(q, 1, kStep + 1 * MiB);  // the whole block is mapped memory
   h.free(q);
   EXPECT_EQ(h.fake->segments(), 0u) << "no ordinary segment was used";
 }
 
+TEST(ExpandableSegments, AGrowthBeyondTheStepIsRoundedToTheGranule) {
+  Harness h;
+  char* p = h.alloc(kStep + kGranule + 1);
+  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(kStep + 2 * kGranule));
+  EXPECT_EQ(h.fake->maps(), 1);
+  h.free(p);
+}
+
 TEST(ExpandableSegments, BlocksFollowEachOtherWithoutGaps) {
   Harness h;
-  char* a = h.alloc(3 * MiB);
-  char* b = h.alloc(3 * MiB);  // the 1 MiB left after a, plus one more granule
-  char* c = h.alloc(1 * MiB + 512);
-  EXPECT_EQ(b, a + 3 * MiB);
+  char* a = h.alloc(kStep - 1 * MiB);
+  char* b = h.alloc(3 * MiB);  // the 1 MiB left after a, grown by one step
+  char* c = h.alloc(kStep);    // the kStep - 2 MiB left after b, grown by one step
+  EXPECT_EQ(b, a + kStep - 1 * MiB);
   EXPECT_EQ(c, b + 3 * MiB);
   const auto s = h.stats();
-  EXPECT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(8 * MiB));
+  EXPECT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(3 * kStep));
   EXPECT_EQ(s.reserved_bytes.current, s.active_bytes.current + s.cached_bytes);
   EXPECT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(h.fake->used()));
   h.free(b);
   h.free(a);
   h.free(c);
-  EXPECT_EQ(h.stats().largest_free_block, static_cast<std::int64_t>(8 * MiB)) << "all merged";
+  EXPECT_EQ(h.stats().largest_free_block, static_cast<std::int64_t>(3 * kStep)) << "all merged";
 }
 
 // The pattern behind trace (d)'s waste with ordinary segments: activations that grow a little
@@ -113,7 +124,9 @@ TEST(ExpandableSegments, SmallBlocksComeFromASegmentOfTheirOwn) {
     EXPECT_EQ(small[i], small[i - 1] + 64 * KiB);
   // The large block is in another reservation: not right after the small ones.
   EXPECT_NE(large, small.back() + 64 * KiB);
-  EXPECT_EQ(h.stats().reserved_bytes.current, static_cast<std::int64_t>(8 * MiB + 4 * MiB));
+  // 6.25 MiB of small blocks in whole steps, and a step of its own for the large block.
+  EXPECT_EQ(h.stats().reserved_bytes.current,
+            static_cast<std::int64_t>((100 * 64 * KiB + kStep - 1) / kStep * kStep + kStep));
   for (char* p : small)
     h.free(p);
   h.free(large);

@@ -378,10 +378,12 @@ TEST(StagingChoice, AThreadCountThatCouldNotBeMeasuredIsNotChosen) {
   EXPECT_EQ(chosen, 16);
 }
 
-TEST(StagingChoice, SlotsTakeAbout64MicrosecondsOfTheLink) {
+TEST(StagingChoice, SlotsTakeAtMost64MicrosecondsOfTheLink) {
   constexpr std::size_t MiB = std::size_t{1} << 20;
-  EXPECT_EQ(detail::choose_staging_slot_bytes(55), 4 * MiB);   // PCIe 5: 3.5 MB
-  EXPECT_EQ(detail::choose_staging_slot_bytes(25), 2 * MiB);   // PCIe 4: 1.6 MB
+  EXPECT_EQ(detail::choose_staging_slot_bytes(55), 2 * MiB);   // PCIe 5: 3.5 MB in 64 us
+  EXPECT_EQ(detail::choose_staging_slot_bytes(25), 1 * MiB);   // PCIe 4: 1.6 MB
+  EXPECT_EQ(detail::choose_staging_slot_bytes(66), 4 * MiB);   // 4.2 MB: a 4 MiB slot fits
+  EXPECT_EQ(detail::choose_staging_slot_bytes(65), 2 * MiB);   // 4.16 MB: short of 4 MiB
   EXPECT_EQ(detail::choose_staging_slot_bytes(5), 1 * MiB);    // at least 1 MiB
   EXPECT_EQ(detail::choose_staging_slot_bytes(400), 8 * MiB);  // at most 8 MiB
   EXPECT_EQ(detail::choose_staging_slot_bytes(0), 1 * MiB);

@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <new>
 #include <set>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ember/core/device.hpp"
@@ -18,13 +20,40 @@ namespace ember::detail {
 
 struct CachingBlock;
 
-// Free blocks in (stream, size, address) order: lower_bound on (stream, size, 0) is the best fit
-// on that stream in O(log n).
+// Orders blocks by (stream, size, address).
 struct BlockLess {
   bool operator()(const CachingBlock* a, const CachingBlock* b) const;
 };
-using FreeSet = std::set<CachingBlock*, BlockLess>;
-using LiveMap = std::unordered_map<void*, CachingBlock*>;
+
+// Gives every allocation whole cache lines of its own. The live-block map's buckets are written
+// by threads on different streams at once: their hash nodes and bucket arrays, if they shared a
+// line with another bucket's (as small heap blocks made one after the other do), would move it
+// between cores at every allocation and free. The same goes for the tree nodes of two streams'
+// free sets (a node is made by whichever thread first frees a block).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::size_t kLine = 64;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new (padded(n), std::align_val_t{kLine}));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ::operator delete (p, padded(n), std::align_val_t{kLine});
+  }
+  static std::size_t padded(std::size_t n) { return (n * sizeof(T) + kLine - 1) / kLine * kLine; }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+// Free blocks in (stream, size, address) order: lower_bound on (stream, size, 0) is the best fit
+// on that stream in O(log n).
+using FreeSet = std::set<CachingBlock*, BlockLess, CacheLineAllocator<CachingBlock*>>;
+using LiveMap = std::unordered_map<void*, CachingBlock*, std::hash<void*>, std::equal_to<void*>,
+                                   CacheLineAllocator<std::pair<void* const, CachingBlock*>>>;
 
 // A segment that grows in place (expandable_segments.hpp): a reservation of address space whose
 // first `mapped` bytes are backed by memory, cut into blocks like any segment.
@@ -40,7 +69,9 @@ struct GrowingSegment {
   CachingBlock* tail = nullptr;  // the block ending at base + mapped; null while nothing is mapped
 };
 
-struct CachingBlock : StreamUses {
+// On cache lines of its own: block structs come in chunks per stream pool, and a chunk's last
+// block must not share a line with another pool's chunk.
+struct alignas(64) CachingBlock : StreamUses {
   char* ptr = nullptr;
   std::size_t size = 0;
   std::size_t requested = 0;

@@ -70,7 +70,7 @@ struct CachingDeviceAllocator::Impl {
     b->allocated = true;
     b->requested = bytes;
     ++pool.allocs;
-    counters.allocated(b->size, bytes);
+    pool.shard.allocated(b->size, bytes);
   }
 
   // Frees what every pool caches (under LockAll): ordinary segments that are entirely free, and
@@ -236,7 +236,7 @@ void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   b->allocated = false;
   ++pool.frees;
   const bool waits = pool.uses.defer_free(*b, b->size);
-  m.counters.freed(b->size, b->requested, !waits);
+  pool.shard.freed(b->size, b->requested, !waits);
   b->requested = 0;
   if (!waits) pool.release_block(b, /*counted=*/true);
 }

@@ -12,9 +12,12 @@
 //     polled, never waited for;
 //   - when the device is out of memory: free every cached unused segment, retry, and only then
 //     throw OutOfMemoryError with the numbers.
-// With expandable segments (an option, off by default) each stream has one segment per pool
-// that grows in place (the driver's virtual memory API maps more memory at its end) instead of
-// new segments being added; see docs/memory.md.
+// With expandable segments (an option of this class; the process-wide default allocator turns
+// it on, EMBER_ALLOCATOR=caching off) each stream has one segment per pool that grows in place
+// (the driver's virtual memory API maps more memory at its end, at least 6 MiB at a time)
+// instead of new segments being added; see docs/memory.md.
+// Threads on different streams share no lock and write no shared cache line on the fast path:
+// each stream has its own pool and its own share of the statistics (caching_counters.hpp).
 // The policy talks to the device only through a DeviceBackend, so it runs without a GPU too.
 #pragma once
 

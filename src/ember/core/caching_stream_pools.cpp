@@ -6,7 +6,7 @@ namespace ember::detail {
 
 StreamPool::StreamPool(StreamHandle s, DeviceBackend& b, const std::string& owner,
                        std::size_t granularity, CachingCounters& c)
-    : stream(s), backend(b), counters(c), uses(b, owner) {
+    : stream(s), backend(b), counters(c), shard(c.add_shard()), uses(b, owner) {
   if (granularity > 0) growing.emplace(backend, granularity, blocks, counters);
 }
 
@@ -16,7 +16,7 @@ StreamPool::~StreamPool() {
 }
 
 void StreamPool::release_block(CachingBlock* b, bool counted) {
-  if (!counted) counters.released(b->size);
+  if (!counted) shard.released(b->size);
   blocks.merge_and_cache(b);
 }
 

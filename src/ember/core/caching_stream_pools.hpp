@@ -7,8 +7,9 @@
 // Locks, in the order they may be taken:
 //   1. the index's registry mutex (creating a pool; taking every pool's lock);
 //   2. a pool's lock (every pool's, in creation order, on the out-of-memory path and for stats);
-//   3. a bucket of the live-block map, or the counters' lock: leaves, held for a few
-//      instructions, never two at once.
+//   3. a bucket of the live-block map, or the counters (caching_counters.hpp: their global
+//      lock, then their shards' locks): held for a few instructions. On the fast path a thread
+//      takes only its own pool's lock, its pool's counter shard and one bucket.
 // Finding a stream's pool takes no lock: the index is a hash table whose slots are published
 // with release stores and read with acquire loads; a table that fills up is replaced by a larger
 // one, and replaced tables are kept (readers may still be in them) until the allocator goes.
@@ -67,7 +68,8 @@ struct alignas(64) StreamPool {
   SpinMutex mutex;
   const StreamHandle stream;
   DeviceBackend& backend;
-  CachingCounters& counters;
+  CachingCounters& counters;      // the device figures (reserved, segments)
+  CachingCounters::Shard& shard;  // this pool's part of the allocation figures
   BlockPool blocks;
   StreamUseTracker uses;
   std::optional<ExpandableSegments> growing;

@@ -170,67 +170,65 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) with T the C++ type of `t`. Every dtype is instantiated; use the
-// narrower dispatchers below where the body only makes sense for some types.
+// A list of C++ element types, for dispatch over a subset of dtypes.
+template <class... Ts>
+struct TypeList {};
+
+using AllTypes = TypeList<float, Half, BFloat16, double, std::int8_t, std::uint8_t, std::int32_t,
+                          std::uint32_t, std::int64_t, std::uint64_t, bool>;
+using NumericTypes = TypeList<float, Half, BFloat16, double, std::int8_t, std::uint8_t,
+                              std::int32_t, std::uint32_t, std::int64_t, std::uint64_t>;
+using FloatingTypes = TypeList<float, Half, BFloat16, double>;
+// Key types of sparse inputs: u32 (HugeCTR's I32) and i64 (I64).
+using KeyTypes = TypeList<std::uint32_t, std::int64_t>;
+
+// Whether `t` is the dtype of one of Ts.
+template <class... Ts>
+constexpr bool dtype_among(TypeList<Ts...>, DType t) {
+  return ((t == dtype_of<Ts>()) || ...);
+}
+
+namespace detail {
+
+template <class... Ts>
+[[noreturn]] void throw_dtype_not_among(TypeList<Ts...>, DType t, std::string_view what) {
+  std::string accepted;
+  ((accepted += (accepted.empty() ? "" : ", ") + std::string(dtype_name(dtype_of<Ts>()))), ...);
+  EMBER_THROW(what, " takes dtypes ", accepted, ", not ", dtype_name(t));
+}
+
+template <class Accepted, class T, class... Rest, class F>
+decltype(auto) dispatch_step(TypeList<T, Rest...>, DType t, std::string_view what, F& f) {
+  if (t == dtype_of<T>()) return f(TypeTag<T>{});
+  if constexpr (sizeof...(Rest) == 0)
+    throw_dtype_not_among(Accepted{}, t, what);
+  else
+    return dispatch_step<Accepted>(TypeList<Rest...>{}, t, what, f);
+}
+
+}  // namespace detail
+
+// Calls f(TypeTag<T>{}) with T the C++ type of `t`, instantiating f only for the types of
+// `Types` (a TypeList); any other dtype is an error naming `what` and the accepted dtypes.
+template <class Types, class F>
+decltype(auto) dispatch_among(DType t, std::string_view what, F&& f) {
+  return detail::dispatch_step<Types>(Types{}, t, what, f);
+}
+
+// Every dtype.
 template <class F>
 decltype(auto) dispatch_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(TypeTag<float>{});
-    case DType::F16:
-      return f(TypeTag<Half>{});
-    case DType::BF16:
-      return f(TypeTag<BFloat16>{});
-    case DType::F64:
-      return f(TypeTag<double>{});
-    case DType::I8:
-      return f(TypeTag<std::int8_t>{});
-    case DType::U8:
-      return f(TypeTag<std::uint8_t>{});
-    case DType::I32:
-      return f(TypeTag<std::int32_t>{});
-    case DType::U32:
-      return f(TypeTag<std::uint32_t>{});
-    case DType::I64:
-      return f(TypeTag<std::int64_t>{});
-    case DType::U64:
-      return f(TypeTag<std::uint64_t>{});
-    case DType::Bool:
-      return f(TypeTag<bool>{});
-  }
-  EMBER_THROW("unknown dtype ", static_cast<int>(t));
+  return dispatch_among<AllTypes>(t, "dispatch", f);
 }
 
-// Floating types only (f32, f16, bf16, f64); others are an error naming `what`.
 template <class F>
-decltype(auto) dispatch_floating(DType t, const char* what, F&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(TypeTag<float>{});
-    case DType::F16:
-      return f(TypeTag<Half>{});
-    case DType::BF16:
-      return f(TypeTag<BFloat16>{});
-    case DType::F64:
-      return f(TypeTag<double>{});
-    default:
-      break;
-  }
-  EMBER_THROW(what, " supports floating dtypes (f32, f16, bf16, f64), not ", dtype_name(t));
+decltype(auto) dispatch_floating(DType t, std::string_view what, F&& f) {
+  return dispatch_among<FloatingTypes>(t, what, f);
 }
 
-// Key types of sparse inputs: u32 (HugeCTR's I32) and i64 (I64).
 template <class F>
-decltype(auto) dispatch_key(DType t, const char* what, F&& f) {
-  switch (t) {
-    case DType::U32:
-      return f(TypeTag<std::uint32_t>{});
-    case DType::I64:
-      return f(TypeTag<std::int64_t>{});
-    default:
-      break;
-  }
-  EMBER_THROW(what, " supports key dtypes u32 and i64, not ", dtype_name(t));
+decltype(auto) dispatch_key(DType t, std::string_view what, F&& f) {
+  return dispatch_among<KeyTypes>(t, what, f);
 }
 
 }  // namespace ember

@@ -75,13 +75,13 @@ CachingBlock* ExpandableSegments::grow(GrowingSegment& s, std::size_t size) {
   CachingBlock* t = s.tail;
   if (t != nullptr && t->cached) {
     // size > t->size, or the best fit would have found the end block.
-    const std::size_t more = round_up(size - t->size, granularity_);
+    const std::size_t more = round_up(std::max(size - t->size, kMinGrowth), granularity_);
     if (!map_more(s, more)) return nullptr;
     blocks_.uncache(t);
     t->size += more;
     return t;
   }
-  const std::size_t more = round_up(size, granularity_);
+  const std::size_t more = round_up(std::max(size, kMinGrowth), granularity_);
   CachingBlock* b = blocks_.new_block();
   if (!map_more(s, more)) {
     blocks_.recycle(b);

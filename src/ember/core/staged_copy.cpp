@@ -46,7 +46,7 @@ unsigned g_config_generation = 1;
 
 StagingCalibration measure_staging(int device);
 
-// The fixed setup used when nothing could be measured: half the cores up to 8, 4 MiB slots.
+// The fixed setup used when nothing could be measured: half the cores up to 8, 2 MiB slots.
 StagingCalibration fallback_calibration(std::string why) {
   StagingCalibration c;
   c.threads = copy_threads();

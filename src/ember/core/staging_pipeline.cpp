@@ -164,9 +164,9 @@ int choose_staging_threads(double link_gbs, const std::function<double(int)>& me
 
 std::size_t choose_staging_slot_bytes(double link_gbs) {
   constexpr std::size_t kMin = std::size_t{1} << 20, kMax = std::size_t{8} << 20;
-  const double wanted = std::max(link_gbs, 0.0) * 1e9 * 64e-6;
+  const double wanted = std::max(link_gbs, 0.0) * 1e9 * kStagingSlotSeconds;
   std::size_t slot = kMin;
-  while (slot < kMax && static_cast<double>(slot) < wanted)
+  while (slot < kMax && static_cast<double>(2 * slot) <= wanted)
     slot *= 2;
   return slot;
 }

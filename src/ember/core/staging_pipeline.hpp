@@ -68,9 +68,14 @@ inline constexpr double kStagingHeadroom = 1.3;
 // `max_threads`.
 int choose_staging_threads(double link_gbs, const std::function<double(int)>& memcpy_gbs,
                            int max_threads);
-// Slots that each take about 64 us to cross the link (the per-transfer overhead of a few us
-// stays small, and slots stay small enough that the engine starts early): a power of two from
-// 1 MiB to 8 MiB.
+// Slots that take at most 64 us to cross the link: the largest power of two from 1 MiB to
+// 8 MiB whose transfer is no longer. The DMA engine idles until the first slot is full and the
+// last slot crosses after every memcpy is done, so a copy pays about a slot's fill time (at the
+// rate of one of several threads sharing the host's memory, a few GB/s) plus a slot's transfer
+// time; per-transfer overhead (a few us) pays for slots that are too small. Rounding up (the
+// first rule: 4 MiB on a 55 GB/s link) lost to rounding down on the H100 (12 threads: 79 % of
+// pinned with 4 MiB slots, 86 % with 2 MiB); the H200 sweep had 2 and 4 MiB equal.
+inline constexpr double kStagingSlotSeconds = 64e-6;
 std::size_t choose_staging_slot_bytes(double link_gbs);
 
 // memcpy with up to `threads` threads of `pool` (pieces taken dynamically, so every byte is

@@ -32,44 +32,16 @@ const char* reduce_op_name(ReduceOp op) {
 
 namespace {
 
+using CollectiveTypes =
+    TypeList<float, double, std::int32_t, std::uint32_t, std::int64_t, std::uint64_t>;
+
 bool collective_dtype(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F64:
-    case DType::I32:
-    case DType::U32:
-    case DType::I64:
-    case DType::U64:
-      return true;
-    default:
-      return false;
-  }
+  return dtype_among(CollectiveTypes{}, t);
 }
 
 template <class F>
 void dispatch_collective_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::F32:
-      f(TypeTag<float>{});
-      return;
-    case DType::F64:
-      f(TypeTag<double>{});
-      return;
-    case DType::I32:
-      f(TypeTag<std::int32_t>{});
-      return;
-    case DType::U32:
-      f(TypeTag<std::uint32_t>{});
-      return;
-    case DType::I64:
-      f(TypeTag<std::int64_t>{});
-      return;
-    case DType::U64:
-      f(TypeTag<std::uint64_t>{});
-      return;
-    default:
-      EMBER_THROW("collectives do not support dtype ", dtype_name(t));
-  }
+  dispatch_among<CollectiveTypes>(t, "collectives", f);
 }
 
 std::string counts_string(const std::vector<std::int64_t>& counts) {

@@ -11,7 +11,6 @@
 #include "ember/core/stream.hpp"
 #include "ember/embedding/hash_table_cuda.hpp"
 #include "ember/embedding/hash_table_slots.hpp"
-#include "ember/embedding/key_dispatch.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/tensor/ops.hpp"
 
@@ -143,7 +142,7 @@ HashTable::HashTable(DType key_dtype, std::int64_t capacity, Place place, std::i
       owner_(std::move(owner)),
       capacity_hint_(std::move(capacity_hint)),
       host_counter_(std::make_unique<HostCounter>()) {
-  dispatch_key(key_dtype, [](auto) {});
+  dispatch_key(key_dtype, "embedding keys", [](auto) {});
   EMBER_CHECK(capacity >= 1 && capacity < static_cast<std::int64_t>(kFirstMarkerRow), owner_,
               ": hash table capacity must be in [1, ", kFirstMarkerRow, "), got ", capacity);
   EMBER_CHECK(place.is_host() || place.is_cuda(), owner_,
@@ -214,7 +213,7 @@ void HashTable::find(const Tensor& keys, const Tensor& rows, StreamHandle stream
   const std::int64_t n = keys.numel();
   if (n == 0) return;
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
-  dispatch_key(key_dtype_, [&](auto tag) {
+  dispatch_key(key_dtype_, "embedding keys", [&](auto tag) {
     using Key = typename decltype(tag)::type;
     auto* slots = static_cast<HashSlot<Key>*>(slots_.data());
     if (place_.is_cuda()) {
@@ -260,7 +259,7 @@ InsertResult HashTable::insert_or_find(const Tensor& keys, const Tensor& rows,
   InsertResult result{size(), size()};
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
   std::uint64_t counter = 0, bad_index = ~0ull;
-  dispatch_key(key_dtype_, [&](auto tag) {
+  dispatch_key(key_dtype_, "embedding keys", [&](auto tag) {
     using Key = typename decltype(tag)::type;
     auto* slots = static_cast<HashSlot<Key>*>(slots_.data());
     if (place_.is_cuda()) {
@@ -306,7 +305,7 @@ void HashTable::insert_or_find_async(const Tensor& keys, const Tensor& rows, Str
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
   const StreamHandle s = stream != nullptr ? stream : current_stream(place_.device());
   auto* state = static_cast<unsigned long long*>(device_state_.data());
-  dispatch_key(key_dtype_, [&](auto tag) {
+  dispatch_key(key_dtype_, "embedding keys", [&](auto tag) {
     using Key = typename decltype(tag)::type;
     cuda::hash_insert_or_find<Key>(static_cast<HashSlot<Key>*>(slots_.data()), mask,
                                    keys.data<Key>(), keys.numel(), rows.data<std::int64_t>(),
@@ -365,7 +364,7 @@ void HashTable::load(const Tensor& keys, const Tensor& rows) {
   }
   std::int64_t duplicates = 0;
   const std::uint64_t mask = static_cast<std::uint64_t>(slot_count_) - 1;
-  dispatch_key(key_dtype_, [&](auto tag) {
+  dispatch_key(key_dtype_, "embedding keys", [&](auto tag) {
     using Key = typename decltype(tag)::type;
     auto* slots = static_cast<HashSlot<Key>*>(slots_.data());
     if (place_.is_cuda()) {

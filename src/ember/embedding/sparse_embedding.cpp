@@ -8,7 +8,6 @@
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
-#include "ember/embedding/key_dispatch.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/tensor/ops.hpp"
 
@@ -81,7 +80,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
     row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
   }
   if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0) {
-    dispatch_key(config_.key_dtype, [&](auto tag) {
+    dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
       kernels::on(place_).keys<Key>().init_rows(values_.data<float>(), V, 0, capacity_,
                                                 onehot_keys_.data<Key>(), config_.seed,
@@ -234,7 +233,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   b->entry_bag = scratch(tag + "entry_bag", nnz, DType::I64);
   b->scale = scratch(tag + "scale", b->bags, DType::F32);
   const Tensor keys = batch.values();
-  dispatch_key(config_.key_dtype, [&](auto t) {
+  dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
     b->entries = kernels::on(place_).keys<Key>().select_local(
         a, keys.data<Key>(), b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
@@ -278,7 +277,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
 void SparseEmbedding::lookup(Batch& b, bool training) {
   const std::int64_t n = b.entries, V = config_.vec_size;
   if (n == 0) return;
-  dispatch_key(config_.key_dtype, [&](auto t) {
+  dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
     const Tensor keys = b.local_keys.slice(0, 0, n);
     if (config_.type == EmbeddingType::LocalizedSlotOneHot) {

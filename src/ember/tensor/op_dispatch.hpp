@@ -17,31 +17,7 @@ namespace ember::ops::detail {
 // Numeric dtypes: everything but bool.
 template <class F>
 decltype(auto) dispatch_numeric(DType t, const char* what, F&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(TypeTag<float>{});
-    case DType::F16:
-      return f(TypeTag<Half>{});
-    case DType::BF16:
-      return f(TypeTag<BFloat16>{});
-    case DType::F64:
-      return f(TypeTag<double>{});
-    case DType::I8:
-      return f(TypeTag<std::int8_t>{});
-    case DType::U8:
-      return f(TypeTag<std::uint8_t>{});
-    case DType::I32:
-      return f(TypeTag<std::int32_t>{});
-    case DType::U32:
-      return f(TypeTag<std::uint32_t>{});
-    case DType::I64:
-      return f(TypeTag<std::int64_t>{});
-    case DType::U64:
-      return f(TypeTag<std::uint64_t>{});
-    case DType::Bool:
-      break;
-  }
-  EMBER_THROW(what, " does not take ", dtype_name(t), " tensors");
+  return dispatch_among<NumericTypes>(t, what, f);
 }
 
 // The unsigned integer type of a dtype's size: ops that only move bits (copy, fill, where) are

@@ -18,23 +18,10 @@ namespace ember::network::cuda::detail {
 
 inline constexpr int kThreads = 256;
 
-// Calls f(TypeTag<T>{}) for T = float, Half or BFloat16.
+// Calls f(TypeTag<T>{}) for T = float, Half or BFloat16: the types the CUDA kernels compute in.
 template <class F>
 void dispatch_act(DType t, const char* what, F&& f) {
-  switch (t) {
-    case DType::F32:
-      f(TypeTag<float>{});
-      return;
-    case DType::F16:
-      f(TypeTag<Half>{});
-      return;
-    case DType::BF16:
-      f(TypeTag<BFloat16>{});
-      return;
-    default:
-      break;
-  }
-  EMBER_THROW(what, " on CUDA supports f32, f16 and bf16, not ", dtype_name(t));
+  dispatch_among<TypeList<float, Half, BFloat16>>(t, what, f);
 }
 
 template <class T>
