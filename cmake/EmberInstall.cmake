@@ -33,7 +33,7 @@ install(TARGETS ember_exe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Every layer's headers; of the CUDA headers, the tensor layer's kernel building blocks (the
 # others are private to their layer's .cu files).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/ember DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.hpp" PATTERN "cli" EXCLUDE)
+        FILES_MATCHING PATTERN "*.hpp" PATTERN "cli" EXCLUDE PATTERN "python" EXCLUDE)
 install(FILES ${PROJECT_SOURCE_DIR}/src/ember/tensor/cuda_apply.cuh
               ${PROJECT_SOURCE_DIR}/src/ember/tensor/cuda_vector_io.cuh
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember/tensor)

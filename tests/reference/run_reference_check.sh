@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Reference check: trains a small DLRM with Ember and the same model in plain PyTorch (from
 # Ember's exported initial weights, on the same batches) and compares the loss of every
-# iteration (tests/reference/dlrm_reference.py; docs/network.md, "Reference check").
+# iteration (tests/reference/dlrm_reference.py; docs/network.md, "Reference check"). Ember trains
+# through its Python module (tests/reference/ember_train.py) when the Python with PyTorch can
+# import it from <build>/python (or --python-module DIR), else through the `ember` command.
 #
 #   tests/reference/run_reference_check.sh [--build DIR | --ember PATH] [--device cpu|cuda|both|auto]
 #       [--iterations N] [--samples N] [--data DIR] [--work DIR] [--config FILE] [--keep]
 #       [--precision f32|f16|bf16]
+#       [--python-module DIR]
 #
 # --device auto (the default) checks the CPU, and CUDA too when nvidia-smi lists a GPU.
 # --precision f16|bf16: Ember trains with "mixed_precision" in that dtype (CUDA only), PyTorch
@@ -26,8 +29,9 @@ work=""
 config="$here/dlrm_small.json"
 keep=0
 precision=f32
+module=""
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
     --config) config=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --precision) precision=$2; shift 2 ;;
+    --python-module) module=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run_reference_check: unknown argument '$1'" >&2; usage ;;
   esac
@@ -63,6 +68,14 @@ done
 if [ -z "$python" ]; then
   echo "run_reference_check: skipped (no python3 with torch and numpy)"
   exit 77
+fi
+# The module beside the executable (<build>/python) unless told where it is.
+[ -n "$module" ] || module="$(cd "$(dirname "$ember")" && pwd)/python"
+driver="ember command"
+if [ -d "$module" ] && PYTHONPATH="$module" "$python" -c 'import ember' >/dev/null 2>&1; then
+  driver="Python module $module"
+else
+  module=""
 fi
 
 case "$device" in
@@ -112,16 +125,21 @@ if [ -z "$data" ]; then
 fi
 source_list="$data/train.txt"
 echo "reference: $("$python" -c 'import torch; print("torch", torch.__version__)') ($python)," \
-     "ember $ember, data $data, $iterations iterations, $precision"
+     "ember $ember, data $data, $iterations iterations, $precision, trained through the $driver"
 
 status=0
 for dev in $devices; do
   run="$work/run-$dev"
   rm -rf "$run"
-  "$ember" train "$config" --device "$dev" --no-progress \
-    --set "layers.data.source=$source_list" --set "solver.max_iter=$iterations" "${mixed[@]}" \
-    --export-initial "$run/initial" --model-out "$run/final" --run-dir "$run" >"$run.log" 2>&1 || {
-      echo "run_reference_check: ember train --device $dev failed:" >&2
+  if [ -n "$module" ]; then
+    PYTHONPATH="$module" "$python" "$here/ember_train.py" --config "$config" --device "$dev" \
+      --source "$source_list" --iterations "$iterations" --run "$run" "${mixed[@]}" >"$run.log" 2>&1
+  else
+    "$ember" train "$config" --device "$dev" --no-progress \
+      --set "layers.data.source=$source_list" --set "solver.max_iter=$iterations" "${mixed[@]}" \
+      --export-initial "$run/initial" --model-out "$run/final" --run-dir "$run" >"$run.log" 2>&1
+  fi || {
+      echo "run_reference_check: training with Ember ($driver) --device $dev failed:" >&2
       tail -20 "$run.log" >&2
       exit 2
     }

@@ -133,7 +133,8 @@ Session::Session(ModelConfig config, SessionOptions options)
 }
 
 Session::~Session() {
-  // Ranks' threads go before the replicas they use.
+  // The stepping loop's batches go first, then the ranks' threads before the replicas they use.
+  stepping_.reset();
   if (impl_) impl_->team.reset();
 }
 
@@ -161,9 +162,15 @@ class Session::TrainingLoop {
  public:
   explicit TrainingLoop(Session& session);
   TrainResult run();
+  // train_step(): one step on the next batch, nothing else; false when the data is done.
+  bool step_alone();
+  // Checks the loss of a step not checked yet (nan_policy "stop"), before the model is kept.
+  void settle() { check_loss_now(); }
 
  private:
   data::PipelineOptions pipeline_options() const;
+  // Passes over the batches a resumed session trained on, once per loop.
+  void start();
   void skip_trained_batches();
   // The next batch to train on, nothing when the data is done.
   std::optional<data::Batch> next_batch();
@@ -208,6 +215,7 @@ class Session::TrainingLoop {
   std::vector<float> lrs_;           // each rank's learning rate in the last step
   std::vector<double> step_losses_;  // each rank's loss of the step being checked
   bool stop_ = false;
+  bool started_ = false;
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
@@ -279,10 +287,16 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   return po;
 }
 
-TrainResult Session::TrainingLoop::run() {
+void Session::TrainingLoop::start() {
+  if (started_) return;
+  started_ = true;
   skip_trained_batches();
   first_iteration_ = checked_iteration_ = session_.iteration_;
   start_ = window_start_ = Clock::now();
+}
+
+TrainResult Session::TrainingLoop::run() {
+  start();
   while (!stop_ && (s_.max_iter == 0 || session_.iteration_ < s_.max_iter)) {
     const std::optional<data::Batch> batch = next_batch();
     if (!batch) break;
@@ -299,6 +313,17 @@ TrainResult Session::TrainingLoop::run() {
   }
   finish();
   return std::move(result_);
+}
+
+bool Session::TrainingLoop::step_alone() {
+  start();
+  const std::optional<data::Batch> batch = next_batch();
+  if (!batch) {
+    check_loss_now();
+    return false;
+  }
+  step(*batch);
+  return true;
 }
 
 // Resuming: the batches already trained on are read again and passed over, so the next step sees
@@ -364,6 +389,7 @@ void Session::TrainingLoop::step(const data::Batch& batch) {
     if (check) step_losses_[i] = replica.captured_loss(back);
   });
   ++session_.iteration_;
+  m_.has_stepped = true;
   window_samples_ += batch.global_size;
   trained_samples_ += batch.global_size;
   if (check) check_loss(checked, step_losses_);
@@ -428,14 +454,7 @@ void Session::TrainingLoop::show_progress() {
 
 // The ranks' mean loss of the last step (waits for the device).
 double Session::TrainingLoop::mean_last_loss() {
-  std::vector<double> losses(m_.places.size());
-  m_.team->run([&](int r) {
-    losses[static_cast<std::size_t>(r)] = m_.replicas[static_cast<std::size_t>(r)]->last_loss();
-  });
-  double loss = 0;
-  for (double l : losses)
-    loss += l;
-  return loss / static_cast<double>(losses.size());
+  return session_.current_loss().value();
 }
 
 // "iter=<i> loss=<l> lr=<lr> samples/s=<x> epoch=<e>": the ranks' mean loss of the last step,
@@ -537,11 +556,31 @@ void Session::TrainingLoop::finish() {
 }
 
 TrainResult Session::train() {
+  stepping_.reset();
   return TrainingLoop(*this).run();
+}
+
+bool Session::train_step() {
+  if (!stepping_) stepping_ = std::make_unique<TrainingLoop>(*this);
+  return stepping_->step_alone();
+}
+
+std::optional<double> Session::current_loss() {
+  Impl& m = *impl_;
+  if (!m.has_stepped) return std::nullopt;
+  std::vector<double> losses(m.places.size());
+  m.team->run([&](int r) {
+    losses[static_cast<std::size_t>(r)] = m.replicas[static_cast<std::size_t>(r)]->last_loss();
+  });
+  double loss = 0;
+  for (double l : losses)
+    loss += l;
+  return loss / static_cast<double>(losses.size());
 }
 
 void Session::save(const fs::path& dir) {
   Impl& m = *impl_;
+  if (stepping_) stepping_->settle();
   CheckpointWriter writer(dir);
   m.team->run(
       [&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(writer.staging(), true); });
@@ -637,6 +676,9 @@ void check_model_matches(const fs::path& dir, const nlohmann::json& meta, const 
 
 void Session::load(const fs::path& dir, bool with_optimizer_states) {
   Impl& m = *impl_;
+  // The next step reads from where the checkpoint stopped.
+  stepping_.reset();
+  m.has_stepped = false;
   recover_checkpoint(dir);
   const nlohmann::json meta = verify_checkpoint(dir);
   std::int64_t iteration = 0, skipped = 0;

@@ -16,9 +16,11 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "ember/embedding/sparse_embedding.hpp"
 #include "ember/train/cache_report.hpp"
 #include "ember/train/metrics.hpp"
 #include "ember/train/model_config.hpp"
@@ -58,6 +60,29 @@ struct TrainResult {
   std::vector<CacheFigures> cache;
 };
 
+// Samples held in memory, for Session::predict_samples(): `rows` samples' dense features
+// (row-major [rows, dense_dim]) and, per sparse input of the Data layer in order, the keys of
+// rows * slot_num bags in CSR form (bag b = sample * slot_num + slot; row_offsets has
+// rows * slot_num + 1 entries from 0), the keys as the embedding reads them (Raw and Parquet data:
+// with the slot offsets of slot_size_array added, as the input pipeline adds them).
+struct SampleArrays {
+  struct Keys {
+    std::span<const std::int64_t> row_offsets;
+    std::span<const std::int64_t> keys;
+  };
+  std::int64_t rows = 0;
+  std::span<const float> dense;
+  std::vector<Keys> sparse;
+};
+
+// One dense tensor of the model (a "<layer>.<parameter>" name), its values row-major.
+struct DenseWeight {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  bool trainable = true;
+  std::vector<float> values;
+};
+
 class Session {
  public:
   Session(ModelConfig config, SessionOptions options = {});
@@ -76,10 +101,30 @@ class Session {
   // Trains until max_iter / num_epochs (counting from the current iteration, so a resumed
   // session continues where it stopped) or until the AUC target is reached.
   TrainResult train();
+  // One training step on the next batch, as HugeCTR's per-step Session.train(): no display line,
+  // evaluation, snapshot or metrics row (the caller decides). False, without a step, when a
+  // num_epochs run has no more data; in a max_iter run the data repeats and max_iter is the
+  // caller's to keep. nan_policy applies as in train() (on a GPU "stop" notices a non-finite loss
+  // one step late). Successive calls share one input pipeline; train() and load() start anew.
+  bool train_step();
+  // The ranks' mean loss of the last training step (waits for the device); nothing before the
+  // first step of this session.
+  std::optional<double> current_loss();
   // Evaluates over the evaluation source (up to max_eval_batches / max_eval_samples).
   EvalResult evaluate();
   // Evaluates and writes one "label,score" line per evaluated sample to `path`.
   EvalResult predict(const std::filesystem::path& path);
+  // The predicted probability of each sample given in memory (of each column for
+  // MultiCrossEntropyLoss: rows x columns, row-major), in batches of solver.batchsize_eval.
+  std::vector<double> predict_samples(const SampleArrays& samples);
+
+  // Collective. The embedding `name` gathered from every rank, sorted by key.
+  embedding::EmbeddingSnapshot embedding_snapshot(const std::string& name);
+  // The dense tensors (trainable weights and non-trainable buffers), in the order of the model.
+  std::vector<DenseWeight> dense_weights() const;
+  // Replaces the dense tensors named in `weights` on every rank (each must be a tensor of the
+  // model with its shape); the others keep their values.
+  void set_dense_weights(const std::vector<DenseWeight>& weights);
 
   // Writes a checkpoint directory (see checkpoint.hpp), the configuration included.
   void save(const std::filesystem::path& dir);
@@ -95,6 +140,7 @@ class Session {
   ModelConfig config_;
   SessionOptions options_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<TrainingLoop> stepping_;  // train_step()'s loop, kept between calls
   std::int64_t iteration_ = 0;
   std::int64_t skipped_batches_ = 0;
 };

@@ -33,6 +33,7 @@ struct Session::Impl {
   RunLog log;
   std::ostream* out = &std::cout;
   EvalCache eval_cache;
+  bool has_stepped = false;  // a training step ran since construction or the last load()
 };
 
 // The labels the model's loss takes: the data readers check every sample's labels against them
