@@ -1,6 +1,9 @@
 #include "ember/distributed/process_world.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
@@ -84,6 +87,72 @@ std::vector<std::int64_t> all_gather_processes(const std::vector<std::int64_t>& 
   return all;
 }
 
+namespace {
+
+// Every process's bytes, in process order.
+std::vector<std::vector<char>> gather_bytes(const void* data, std::size_t bytes) {
+  const ProcessWorld w = process_world();
+  const std::vector<std::int64_t> sizes = all_gather_processes({static_cast<std::int64_t>(bytes)});
+  std::vector<int> counts(static_cast<std::size_t>(w.size)), offsets(counts.size());
+  std::int64_t total = 0;
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    EMBER_CHECK(total + sizes[p] <= std::numeric_limits<int>::max(),
+                "gathering over processes: more than 2 GiB");
+    counts[p] = static_cast<int>(sizes[p]);
+    offsets[p] = static_cast<int>(total);
+    total += sizes[p];
+  }
+  std::vector<char> all(static_cast<std::size_t>(std::max<std::int64_t>(total, 1)));
+  EMBER_MPI_CHECK(MPI_Allgatherv(data, static_cast<int>(bytes), MPI_BYTE, all.data(),
+                                 counts.data(), offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
+  std::vector<std::vector<char>> out;
+  for (std::size_t p = 0; p < counts.size(); ++p) {
+    out.emplace_back(all.begin() + offsets[p], all.begin() + offsets[p] + counts[p]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> all_gather_processes_f64(const std::vector<double>& mine) {
+  const ProcessWorld w = process_world();
+  if (!w.mpi || w.size == 1) return mine;
+  std::vector<double> all;
+  for (const auto& part : gather_bytes(mine.data(), mine.size() * sizeof(double))) {
+    EMBER_CHECK(part.size() == mine.size() * sizeof(double),
+                "all_gather_processes: processes give different counts of values");
+    const auto* d = reinterpret_cast<const double*>(part.data());
+    all.insert(all.end(), d, d + mine.size());
+  }
+  return all;
+}
+
+std::vector<float> concat_processes(const std::vector<float>& mine) {
+  const ProcessWorld w = process_world();
+  if (!w.mpi || w.size == 1) return mine;
+  std::vector<float> all;
+  for (const auto& part : gather_bytes(mine.data(), mine.size() * sizeof(float))) {
+    std::vector<float> values(part.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), part.data(), values.size() * sizeof(float));
+    all.insert(all.end(), values.begin(), values.end());
+  }
+  return all;
+}
+
+void barrier_processes() {
+  if (process_world().mpi) EMBER_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+std::string first_process_failure(const std::string& mine) {
+  const ProcessWorld w = process_world();
+  if (!w.mpi || w.size == 1) return mine;
+  const auto all = gather_bytes(mine.data(), mine.size());
+  for (std::size_t p = 0; p < all.size(); ++p) {
+    if (!all[p].empty()) return cat("process ", p, ": ", std::string(all[p].begin(), all[p].end()));
+  }
+  return "";
+}
+
 std::string broadcast_from_process_0(const std::string& text) {
   const ProcessWorld w = process_world();
   if (!w.mpi || w.size == 1) return text;
@@ -114,8 +183,22 @@ std::vector<std::int64_t> all_gather_processes(const std::vector<std::int64_t>& 
   return mine;
 }
 
+std::vector<double> all_gather_processes_f64(const std::vector<double>& mine) {
+  return mine;
+}
+
+std::vector<float> concat_processes(const std::vector<float>& mine) {
+  return mine;
+}
+
 std::string broadcast_from_process_0(const std::string& text) {
   return text;
+}
+
+void barrier_processes() {}
+
+std::string first_process_failure(const std::string& mine) {
+  return mine;
 }
 
 void abort_processes(int status) {

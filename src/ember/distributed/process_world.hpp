@@ -35,8 +35,21 @@ ProcessWorld process_world();
 // contributions, process after process. The world of one process returns `mine`.
 std::vector<std::int64_t> all_gather_processes(const std::vector<std::int64_t>& mine);
 
+// The same for doubles (losses).
+std::vector<double> all_gather_processes_f64(const std::vector<double>& mine);
+// Contributions of any length, concatenated in process order (evaluation scores).
+std::vector<float> concat_processes(const std::vector<float>& mine);
+
 // Process 0's `text` on every process.
 std::string broadcast_from_process_0(const std::string& text);
+
+// Returns once every process has called it.
+void barrier_processes();
+
+// For a step that can fail on one process only (writing a file): every process passes its own
+// failure ("" for none) and gets the same answer, "" when no process failed, else the first
+// failing process's message prefixed with "process <p>: ". So that all of them throw, or none.
+std::string first_process_failure(const std::string& mine);
 
 // Ends every process of the job with `status` (MPI_Abort under MPI, std::_Exit otherwise), after
 // flushing the standard streams. For errors that leave the other processes waiting in a

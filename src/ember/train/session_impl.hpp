@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -12,16 +13,20 @@
 #include "ember/train/replica.hpp"
 #include "ember/train/run_log.hpp"
 #include "ember/train/session.hpp"
+#include "ember/train/session_job.hpp"
 
 namespace ember::train {
 
 struct Session::Impl {
-  std::vector<Place> places;
+  SessionJob job;
+  std::vector<Place> places;  // this process's ranks (job.places)
   std::vector<distributed::CommunicatorPtr> comms;
   std::unique_ptr<RankTeam> team;
   std::vector<std::unique_ptr<Replica>> replicas;
   RunLog log;
   std::ostream* out = &std::cout;
+  // Where the display lines of processes other than process 0 go.
+  std::ostream discarded{nullptr};
 };
 
 // "0.512345": six significant digits, as the display and evaluation lines print numbers.
