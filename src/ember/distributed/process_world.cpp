@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <limits>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <limits>
 #include <mutex>
 
 #include "ember/core/error.hpp"
@@ -103,8 +103,8 @@ std::vector<std::vector<char>> gather_bytes(const void* data, std::size_t bytes)
     total += sizes[p];
   }
   std::vector<char> all(static_cast<std::size_t>(std::max<std::int64_t>(total, 1)));
-  EMBER_MPI_CHECK(MPI_Allgatherv(data, static_cast<int>(bytes), MPI_BYTE, all.data(),
-                                 counts.data(), offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
+  EMBER_MPI_CHECK(MPI_Allgatherv(data, static_cast<int>(bytes), MPI_BYTE, all.data(), counts.data(),
+                                 offsets.data(), MPI_BYTE, MPI_COMM_WORLD));
   std::vector<std::vector<char>> out;
   for (std::size_t p = 0; p < counts.size(); ++p) {
     out.emplace_back(all.begin() + offsets[p], all.begin() + offsets[p] + counts[p]);
