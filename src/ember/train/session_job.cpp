@@ -43,20 +43,19 @@ void check_processes_agree(const SessionJob& job, const ModelConfig& config) {
   for (int p = 0; p < job.world.size; ++p) {
     const std::int64_t* other = &all[static_cast<std::size_t>(p) * mine.size()];
     if (other[0] != mine[0]) {
-      EMBER_THROW_AS(ConfigError, job.process_prefix(), "process ", p,
-                     " was given another configuration (hash ", std::hex,
-                     static_cast<std::uint64_t>(other[0]), " against this process's ",
+      EMBER_THROW_AS(ConfigError, "process ", p, " was given another configuration (hash ",
+                     std::hex, static_cast<std::uint64_t>(other[0]), " against this process's ",
                      static_cast<std::uint64_t>(mine[0]), std::dec,
                      "): every process of an MPI job must run the same configuration and --set "
                      "flags");
     }
     if (other[2] != mine[2]) {
-      EMBER_THROW_AS(ConfigError, job.process_prefix(), "process ", p, " trains on ",
-                     other[2] != 0 ? "GPUs" : "the CPU", " but this process on ",
-                     cuda ? "GPUs" : "the CPU", "; mixed CPU and GPU jobs are not supported");
+      EMBER_THROW_AS(ConfigError, "process ", p, " trains on ", other[2] != 0 ? "GPUs" : "the CPU",
+                     " but this process on ", cuda ? "GPUs" : "the CPU",
+                     "; mixed CPU and GPU jobs are not supported");
     }
     if (other[1] != mine[1]) {
-      EMBER_THROW_AS(ConfigError, job.process_prefix(), "process ", p, " has ", other[1],
+      EMBER_THROW_AS(ConfigError, "process ", p, " has ", other[1],
                      " rank(s) but this process has ", mine[1],
                      "; every process of an MPI job must drive the same number of GPUs or CPU "
                      "ranks");
@@ -103,8 +102,8 @@ SessionJob plan_session_job(const ModelConfig& config, const SessionOptions& opt
   if (job.multi_process) check_processes_agree(job, config);
   const std::int64_t batch = config.solver.batchsize;
   if (batch % job.world_ranks != 0) {
-    EMBER_THROW_AS(ConfigError, job.process_prefix(), "solver.batchsize ", batch,
-                   " must be a multiple of the ", job.world_ranks, " training devices",
+    EMBER_THROW_AS(ConfigError, "solver.batchsize ", batch, " must be a multiple of the ",
+                   job.world_ranks, " training devices",
                    job.world.size > 1
                        ? cat(" (", local, " in each of ", job.world.size, " processes)")
                        : std::string());
