@@ -7,54 +7,13 @@
 
 #include <regex>
 
-#include "cli/cli_run_support.hpp"
+#include "cli/mpi_run_support.hpp"
 #include "support/test_support.hpp"
 
 namespace ember {
 namespace {
 
 using ::testing::HasSubstr;
-
-#ifdef EMBER_MPIEXEC
-constexpr const char* kMpiexec = EMBER_MPIEXEC;
-#else
-constexpr const char* kMpiexec = nullptr;
-#endif
-
-#define EMBER_REQUIRE_MPI()                                               \
-  do {                                                                    \
-    if (kMpiexec == nullptr) GTEST_SKIP() << "this build has no mpiexec"; \
-  } while (0)
-
-std::string config_path(const char* name) {
-  return (testing::source_dir() / "configs" / name).string();
-}
-
-// The launcher, as root too, more processes than cores allowed.
-std::string mpirun(int processes) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-         "OMPI_MCA_rmaps_base_oversubscribe=1 '" +
-         std::string(kMpiexec) + "' -np " + std::to_string(processes) +
-         " --oversubscribe --allow-run-as-root";
-}
-
-// Small, quick runs (2 cores in CI): 20 iterations of 240 samples, an evaluation every 10.
-std::string train_args(const std::string& config, const std::string& data) {
-  return " train '" + config + "' --device cpu --no-progress --set layers.data.source='" + data +
-         "/train.txt' --set layers.data.eval_source='" + data +
-         "/eval.txt' --set solver.batchsize=240 --set solver.batchsize_eval=240"
-         " --set solver.display=5 --set solver.eval_interval=10 --set solver.max_iter=20";
-}
-
-// The lines of a run without the rates and timings, which differ from run to run.
-std::vector<std::string> numbers_of(const std::string& out) {
-  std::vector<std::string> lines;
-  const std::regex timing(" (samples/s|seconds)=[0-9.e+-]+");
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(std::regex_replace(line, timing, ""));
-  return lines;
-}
 
 class MpiCli : public ::testing::Test {
  protected:
@@ -74,10 +33,8 @@ class MpiCli : public ::testing::Test {
   }
   static std::string data(const char* name) { return (*dir_ / name).string(); }
 
-  // `ember <args>` in `dir`, under mpirun when processes > 0.
   static Outcome run(int processes, const std::string& args, const testing::ScratchDir& dir) {
-    const std::string launcher = processes > 0 ? mpirun(processes) + " \"$EMBER\"" : "\"$EMBER\"";
-    return shell("cd '" + dir.path().string() + "' && " + launcher + args, dir);
+    return run_in(processes, args, dir);
   }
 
   static testing::ScratchDir* dir_;
@@ -102,7 +59,7 @@ TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
     SCOPED_TRACE(std::string(t.config) + " " + t.embedding_type + " on " +
                  std::to_string(t.processes) + " processes");
     testing::ScratchDir dir;
-    std::string args = train_args(config_path(t.config) + ".json", data(t.config));
+    std::string args = train_args(config_path(t.config), data(t.config));
     if (*t.embedding_type != '\0') {
       args += std::string(" --set layers.sparse_embedding1.type=") + t.embedding_type;
     }
@@ -131,7 +88,7 @@ TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
 TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
   EMBER_REQUIRE_MPI();
   testing::ScratchDir dir;
-  const std::string args = train_args(config_path("dlrm.json"), data("dlrm"));
+  const std::string args = train_args(config_path("dlrm"), data("dlrm"));
   const Outcome whole = run(0, args + " --cpu-ranks 2", dir);
   ASSERT_EQ(whole.status, 0) << whole.err;
   const Outcome first = run(2, args + " --set solver.max_iter=10 --model-out half", dir);
@@ -158,19 +115,11 @@ TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
   const Outcome on_three = run(3, args + " --cpu-ranks 2 --resume half --run-dir r3", dir);
   ASSERT_EQ(on_three.status, 0) << on_three.err;
   EXPECT_THAT(on_three.out, HasSubstr("resumed iter=10 from half"));
-  const auto value = [](const std::string& text, const std::string& key) {
-    const std::smatch m = [&] {
-      std::smatch r;
-      std::regex_search(text, r, std::regex(key + "=([-0-9.e+]+)"));
-      return r;
-    }();
-    return m.empty() ? -1.0 : std::stod(m[1]);
-  };
   const auto got = tail_of(numbers_of(on_three.out));
   ASSERT_EQ(got.size(), 3u) << on_three.out;
   for (std::size_t i = 0; i < 2; ++i)
-    EXPECT_NEAR(value(got[i], "loss"), value(expected[i], "loss"), 1e-4) << got[i];
-  EXPECT_NEAR(value(got[2], "AUC"), value(expected[2], "AUC"), 1e-4) << got[2];
+    EXPECT_NEAR(value_of_key(got[i], "loss"), value_of_key(expected[i], "loss"), 1e-4) << got[i];
+  EXPECT_NEAR(value_of_key(got[2], "AUC"), value_of_key(expected[2], "AUC"), 1e-4) << got[2];
 }
 
 TEST_F(MpiCli, AnErrorInOneProcessEndsEveryProcess) {
@@ -181,7 +130,7 @@ TEST_F(MpiCli, AnErrorInOneProcessEndsEveryProcess) {
   std::filesystem::create_directories(dir / "a");
   std::filesystem::create_directories(dir / "b");
   std::filesystem::create_directory_symlink(data("dlrm"), dir / "a" / "data");
-  const std::string args = train_args(config_path("dlrm.json"), "data");
+  const std::string args = train_args(config_path("dlrm"), "data");
   const std::string exe = "\"$EMBER\"";
   const Outcome r = shell("cd '" + dir.path().string() + "' && " + mpirun(1) + " -wdir a " + exe +
                               args + " : -np 1 -wdir b " + exe + args,
@@ -194,7 +143,7 @@ TEST_F(MpiCli, AnErrorInOneProcessEndsEveryProcess) {
 TEST_F(MpiCli, BadJobsAreRefusedByEveryProcess) {
   EMBER_REQUIRE_MPI();
   testing::ScratchDir dir;
-  const std::string args = train_args(config_path("dlrm.json"), data("dlrm"));
+  const std::string args = train_args(config_path("dlrm"), data("dlrm"));
   const auto error_lines = [](const std::string& err) {
     std::vector<std::string> lines;
     std::istringstream in(err);
