@@ -21,8 +21,8 @@ class MpiCli : public ::testing::Test {
     if (kMpiexec == nullptr) return;
     dir_ = new testing::ScratchDir();
     for (const char* name : {"dlrm", "deepfm"}) {
-      const Outcome g = ember(std::string("datagen --like '") + config_path(name) +
-                                  ".json' --out '" + (*dir_ / name).string() + "' --samples 3000",
+      const Outcome g = ember(std::string("datagen --like '") + config_path(name) + "' --out '" +
+                                  (*dir_ / name).string() + "' --samples 3000",
                               *dir_);
       ASSERT_EQ(g.status, 0) << g.err;
     }
