@@ -99,8 +99,10 @@ std::string Session::describe_devices() const {
   const auto& p = impl_->places;
   std::string s;
   if (p.front().is_cuda()) {
-    for (const Place& place : p)
-      s += (s.empty() ? "" : ",") + place.to_string();
+    for (const Place& place : p) {
+      if (!s.empty()) s += ',';
+      s += place.to_string();
+    }
   } else {
     s = p.size() == 1 ? "cpu" : "cpu x" + std::to_string(p.size());
   }
