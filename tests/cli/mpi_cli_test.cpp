@@ -103,6 +103,22 @@ TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
     }
     return tail;
   };
+  // eval and predict of that model on 3 processes: one process's AUC and predictions.
+  const std::string scoring = " --model half --device cpu --set layers.data.eval_source='" +
+                              data("dlrm") + "/eval.txt' --set solver.batchsize_eval=240";
+  const Outcome eval_one = run(0, " eval" + scoring, dir);
+  const Outcome eval_three = run(3, " eval" + scoring, dir);
+  ASSERT_EQ(eval_one.status, 0) << eval_one.err;
+  ASSERT_EQ(eval_three.status, 0) << eval_three.err;
+  ASSERT_FALSE(eval_one.lines().empty());
+  EXPECT_EQ(eval_three.lines(), eval_one.lines());
+  const Outcome predict_one = run(0, " predict" + scoring + " --out one.csv", dir);
+  const Outcome predict_three = run(3, " predict" + scoring + " --out three.csv", dir);
+  ASSERT_EQ(predict_one.status, 0) << predict_one.err;
+  ASSERT_EQ(predict_three.status, 0) << predict_three.err;
+  EXPECT_EQ(slurp(dir / "three.csv"), slurp(dir / "one.csv"));
+  EXPECT_FALSE(slurp(dir / "one.csv").empty());
+
   const auto expected = tail_of(numbers_of(whole.out));
   ASSERT_EQ(expected.size(), 3u) << whole.out;
   // One process with the two ranks: the very same steps.
