@@ -53,8 +53,12 @@ TEST(MpiCliGpu, ProcessesOnGpusTrainAsOneProcess) {
   }
   std::string all, lists;
   for (int d = 0; d < gpus; ++d) {
-    all += (d > 0 ? "," : "") + std::to_string(d);
-    lists += std::string(d > 0 ? "," : "") + "[" + std::to_string(d) + "]";
+    if (d > 0) {
+      all += ',';
+      lists += ',';
+    }
+    all += std::to_string(d);
+    lists += '[' + std::to_string(d) + ']';
   }
   const Outcome one_process = run_in(0, args + " --gpus " + all, dir);
   ASSERT_EQ(one_process.status, 0) << one_process.err;
