@@ -26,11 +26,19 @@ if(EMBER_BUILD_BENCH)
   find_package(benchmark CONFIG REQUIRED)
 endif()
 
-# MPI is optional: the multi-process collectives backend is built only where it is found.
-find_package(MPI QUIET COMPONENTS CXX)
-set(EMBER_WITH_MPI ${MPI_CXX_FOUND})
-if(NOT EMBER_WITH_MPI)
-  set(EMBER_WITH_MPI OFF)
+# MPI is optional: multi-process training (`mpirun -np N ember train ...`) and the MPI
+# collectives are built where MPI is found, unless -DEMBER_MPI=OFF; -DEMBER_MPI=ON makes a
+# missing MPI an error.
+set(EMBER_MPI AUTO CACHE STRING "Multi-process training over MPI: AUTO (where found), ON or OFF")
+set_property(CACHE EMBER_MPI PROPERTY STRINGS AUTO ON OFF)
+set(EMBER_WITH_MPI OFF)
+if(NOT EMBER_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(EMBER_WITH_MPI ON)
+  elseif(EMBER_MPI STREQUAL "ON")
+    message(FATAL_ERROR "EMBER_MPI=ON but no MPI was found (install openmpi-bin libopenmpi-dev)")
+  endif()
 endif()
 
 # PyTorch's C++ library, for the allocator benchmark's peer only (the device machine has it).

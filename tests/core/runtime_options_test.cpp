@@ -62,5 +62,21 @@ TEST(RuntimeOptions, ABadValueFailsItsOwnAccessorOnly) {
   EMBER_EXPECT_THROW_WITH(parse({{"EMBER_LOG_LEVEL", "loud"}}).log_level(), ConfigError, "loud");
 }
 
+// What mpirun (OpenMPI), Hydra (MPICH) and MVAPICH tell the processes they start.
+TEST(RuntimeOptions, SeesAnMpiLauncher) {
+  EXPECT_EQ(parse({}).launcher_world_size(), 0);
+  EXPECT_EQ(parse({}).launcher_world_rank(), -1);
+  const RuntimeOptions ompi = parse({{"OMPI_COMM_WORLD_SIZE", "3"}, {"OMPI_COMM_WORLD_RANK", "2"}});
+  EXPECT_EQ(ompi.launcher_world_size(), 3);
+  EXPECT_EQ(ompi.launcher_world_rank(), 2);
+  const RuntimeOptions hydra = parse({{"PMI_SIZE", "1"}, {"PMI_RANK", "0"}});
+  EXPECT_EQ(hydra.launcher_world_size(), 1);
+  EXPECT_EQ(hydra.launcher_world_rank(), 0);
+  EXPECT_EQ(parse({{"MV2_COMM_WORLD_SIZE", "4"}}).launcher_world_size(), 4);
+  // Not a number, or zero: no launcher.
+  EXPECT_EQ(parse({{"OMPI_COMM_WORLD_SIZE", "two"}}).launcher_world_size(), 0);
+  EXPECT_EQ(parse({{"PMI_SIZE", "0"}}).launcher_world_size(), 0);
+}
+
 }  // namespace
 }  // namespace ember

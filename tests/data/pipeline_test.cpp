@@ -275,6 +275,60 @@ TEST(Pipeline, SplitsEvenlyOverHostDevicesWithTheGlobalCsrEverywhere) {
   EXPECT_THROW(Pipeline(norm_source(d, shape), bad), ConfigError);
 }
 
+// A process of a multi-process job (RankSlice) hands its devices exactly the shares that the
+// same ranks get in one process driving every rank: 3 processes x 2 ranks against 6 ranks.
+TEST(Pipeline, RankSliceGivesTheSharesOfTheSameRanksInOneProcess) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {31, 7});  // partial last batch
+  const auto options = [](int local, RankSlice slice) {
+    PipelineOptions o;
+    o.batch_size = 12;
+    o.devices.assign(static_cast<std::size_t>(local), Place::host());
+    o.num_workers = 2;
+    o.deterministic = true;
+    o.mode = PipelineMode::Epochs;
+    o.slice = slice;
+    return o;
+  };
+  Pipeline whole(norm_source(d, shape), options(6, {}));
+  std::vector<std::unique_ptr<Pipeline>> parts;
+  for (int p = 0; p < 3; ++p)
+    parts.push_back(std::make_unique<Pipeline>(norm_source(d, shape), options(2, {6, 2 * p})));
+  int batches = 0;
+  while (auto w = whole.next()) {
+    ++batches;
+    for (int p = 0; p < 3; ++p) {
+      auto b = parts[static_cast<std::size_t>(p)]->next();
+      ASSERT_TRUE(b.has_value());
+      ASSERT_EQ(b->devices.size(), 2u);
+      EXPECT_EQ(b->global_size, w->global_size);
+      for (int i = 0; i < 2; ++i) {
+        const DeviceBatch& mine = b->devices[static_cast<std::size_t>(i)];
+        const DeviceBatch& same = w->devices[static_cast<std::size_t>(2 * p + i)];
+        EXPECT_EQ(mine.local_offset, same.local_offset);
+        EXPECT_EQ(mine.local_size, same.local_size);
+        EXPECT_EQ(mine.label.to_vector<float>(), same.label.to_vector<float>());
+        EXPECT_EQ(mine.dense.to_vector<float>(), same.dense.to_vector<float>());
+        EXPECT_EQ(mine.sparse[0].values().to_vector<std::uint32_t>(),
+                  same.sparse[0].values().to_vector<std::uint32_t>());
+      }
+    }
+  }
+  EXPECT_EQ(batches, 4);  // 38 samples: three of 12 and one of 2
+  for (auto& p : parts)
+    EXPECT_FALSE(p->next().has_value());
+  EXPECT_THROW(Pipeline(norm_source(d, shape), options(2, {6, 5})), Error);
+  EMBER_EXPECT_THROW_WITH(Pipeline(norm_source(d, shape),
+                                   [&] {
+                                     auto o = options(2, {5, 0});
+                                     o.batch_size = 12;
+                                     return o;
+                                   }()),
+                          ConfigError, "multiple of the 5");
+}
+
 std::vector<std::vector<Sample>> run_batches(const std::shared_ptr<DataSource>& source,
                                              PipelineOptions o, int count) {
   Pipeline p(source, o);

@@ -1,17 +1,29 @@
-// The MPI backend, run as `mpirun -np 2 ember_collectives_mpi_check` (registered with CTest when
-// CMake finds an MPI launcher). Not a GoogleTest binary: MPI owns the process lifetime. Prints
-// "N passed, N failed" and exits non-zero on any failure.
+// The MPI backend, run as `mpirun -np P ember_collectives_mpi_check [K]`: K host ranks per
+// process (default 1), each on its own thread (registered with CTest for several P and K when
+// CMake finds an MPI launcher). Not a GoogleTest binary: MPI owns the process lifetime. Every
+// rank's input is a function of its rank, so every rank can compute the expected results of all
+// of them; float sums must equal the in-process backend's order (rank order) to the bit. Prints
+// "rank r of n: N passed, N failed" and exits non-zero on any failure.
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ember/core/error.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/distributed/process_world.hpp"
 
 namespace {
 
-int failures = 0, passes = 0;
+using namespace ember;
+using distributed::Communicator;
+using distributed::CommunicatorPtr;
+
+std::atomic<int> failures{0}, passes{0};
 
 void expect(bool ok, const std::string& what, int rank) {
   if (ok) {
@@ -22,90 +34,200 @@ void expect(bool ok, const std::string& what, int rank) {
   }
 }
 
+// A value that does not sum exactly in float, so that another order shows.
+float input(int rank, std::int64_t i) {
+  return 1.0f / static_cast<float>(3 + rank * 7 + i % 13) + static_cast<float>(i) * 1e-3f;
+}
+
+void check_reductions(Communicator& comm) {
+  const int r = comm.rank(), n = comm.size();
+  for (std::int64_t len : {std::int64_t{1}, std::int64_t{1023}}) {
+    std::vector<float> v(static_cast<std::size_t>(len));
+    for (std::int64_t i = 0; i < len; ++i)
+      v[static_cast<std::size_t>(i)] = input(r, i);
+    Tensor t = Tensor::from_vector(v);
+    comm.all_reduce(t);
+    const auto got = t.to_vector<float>();
+    bool ok = true;
+    for (std::int64_t i = 0; i < len; ++i) {
+      float sum = input(0, i);  // the in-process backend's order
+      for (int p = 1; p < n; ++p)
+        sum += input(p, i);
+      ok &= got[static_cast<std::size_t>(i)] == sum;
+    }
+    expect(ok, "all_reduce f32 of " + std::to_string(len) + " in rank order, to the bit", r);
+  }
+  Tensor empty = Tensor::zeros({0});
+  comm.all_reduce(empty);
+  expect(empty.numel() == 0, "all_reduce of nothing", r);
+
+  Tensor m = Tensor::from_vector(std::vector<std::int64_t>{r, -r});
+  comm.all_reduce(m, distributed::ReduceOp::Max);
+  const auto mx = m.to_vector<std::int64_t>();
+  expect(mx[0] == n - 1 && mx[1] == 0, "all_reduce max", r);
+
+  std::vector<double> big(static_cast<std::size_t>(7 * n));
+  for (std::size_t i = 0; i < big.size(); ++i)
+    big[i] = (r + 1.0) * static_cast<double>(i + 1);
+  Tensor part = Tensor::empty({7}, DType::F64);
+  comm.reduce_scatter(Tensor::from_vector(big), part);
+  const double ranks_sum = n * (n + 1) / 2.0;
+  bool ok = true;
+  const auto pv = part.to_vector<double>();
+  for (int i = 0; i < 7; ++i)
+    ok &= pv[static_cast<std::size_t>(i)] == ranks_sum * (r * 7 + i + 1);
+  expect(ok, "reduce_scatter", r);
+}
+
+void check_movement(Communicator& comm) {
+  const int r = comm.rank(), n = comm.size();
+  Tensor gathered = Tensor::empty({3 * n}, DType::I64);
+  comm.all_gather(Tensor::from_vector(std::vector<std::int64_t>(3, r)), gathered);
+  const auto g = gathered.to_vector<std::int64_t>();
+  bool ok = true;
+  for (int p = 0; p < n; ++p) {
+    for (int i = 0; i < 3; ++i)
+      ok &= g[static_cast<std::size_t>(p * 3 + i)] == p;
+  }
+  expect(ok, "all_gather", r);
+
+  // Rank s sends (s + d) % 3 elements to rank d: some pairs exchange nothing.
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(n)),
+      recv_counts(static_cast<std::size_t>(n));
+  std::vector<std::uint32_t> send;
+  for (int d = 0; d < n; ++d) {
+    send_counts[static_cast<std::size_t>(d)] = (r + d) % 3;
+    recv_counts[static_cast<std::size_t>(d)] = (d + r) % 3;
+    for (int i = 0; i < (r + d) % 3; ++i)
+      send.push_back(static_cast<std::uint32_t>(r * 100 + d * 10 + i));
+  }
+  const std::int64_t total =
+      std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0});
+  Tensor recv = Tensor::empty({std::max<std::int64_t>(total, 1)}, DType::U32);
+  Tensor send_t = send.empty() ? Tensor::empty({1}, DType::U32) : Tensor::from_vector(send);
+  comm.all_to_all_v(send_t, send_counts, recv, recv_counts);
+  const auto a = recv.to_vector<std::uint32_t>();
+  ok = true;
+  std::size_t k = 0;
+  for (int s = 0; s < n; ++s) {
+    for (int i = 0; i < recv_counts[static_cast<std::size_t>(s)]; ++i)
+      ok &= a[k++] == static_cast<std::uint32_t>(s * 100 + r * 10 + i);
+  }
+  expect(ok, "all_to_all_v", r);
+
+  Tensor b = Tensor::full({5}, r == n - 1 ? 42.0 : -1.0);
+  comm.broadcast(b, n - 1);
+  ok = true;
+  for (float x : b.to_vector<float>())
+    ok &= x == 42.0f;
+  expect(ok, "broadcast from the last rank", r);
+  comm.barrier();
+}
+
+// Mismatched calls are an error on every rank, not a hang; the group stays broken.
+void check_mismatch(Communicator& comm) {
+  const int r = comm.rank(), n = comm.size();
+  bool threw = false;
+  try {
+    Tensor m = Tensor::zeros({r == n - 1 ? 4 : 5});
+    comm.all_reduce(m);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    threw = what.find("mismatched") != std::string::npos;
+    if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.what());
+  }
+  expect(threw, "mismatched all_reduce detected", r);
+  threw = false;
+  try {
+    comm.barrier();
+  } catch (const Error& e) {
+    threw = std::string(e.what()).find("broken") != std::string::npos;
+  }
+  expect(threw, "a broken group refuses the next call", r);
+}
+
+void check_counts_mismatch(Communicator& comm) {
+  const int r = comm.rank(), n = comm.size();
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(n), 1);
+  std::vector<std::int64_t> recv_counts = counts;
+  if (r == 0) recv_counts[static_cast<std::size_t>(n - 1)] = 2;  // rank n-1 sends it only 1
+  bool threw = false;
+  try {
+    comm.all_to_all_v(Tensor::zeros({n}), counts, Tensor::zeros({n + 1}), recv_counts);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    threw = what.find(r == 0 ? "expects 2 elements from rank" : "mismatched") != std::string::npos;
+    if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.what());
+  }
+  expect(threw, "all_to_all_v counts mismatch detected on every rank", r);
+}
+
+// Rank 0 skips a barrier: every other rank gives up after the timeout, naming rank 0.
+void check_timeout(Communicator& comm) {
+  const int r = comm.rank();
+  if (r == 0) return;
+  bool threw = false;
+  try {
+    comm.barrier();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    threw = what.find("never arrived") != std::string::npos ||
+            what.find("group is broken") != std::string::npos;
+    if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.what());
+  }
+  expect(threw, "a rank that never arrives ends the wait with an error", r);
+}
+
+// Runs `check` on every local rank, each on its own thread.
+void on_every_rank(std::vector<CommunicatorPtr>& comms,
+                   const std::function<void(Communicator&)>& check) {
+  std::vector<std::thread> threads;
+  for (auto& c : comms) {
+    threads.emplace_back([&check, comm = c.get()] {
+      try {
+        check(*comm);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: error: %s\n", comm->rank(), e.what());
+        ++failures;
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+}
+
 }  // namespace
 
-int main() {
-  using namespace ember;
+int main(int argc, char** argv) {
   if (!distributed::mpi_compiled()) {
     std::printf("this build has no MPI: skipped\n");
     return 0;
   }
-  distributed::CommunicatorPtr comm = distributed::make_mpi_communicator();
-  const int r = comm->rank(), n = comm->size();
-  try {
-    // all_reduce of rank-dependent values: sum over ranks of (r + 1) * (i + 1).
-    const std::int64_t len = 1023;
-    std::vector<double> v(len);
-    for (std::int64_t i = 0; i < len; ++i)
-      v[i] = (r + 1.0) * (i + 1.0);
-    Tensor t = Tensor::from_vector(v);
-    comm->all_reduce(t);
-    const double ranks_sum = n * (n + 1) / 2.0;
-    const auto got = t.to_vector<double>();
-    bool ok = true;
-    for (std::int64_t i = 0; i < len; ++i)
-      ok &= got[i] == ranks_sum * (i + 1.0);
-    expect(ok, "all_reduce", r);
-
-    Tensor big = Tensor::from_vector(std::vector<float>(7 * n, static_cast<float>(r + 1)));
-    Tensor part = Tensor::empty({7});
-    comm->reduce_scatter(big, part);
-    ok = true;
-    for (float x : part.to_vector<float>())
-      ok &= x == static_cast<float>(ranks_sum);
-    expect(ok, "reduce_scatter", r);
-
-    Tensor gathered = Tensor::empty({3 * n}, DType::I64);
-    comm->all_gather(Tensor::from_vector(std::vector<std::int64_t>(3, r)), gathered);
-    const auto g = gathered.to_vector<std::int64_t>();
-    ok = true;
-    for (int p = 0; p < n; ++p) {
-      for (int i = 0; i < 3; ++i)
-        ok &= g[p * 3 + i] == p;
-    }
-    expect(ok, "all_gather", r);
-
-    std::vector<std::int64_t> send_counts(n), recv_counts(n);
-    std::vector<std::uint32_t> send;
-    for (int d = 0; d < n; ++d) {
-      send_counts[d] = r + d + 1;
-      recv_counts[d] = d + r + 1;
-      for (int i = 0; i < send_counts[d]; ++i)
-        send.push_back(r * 100 + d * 10 + i);
-    }
-    Tensor recv = Tensor::empty(
-        {std::accumulate(recv_counts.begin(), recv_counts.end(), std::int64_t{0})}, DType::U32);
-    comm->all_to_all_v(Tensor::from_vector(send), send_counts, recv, recv_counts);
-    const auto a = recv.to_vector<std::uint32_t>();
-    ok = true;
-    std::size_t k = 0;
-    for (int s = 0; s < n; ++s) {
-      for (int i = 0; i < recv_counts[s]; ++i)
-        ok &= a[k++] == static_cast<std::uint32_t>(s * 100 + r * 10 + i);
-    }
-    expect(ok, "all_to_all_v", r);
-
-    Tensor b = Tensor::full({5}, r == 0 ? 42.0 : -1.0);
-    comm->broadcast(b, 0);
-    ok = true;
-    for (float x : b.to_vector<float>())
-      ok &= x == 42.0f;
-    expect(ok, "broadcast", r);
-
-    // Mismatched sizes must be an error on every rank, not a hang.
+  const int local = argc > 1 ? std::atoi(argv[1]) : 1;
+  const distributed::ProcessWorld world = distributed::join_mpi_world();
+  {
+    auto comms = distributed::make_mpi_communicators(local);
+    on_every_rank(comms, check_reductions);
+    on_every_rank(comms, check_movement);
+    if (comms.front()->size() > 1) on_every_rank(comms, check_mismatch);
+  }
+  if (local * world.size > 1) {
+    auto comms = distributed::make_mpi_communicators(local);
+    on_every_rank(comms, check_counts_mismatch);
+    auto quick = distributed::make_mpi_communicators(local, 1.0);
+    on_every_rank(quick, check_timeout);
+  }
+  // Processes that disagree on their rank count are refused on every process.
+  if (world.size > 1) {
     bool threw = false;
     try {
-      Tensor m = Tensor::zeros({r == 0 ? 4 : 5});
-      comm->all_reduce(m);
-    } catch (const Error& e) {
-      threw = std::string(e.what()).find("mismatched") != std::string::npos;
+      (void)distributed::make_mpi_communicators(world.rank == 0 ? 2 : 1);
+    } catch (const ConfigError& e) {
+      threw = std::string(e.what()).find("same number of ranks") != std::string::npos;
     }
-    expect(threw || n == 1, "mismatched all_reduce detected", r);
-    comm->barrier();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: error: %s\n", r, e.what());
-    ++failures;
+    expect(threw, "processes with different rank counts refused", world.rank);
   }
-  std::printf("rank %d of %d: %d passed, %d failed\n", r, n, passes, failures);
+  std::printf("process %d of %d (%d rank(s) each): %d passed, %d failed\n", world.rank, world.size,
+              local, passes.load(), failures.load());
   return failures == 0 ? 0 : 1;
 }

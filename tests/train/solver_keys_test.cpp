@@ -74,3 +74,33 @@ TEST(SolverKeys, SetNullDeletesAKeyOrAListEntry) {
 
 }  // namespace
 }  // namespace ember::train
+
+namespace ember::train {
+namespace {
+
+// solver.gpu as HugeCTR writes it for several nodes: one list per process of an MPI job.
+TEST(SolverGpuLists, OneListPerProcessOrOneForAll) {
+  const auto solver = [](const char* gpu) {
+    json c = testing_support::sample_config("dlrm");
+    apply_override(c, std::string("solver.gpu=") + gpu);
+    return parse_model_config(c, "test").solver;
+  };
+  const SolverConfig nodes = solver("[[0,1],[2,3],[1]]");
+  EXPECT_EQ(nodes.gpu_list(0, 3), (std::vector<int>{0, 1}));
+  EXPECT_EQ(nodes.gpu_list(1, 3), (std::vector<int>{2, 3}));
+  EXPECT_EQ(nodes.gpu_list(2, 3), (std::vector<int>{1}));
+  EMBER_EXPECT_THROW_WITH(nodes.gpu_list(0, 2), ConfigError,
+                          "solver.gpu has 3 list(s), one per node, but the MPI job has 2 processes");
+  EMBER_EXPECT_THROW_WITH(nodes.gpu_list(0, 1), ConfigError,
+                          "this is one process (not started by mpirun)");
+  const SolverConfig flat = solver("[0,1]");
+  EXPECT_EQ(flat.gpu_list(0, 1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(flat.gpu_list(2, 4), (std::vector<int>{0, 1}));
+  const SolverConfig one_node = solver("[[3]]");
+  EXPECT_EQ(one_node.gpu_list(0, 1), (std::vector<int>{3}));
+  EMBER_EXPECT_THROW_WITH(one_node.gpu_list(1, 2), ConfigError, "has 1 list(s)");
+  EXPECT_EQ(solver("null").gpu_list(1, 2), (std::vector<int>{0}));
+}
+
+}  // namespace
+}  // namespace ember::train

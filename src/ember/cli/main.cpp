@@ -1,17 +1,57 @@
 // ember: the command line. Errors end as one line "ember: error: <message>" and exit status 1.
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <exception>
 #include <iostream>
+#include <thread>
 
 #include "ember/cli/commands.hpp"
 #include "ember/cli/version.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/core/openmp_policy.hpp"
+#include "ember/distributed/process_world.hpp"
+
+namespace {
+
+// A process started by mpirun joins its job first: process 0 alone prints results and info
+// lines (the others keep warnings and errors).
+void join_mpi_launch() {
+  if (!ember::distributed::launched_by_mpi()) return;
+  const ember::distributed::ProcessWorld world = ember::distributed::join_mpi_world();
+  if (world.rank != 0) {
+    std::cout.rdbuf(nullptr);
+    ember::set_log_level("warn");
+  }
+}
+
+// The error line of a failed command; in a job of several processes it names the process and
+// ends all of them (the others may be waiting for this one in a collective).
+int fail(const std::exception& e) {
+  std::cout.flush();
+  const ember::distributed::ProcessWorld world = ember::distributed::process_world();
+  if (world.size <= 1) {
+    std::cerr << "ember: error: " << e.what() << std::endl;
+    return 1;
+  }
+  std::cerr << "ember: error: process " << world.rank << " of " << world.size << ": " << e.what()
+            << std::endl;
+  // Processes that fail alike (a configuration error) get a moment to say so themselves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ember::distributed::abort_processes(1);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   ember::prefer_passive_openmp(argv);
+  try {
+    join_mpi_launch();
+  } catch (const std::exception& e) {
+    std::cerr << "ember: error: " << e.what() << std::endl;
+    return 1;
+  }
   CLI::App app{"Ember: CTR model training on HugeCTR's data and configurations", "ember"};
   app.require_subcommand(0, 1);
   // Subcommands inherit this: --log-level may come after the command's name too.
@@ -46,9 +86,7 @@ int main(int argc, char** argv) {
     std::cout.flush();
     return e.status;
   } catch (const std::exception& e) {
-    std::cout.flush();
-    std::cerr << "ember: error: " << e.what() << std::endl;
-    return 1;
+    return fail(e);
   }
   return 0;
 }

@@ -30,6 +30,10 @@ void SessionFlags::add_to(CLI::App& cmd, bool config_required) {
   cpu_ranks_option = cmd.add_option(
       "--cpu-ranks", cpu_ranks,
       "CPU data-parallel ranks, 1 to 64 (in-process; default: solver.cpu_ranks, else 1)");
+  cmd.add_flag("--mpi", mpi,
+               "Train over MPI even as one process (a process started by mpirun joins its job "
+               "without it): one team of ranks over every process, solver.gpu one list per "
+               "process");
   // One value per --set, so that "--set a=1 config.json" leaves the configuration positional.
   cmd.add_option("--set", overrides,
                  "Override a configuration value, e.g. --set solver.batchsize=1024; "
@@ -49,6 +53,7 @@ train::SessionOptions SessionFlags::session_options() const {
     EMBER_THROW_AS(ConfigError, "--cpu-ranks must be an integer in [1, 64], got ", cpu_ranks);
   }
   o.cpu_ranks = cpu_ranks;
+  o.mpi = mpi;
   if (!gpus.empty()) {
     for (std::int64_t g : parse_int_list(gpus, "--gpus"))
       o.gpus.push_back(static_cast<int>(g));

@@ -23,6 +23,7 @@ struct SessionFlags {
   std::string device;
   std::string gpus;  // "0,1"
   int cpu_ranks = 0;
+  bool mpi = false;
   std::vector<std::string> overrides;
   CLI::Option* cpu_ranks_option = nullptr;
 

@@ -10,6 +10,7 @@
 #include "ember/cli/commands.hpp"
 #include "ember/cli/session_flags.hpp"
 #include "ember/core/log.hpp"
+#include "ember/distributed/process_world.hpp"
 #include "ember/train/checkpoint_recovery.hpp"
 #include "ember/train/output_paths.hpp"
 #include "ember/train/snapshot_retention.hpp"
@@ -98,7 +99,8 @@ void run(const TrainFlags& f) {
   train::SessionOptions o = f.session.session_options();
   // The run's metrics go beside the model it produces, unless told otherwise.
   o.run_dir = !f.run_dir.empty() ? f.run_dir : f.model_out;
-  check_outputs(f, config, o.run_dir);
+  // Process 0 of an MPI job checks and writes the outputs; the others only take part.
+  if (distributed::process_world().rank == 0) check_outputs(f, config, o.run_dir);
   o.progress = !f.no_progress;
   // A resumed run continues its metrics.csv.
   o.append_metrics = !f.resume.empty();

@@ -1,6 +1,7 @@
 #include "ember/core/runtime_options.hpp"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
 
 #include "ember/core/error.hpp"
@@ -25,6 +26,26 @@ constexpr Known kKnown[] = {
      "staged copies: measured per device; others: half the cores, 1 to 8"},
     {"EMBER_LOG_LEVEL", "log level: trace, debug, info, warn, error or off", "info"},
 };
+
+// The first of the launchers' variables that is a whole number (-1 when none is).
+int first_number(const RuntimeOptions::Lookup& lookup, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* v = lookup(name);
+    if (v == nullptr || *v == '\0') continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end == '\0' && n >= 0 && n <= 1 << 24) return static_cast<int>(n);
+  }
+  return -1;
+}
+
+void read_launcher(const RuntimeOptions::Lookup& lookup, int& size, int& rank) {
+  const int n = first_number(lookup, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"});
+  size = n > 0 ? n : 0;
+  rank = size > 0
+             ? first_number(lookup, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"})
+             : -1;
+}
 
 }  // namespace
 
@@ -88,6 +109,7 @@ RuntimeOptions RuntimeOptions::parse(const Lookup& lookup) {
     s.error = std::move(error);
     o.settings_.push_back(std::move(s));
   }
+  read_launcher(lookup, o.launcher_world_size_, o.launcher_world_rank_);
   return o;
 }
 

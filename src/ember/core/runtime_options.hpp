@@ -50,6 +50,12 @@ class RuntimeOptions {
 
   const std::vector<Setting>& settings() const { return settings_; }
 
+  // Not Ember's own settings but what an MPI launcher tells the processes it starts: the world
+  // size announced by mpirun (OpenMPI's OMPI_COMM_WORLD_SIZE, MPICH/Hydra's PMI_SIZE, MVAPICH's
+  // MV2_COMM_WORLD_SIZE) and this process's rank in it; 0 and -1 when no launcher started it.
+  int launcher_world_size() const { return launcher_world_size_; }
+  int launcher_world_rank() const { return launcher_world_rank_; }
+
  private:
   const Setting& setting(const char* variable) const;
   void check(const char* variable) const;
@@ -57,6 +63,8 @@ class RuntimeOptions {
   std::vector<Setting> settings_;
   AllocatorMode allocator_ = kDefaultAllocatorMode;
   int copy_threads_ = 0;
+  int launcher_world_size_ = 0;
+  int launcher_world_rank_ = -1;
 };
 
 }  // namespace ember

@@ -22,4 +22,13 @@ std::vector<Share> split_evenly(std::int64_t n, int parts) {
   return shares;
 }
 
+std::vector<Share> local_shares(std::int64_t n, const RankSlice& slice, int local_ranks) {
+  const int world = slice.world_ranks > 0 ? slice.world_ranks : local_ranks;
+  EMBER_CHECK(slice.first_rank >= 0 && slice.first_rank + local_ranks <= world,
+              "local_shares: ranks ", slice.first_rank, "..", slice.first_rank + local_ranks - 1,
+              " are not ranks of ", world);
+  const std::vector<Share> all = split_evenly(n, world);
+  return {all.begin() + slice.first_rank, all.begin() + slice.first_rank + local_ranks};
+}
+
 }  // namespace ember::data

@@ -8,7 +8,10 @@
 //          device's place: rows = global_size * slot_num (row = sample * slot_num + slot),
 //          row offsets i64, values u32 or i64 (the key type). Raw/Parquet slot offsets are
 //          already applied. Model-parallel embeddings pick their keys out of it themselves.
-// Samples are split evenly (HugeCTR's rule: the training batch size is a multiple of D). A batch
+// Samples are split evenly (HugeCTR's rule: the training batch size is a multiple of D).
+// In a job of several processes D counts the ranks of all of them (RankSlice): every process
+// reads the whole batch (the keys of all samples are needed by every rank) and hands its
+// devices their shares of the global split. A batch
 // that does not divide (the last partial batch of an epoch, evaluation) is cut in blocks of
 // ceil(global_size / D): device d gets [d * block, min(global_size, (d + 1) * block)), so the
 // last devices get fewer samples, or none. These are the shares a model-parallel embedding
@@ -68,5 +71,15 @@ struct Share {
   std::int64_t size = 0;
 };
 std::vector<Share> split_evenly(std::int64_t n, int parts);
+
+// The devices of one process of a multi-process job: `world_ranks` share every batch (blocks as
+// above), and this process's devices are ranks first_rank ... first_rank + local_ranks - 1.
+// A single process is {0, 0}: its devices are all the ranks.
+struct RankSlice {
+  int world_ranks = 0;  // 0: the process's own device count
+  int first_rank = 0;
+};
+// The shares of this process's `local_ranks` devices.
+std::vector<Share> local_shares(std::int64_t n, const RankSlice& slice, int local_ranks);
 
 }  // namespace ember::data

@@ -45,14 +45,15 @@ DeviceBatch device_share(Tensor label, Tensor dense, std::vector<CsrTensor> spar
 }
 
 Batch host_batch_views(std::shared_ptr<const HostBatch> host, const BatchLayout& layout,
-                       const std::vector<Place>& devices, const BatchInfo& info) {
+                       const std::vector<Place>& devices, const BatchInfo& info,
+                       const RankSlice& slice) {
   const HostBatch& hb = *host;
   const AllocationPtr memory =
       Allocation::borrow(hb.allocation()->data(), hb.allocation()->size(), hb.place(), host);
   const std::int64_t n = hb.size();
   const BatchViews v = view_buffers(memory, hb.plan(), layout, n, hb);
   Batch batch = empty_batch(info, n);
-  const auto shares = split_evenly(n, static_cast<int>(devices.size()));
+  const auto shares = local_shares(n, slice, static_cast<int>(devices.size()));
   for (std::size_t d = 0; d < devices.size(); ++d) {
     const Share& s = shares[d];
     batch.devices.push_back(device_share(v.label.slice(0, s.offset, s.offset + s.size),

@@ -45,7 +45,8 @@ DeviceBatch device_share(Tensor label, Tensor dense, std::vector<CsrTensor> spar
 // A host pipeline's batch: every device views its share of `host`, which is held until the last
 // view goes.
 Batch host_batch_views(std::shared_ptr<const HostBatch> host, const BatchLayout& layout,
-                       const std::vector<Place>& devices, const BatchInfo& info);
+                       const std::vector<Place>& devices, const BatchInfo& info,
+                       const RankSlice& slice = {});
 
 // A Batch with `info` and `global_size` and no devices yet.
 Batch empty_batch(const BatchInfo& info, std::int64_t global_size);

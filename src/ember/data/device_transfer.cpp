@@ -68,13 +68,13 @@ void DeviceSlot::mark_released() noexcept {
 }
 
 DeviceTransfer::DeviceTransfer(const BatchLayout& layout, std::vector<Place> devices,
-                               std::int64_t batch_size, int reserved_slots)
+                               std::int64_t batch_size, int reserved_slots, RankSlice slice)
     : layout_(layout),
       devices_(std::move(devices)),
+      slice_(slice),
       // Label and dense rows of the largest share, the CSRs of the whole batch.
       plan_(layout_,
-            (batch_size + static_cast<std::int64_t>(devices_.size()) - 1) /
-                static_cast<std::int64_t>(devices_.size()),
+            local_shares(batch_size, slice_, static_cast<int>(devices_.size())).front().size,
             batch_size),
       slots_(std::make_shared<LeasePool<DeviceSlot>>(
           [devices = devices_, bytes = plan_.total_bytes] {
@@ -92,7 +92,7 @@ void DeviceTransfer::prepare_copy_thread() {
 
 Batch DeviceTransfer::copy(HostBatchLease host, const BatchInfo& info) {
   LeasePool<DeviceSlot>::Lease slot = slots_->acquire();
-  const auto shares = split_evenly(host->size(), static_cast<int>(devices_.size()));
+  const auto shares = local_shares(host->size(), slice_, static_cast<int>(devices_.size()));
   try {
     issue_copies(*host, *slot, shares);
     // The host batch is free once its copies are done. Waiting here blocks only the collector,

@@ -66,8 +66,9 @@ class DeviceTransfer {
  public:
   // Slots for batches of up to `batch_size` samples of `layout` on the GPUs `devices`;
   // `reserved_slots` of them made now.
+  // `slice`: which shares of the batch these devices take (batch.hpp).
   DeviceTransfer(const BatchLayout& layout, std::vector<Place> devices, std::int64_t batch_size,
-                 int reserved_slots);
+                 int reserved_slots, RankSlice slice = {});
 
   // The thread that calls copy() polls the copies' events: on Linux it asks for a tight timer.
   static void prepare_copy_thread();
@@ -89,6 +90,7 @@ class DeviceTransfer {
 
   BatchLayout layout_;
   std::vector<Place> devices_;
+  RankSlice slice_;
   BatchBufferPlan plan_;
   // Shared with the batches handed out, which may outlive the transfer.
   std::shared_ptr<LeasePool<DeviceSlot>> slots_;

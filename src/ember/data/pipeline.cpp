@@ -338,7 +338,7 @@ bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_
     item.batch = transfer->copy(std::move(batch), info);
   } else {
     item.batch = host_batch_views(share_lease<HostBatch>(std::move(batch), host_pool), layout,
-                                  options.devices, info);
+                                  options.devices, info, options.slice);
   }
   ++sequence;
   return push_out(std::move(item));
@@ -407,7 +407,12 @@ void check_options(const PipelineOptions& options) {
       options.mode == PipelineMode::Repeat || options.num_epochs == -1 || options.num_epochs >= 1,
       "Pipeline: num_epochs must be at least 1 (or -1 for endless epochs), got ",
       options.num_epochs);
-  const auto D = static_cast<std::int64_t>(options.devices.size());
+  const auto D = static_cast<std::int64_t>(options.slice.world_ranks > 0
+                                               ? options.slice.world_ranks
+                                               : static_cast<int>(options.devices.size()));
+  EMBER_CHECK(options.slice.first_rank >= 0 &&
+                  options.slice.first_rank + static_cast<std::int64_t>(options.devices.size()) <= D,
+              "Pipeline: devices from rank ", options.slice.first_rank, " are not ranks of ", D);
   if (options.require_even_split && options.batch_size % D != 0) {
     EMBER_THROW_AS(ConfigError, "batch size ", options.batch_size, " is not a multiple of the ", D,
                    " training devices");
@@ -477,7 +482,8 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
                                                   host_batch_allocator(m.options, m.gpu));
     if (m.gpu) {
       m.transfer = std::make_unique<DeviceTransfer>(m.layout, m.options.devices,
-                                                    m.options.batch_size, device_slots);
+                                                    m.options.batch_size, device_slots,
+                                                    m.options.slice);
     }
     m.host_pool->reserve(host_batches);
   } catch (const OutOfMemoryError& e) {

@@ -58,7 +58,10 @@ struct PipelineOptions {
   // drained up to end_of_epoch at each evaluation).
   std::int64_t num_epochs = 1;
   bool deterministic = false;
-  // Require batch_size to be a multiple of the device count (HugeCTR's rule for training).
+  // A process of a multi-process job: the ranks of all processes share each batch and `devices`
+  // take the shares of ranks slice.first_rank, ... (batch.hpp). Default: `devices` are all.
+  RankSlice slice;
+  // Require batch_size to be a multiple of the rank count (HugeCTR's rule for training).
   bool require_even_split = true;
   // GPU batches: next() makes each device's current stream wait for the batch's copies.
   bool wait_on_current_stream = true;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "ember/core/error.hpp"
+#include "ember/distributed/rank_order_reduce.hpp"
 
 namespace ember::distributed {
 
@@ -286,6 +287,26 @@ T reduce_pair(ReduceOp op, T a, T b) {
   return a;
 }
 
+}  // namespace
+
+void reduce_in_rank_order(const Tensor& out, const std::vector<const void*>& sources,
+                          std::int64_t first, ReduceOp op) {
+  dispatch_collective_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dst = static_cast<T*>(out.data());
+    const std::int64_t n = out.numel();
+    const T* src0 = static_cast<const T*>(sources.front()) + first;
+    std::copy(src0, src0 + n, dst);
+    for (std::size_t p = 1; p < sources.size(); ++p) {
+      const T* src = static_cast<const T*>(sources[p]) + first;
+      for (std::int64_t i = 0; i < n; ++i)
+        dst[i] = reduce_pair(op, dst[i], src[i]);
+    }
+  });
+}
+
+namespace {
+
 class InProcessCommunicator final : public Communicator {
  public:
   InProcessCommunicator(std::shared_ptr<InProcessGroup> group, int rank)
@@ -366,18 +387,10 @@ class InProcessCommunicator final : public Communicator {
  private:
   // out[i] = op over ranks p (in rank order) of staged_p[first + i].
   void reduce_blocks(const Tensor& out, std::int64_t first, ReduceOp op) {
-    dispatch_collective_dtype(out.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      T* dst = static_cast<T*>(out.data());
-      const std::int64_t n = out.numel();
-      const T* src0 = reinterpret_cast<const T*>(group_->staged(0)) + first;
-      std::copy(src0, src0 + n, dst);
-      for (int p = 1; p < size(); ++p) {
-        const T* src = reinterpret_cast<const T*>(group_->staged(p)) + first;
-        for (std::int64_t i = 0; i < n; ++i)
-          dst[i] = reduce_pair(op, dst[i], src[i]);
-      }
-    });
+    std::vector<const void*> sources(static_cast<std::size_t>(size()));
+    for (int p = 0; p < size(); ++p)
+      sources[static_cast<std::size_t>(p)] = group_->staged(p);
+    reduce_in_rank_order(out, sources, first, op);
   }
 
   std::shared_ptr<InProcessGroup> group_;

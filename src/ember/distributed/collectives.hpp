@@ -98,12 +98,21 @@ bool mpi_compiled();
 // devices[i]. NVLink multicast (NVLS) is kept off. Throws CudaUnavailableError without NCCL.
 std::vector<CommunicatorPtr> make_nccl_communicators(const std::vector<int>& devices);
 
-// This process's rank of MPI_COMM_WORLD (host memory). Initialises MPI on first use (and
-// finalises it at exit); throws without MPI.
+// The ranks of an MPI job of host ranks: `local_ranks` in this process (the same count in every
+// process, checked), each to be driven by its own thread. The ranks of process p are
+// p * local_ranks ... p * local_ranks + local_ranks - 1 of size() = processes * local_ranks.
+// Joins the MPI world first (process_world.hpp). Results equal the in-process backend's to the
+// bit (the same reduction order); a rank that waits more than `timeout_seconds` throws, naming
+// the ranks that never arrived, and mismatched calls throw on every rank. Throws without MPI.
+std::vector<CommunicatorPtr> make_mpi_communicators(int local_ranks,
+                                                    double timeout_seconds = 300.0);
+// make_mpi_communicators(1)'s only rank: this process's rank of MPI_COMM_WORLD.
 CommunicatorPtr make_mpi_communicator();
 
-// One NCCL rank per MPI process, on `device`: the NCCL id is broadcast over MPI_COMM_WORLD and
-// the communicator built with ncclCommInitRank. Needs both backends.
-CommunicatorPtr make_nccl_communicator_over_mpi(int device);
+// One NCCL communicator over the GPUs of every process of an MPI job: this process's `devices`
+// (the same count in every process, checked) are ranks p * devices.size() + i. The NCCL id is
+// made by process 0 and broadcast over MPI; the ranks are created together (ncclCommInitRank in
+// one NCCL group). Needs both backends.
+std::vector<CommunicatorPtr> make_nccl_communicators_over_mpi(const std::vector<int>& devices);
 
 }  // namespace ember::distributed

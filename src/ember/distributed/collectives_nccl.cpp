@@ -13,7 +13,8 @@
 #endif
 
 #if EMBER_WITH_NCCL && EMBER_WITH_MPI
-#include <mpi.h>
+#include "ember/distributed/mpi_check.hpp"
+#include "ember/distributed/process_world.hpp"
 #endif
 
 namespace ember::distributed {
@@ -178,27 +179,45 @@ std::vector<CommunicatorPtr> make_nccl_communicators(const std::vector<int>& dev
 }
 
 #if EMBER_WITH_MPI
-CommunicatorPtr make_nccl_communicator_over_mpi(int device) {
-  require_cuda_device(device, "make_nccl_communicator_over_mpi");
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) (void)make_mpi_communicator();  // initialises MPI (and finalises at exit)
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+std::vector<CommunicatorPtr> make_nccl_communicators_over_mpi(const std::vector<int>& devices) {
+  EMBER_CHECK(!devices.empty(), "make_nccl_communicators_over_mpi: no devices given");
+  for (int d : devices)
+    require_cuda_device(d, "make_nccl_communicators_over_mpi");
+  const ProcessWorld world = join_mpi_world();
+  const int local = static_cast<int>(devices.size());
+  const std::vector<std::int64_t> counts = all_gather_processes({local});
+  for (int p = 0; p < world.size; ++p) {
+    if (counts[static_cast<std::size_t>(p)] != local) {
+      EMBER_THROW_AS(ConfigError, "MPI job: process ", world.rank, " trains on ", local,
+                     " GPU(s) but process ", p, " on ", counts[static_cast<std::size_t>(p)],
+                     "; every process must drive the same number of GPUs");
+    }
+  }
   keep_nvls_off();
   ncclUniqueId id;
-  if (rank == 0) EMBER_NCCL_CHECK(ncclGetUniqueId(&id));
-  EMBER_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS,
-              "MPI_Bcast of the NCCL id failed");
-  DeviceGuard guard(device);
-  ncclComm_t comm = nullptr;
-  EMBER_NCCL_CHECK(ncclCommInitRank(&comm, size, id, rank));
-  return std::make_unique<NcclCommunicator>(comm, rank, size, device);
+  if (world.rank == 0) EMBER_NCCL_CHECK(ncclGetUniqueId(&id));
+  EMBER_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  const int size = world.size * local;
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  DeviceGuard restore(devices.front());
+  EMBER_NCCL_CHECK(ncclGroupStart());
+  for (int i = 0; i < local; ++i) {
+    EMBER_CUDA_CHECK(cudaSetDevice(devices[static_cast<std::size_t>(i)]));
+    EMBER_NCCL_CHECK(
+        ncclCommInitRank(&comms[static_cast<std::size_t>(i)], size, id, world.rank * local + i));
+  }
+  EMBER_NCCL_CHECK(ncclGroupEnd());
+  std::vector<CommunicatorPtr> out;
+  for (int i = 0; i < local; ++i) {
+    out.push_back(std::make_unique<NcclCommunicator>(comms[static_cast<std::size_t>(i)],
+                                                     world.rank * local + i, size,
+                                                     devices[static_cast<std::size_t>(i)]));
+  }
+  return out;
 }
 #else
-CommunicatorPtr make_nccl_communicator_over_mpi(int) {
-  EMBER_THROW("make_nccl_communicator_over_mpi: this build has no MPI");
+std::vector<CommunicatorPtr> make_nccl_communicators_over_mpi(const std::vector<int>&) {
+  EMBER_THROW("make_nccl_communicators_over_mpi: this build has no MPI");
 }
 #endif
 
@@ -207,8 +226,8 @@ CommunicatorPtr make_nccl_communicator_over_mpi(int) {
 std::vector<CommunicatorPtr> make_nccl_communicators(const std::vector<int>&) {
   throw_cuda_unavailable("make_nccl_communicators (this build has no NCCL)");
 }
-CommunicatorPtr make_nccl_communicator_over_mpi(int) {
-  throw_cuda_unavailable("make_nccl_communicator_over_mpi (this build has no NCCL)");
+std::vector<CommunicatorPtr> make_nccl_communicators_over_mpi(const std::vector<int>&) {
+  throw_cuda_unavailable("make_nccl_communicators_over_mpi (this build has no NCCL)");
 }
 
 #endif

@@ -23,11 +23,16 @@ RankTeam::~RankTeam() {
 
 void RankTeam::call(int rank, const std::function<void(int)>& fn) {
   const Place p = places_[static_cast<std::size_t>(rank)];
-  if (p.is_cuda()) {
-    DeviceGuard guard(p.device());
-    fn(rank);
-  } else {
-    fn(rank);
+  try {
+    if (p.is_cuda()) {
+      DeviceGuard guard(p.device());
+      fn(rank);
+    } else {
+      fn(rank);
+    }
+  } catch (const std::exception& e) {
+    if (on_error_) on_error_(rank, e);
+    throw;
   }
 }
 

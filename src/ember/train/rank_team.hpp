@@ -23,6 +23,12 @@ class RankTeam {
 
   int size() const { return static_cast<int>(places_.size()); }
   void run(const std::function<void(int rank)>& fn);
+  // Called on the failing rank's thread the moment it fails, before run() returns (which waits
+  // for every rank). A job of several processes ends there: the other ranks may be waiting for
+  // the failed one in a collective that no error of this process can reach.
+  void on_error(std::function<void(int rank, const std::exception& e)> hook) {
+    on_error_ = std::move(hook);
+  }
 
  private:
   void worker(int rank);
@@ -37,6 +43,7 @@ class RankTeam {
   int pending_ = 0;
   bool stopping_ = false;
   std::exception_ptr error_;
+  std::function<void(int, const std::exception&)> on_error_;
 };
 
 }  // namespace ember::train

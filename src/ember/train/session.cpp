@@ -40,49 +40,6 @@ data::DataSourceOptions data_source_options(const Replica& replica) {
   return o;
 }
 
-namespace {
-
-std::vector<Place> choose_places(const ModelConfig& c, const SessionOptions& o) {
-  std::string device = !o.device.empty() ? o.device : c.solver.device;
-  if (device.empty()) device = cuda_available() ? "cuda" : "cpu";
-  if (device != "cpu" && device != "cuda") {
-    EMBER_THROW_AS(ConfigError, "unknown device '", device, "' (expected cpu or cuda)");
-  }
-  std::vector<Place> places;
-  if (device == "cuda") {
-    const std::vector<int> gpus = !o.gpus.empty() ? o.gpus : c.solver.gpu_list();
-    for (int g : gpus) {
-      require_cuda_device(g, "training on the GPU");
-      places.push_back(Place::cuda(g));
-    }
-  } else {
-    const int n = o.cpu_ranks > 0 ? o.cpu_ranks : c.solver.cpu_ranks;
-    places.assign(static_cast<std::size_t>(n), Place::host());
-  }
-  return places;
-}
-
-std::vector<distributed::CommunicatorPtr> make_communicators(const std::vector<Place>& places) {
-  std::vector<distributed::CommunicatorPtr> comms;
-  if (places.size() == 1) {
-    comms.push_back(distributed::make_solo_communicator(places.front()));
-  } else if (places.front().is_cuda()) {
-    if (!distributed::nccl_compiled()) {
-      EMBER_THROW_AS(ConfigError, "training on ", places.size(),
-                     " GPUs needs NCCL, which this build of Ember does not have");
-    }
-    std::vector<int> devices;
-    for (const Place& p : places)
-      devices.push_back(p.device());
-    comms = distributed::make_nccl_communicators(devices);
-  } else {
-    comms = distributed::make_in_process_communicators(static_cast<int>(places.size()));
-  }
-  return comms;
-}
-
-}  // namespace
-
 std::string format_number(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
@@ -93,15 +50,29 @@ Session::Session(ModelConfig config, SessionOptions options)
     : config_(std::move(config)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   if (options_.out != nullptr) m.out = options_.out;
-  m.places = choose_places(config_, options_);
-  const auto ranks = static_cast<std::int64_t>(m.places.size());
-  const SolverConfig& s = config_.solver;
-  if (s.batchsize % ranks != 0) {
-    EMBER_THROW_AS(ConfigError, "solver.batchsize ", s.batchsize, " must be a multiple of the ",
-                   ranks, " training devices");
+  m.job = plan_session_job(config_, options_);
+  m.places = m.job.places;
+  const SessionJob& job = m.job;
+  // Only process 0 shows lines, a progress bar and writes metrics.
+  if (!job.is_output_process()) {
+    m.out = &m.discarded;
+    options_.progress = false;
   }
-  m.comms = make_communicators(m.places);
+  const auto ranks = static_cast<std::int64_t>(job.world_ranks);
+  const SolverConfig& s = config_.solver;
+  m.comms = make_job_communicators(job);
   m.team = std::make_unique<RankTeam>(m.places);
+  if (job.multi_process) {
+    // A rank that fails leaves its peers in other processes waiting in a collective: the job
+    // ends at once, from every process, with the failed rank's message.
+    const std::string prefix = job.process_prefix();
+    const int first = job.first_rank;
+    m.team->on_error([prefix, first](int r, const std::exception& e) {
+      std::cerr << "ember: error: " << prefix << "rank " << first + r << ": " << e.what()
+                << std::endl;
+      distributed::abort_processes(1);
+    });
+  }
   m.replicas.resize(m.places.size());
   m.team->run([&](int r) {
     ReplicaOptions o;
@@ -115,12 +86,13 @@ Session::Session(ModelConfig config, SessionOptions options)
       !s.dense_opt_states_file.empty() || !s.sparse_opt_states_files.empty()) {
     m.team->run([&](int r) { m.replicas[static_cast<std::size_t>(r)]->load_model_files(s); });
   }
-  if (!options_.run_dir.empty()) {
+  if (!options_.run_dir.empty() && job.is_output_process()) {
     // Snapshots of a run that was killed mid-save are put back before anything else looks.
     recover_checkpoints_in(options_.run_dir);
     m.log = RunLog(options_.run_dir, options_.append_metrics);
   }
   m.eval_cache.limit = config_.data.cache_eval_data;
+  if (job.multi_process) distributed::barrier_processes();
   static constexpr const char* kVerbs[] = {"training", "evaluating", "predicting"};
   const char* verb = kVerbs[static_cast<int>(options_.purpose)];
   if (options_.purpose == SessionPurpose::Train) {
@@ -139,20 +111,23 @@ Session::~Session() {
 }
 
 int Session::ranks() const {
-  return static_cast<int>(impl_->places.size());
+  return impl_->job.world_ranks;
 }
 
 std::string Session::describe_devices() const {
   const auto& p = impl_->places;
+  std::string s;
   if (p.front().is_cuda()) {
-    std::string s;
     for (const Place& place : p) {
       if (!s.empty()) s += ',';
       s += place.to_string();
     }
-    return s;
+  } else {
+    s = p.size() == 1 ? "cpu" : "cpu x" + std::to_string(p.size());
   }
-  return p.size() == 1 ? "cpu" : "cpu x" + std::to_string(p.size());
+  const int processes = impl_->job.world.size;
+  if (processes > 1) s += cat(" in each of ", processes, " processes");
+  return s;
 }
 
 // One call of train(): the training pipeline, the progress line, and what the loop carries from
@@ -280,6 +255,7 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   po.batch_size = s_.batchsize;
   po.batch_size_name = "solver.batchsize";
   po.devices = m_.places;
+  po.slice = {m_.job.world_ranks, m_.job.first_rank};
   po.num_workers = session_.config_.data.num_workers;
   po.mode = s_.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;
   po.num_epochs = s_.num_epochs;
@@ -392,7 +368,7 @@ void Session::TrainingLoop::step(const data::Batch& batch) {
   m_.has_stepped = true;
   window_samples_ += batch.global_size;
   trained_samples_ += batch.global_size;
-  if (check) check_loss(checked, step_losses_);
+  if (check) check_loss(checked, gather_rank_values(m_.job, step_losses_));
   if (m_.replicas.front()->last_step_skipped()) count_skipped();
 }
 
@@ -415,7 +391,7 @@ void Session::TrainingLoop::check_loss_now() {
     const auto i = static_cast<std::size_t>(r);
     step_losses_[i] = m_.replicas[i]->captured_loss(0);
   });
-  check_loss(session_.iteration_, step_losses_);
+  check_loss(session_.iteration_, gather_rank_values(m_.job, step_losses_));
 }
 
 void Session::TrainingLoop::count_skipped() {
@@ -520,12 +496,15 @@ void Session::TrainingLoop::save_snapshot() {
   *m_.out << "snapshot iter=" << session_.iteration_ << " dir=" << dir.string() << std::endl;
   last_snapshot_iteration_ = session_.iteration_;
   last_snapshot_ = dir;
-  if (s_.keep_snapshots > 0) prune_snapshots(place, s_.keep_snapshots, dir);
+  if (s_.keep_snapshots > 0 && m_.job.is_output_process()) {
+    prune_snapshots(place, s_.keep_snapshots, dir);
+  }
 }
 
 bool Session::TrainingLoop::stop_requested() const {
   const std::atomic<bool>* flag = session_.options_.stop_requested;
-  return flag != nullptr && flag->load();
+  // Every process stops after the same step (a stop asked of any of them).
+  return any_process(m_.job, flag != nullptr && flag->load());
 }
 
 void Session::TrainingLoop::interrupt() {
@@ -572,6 +551,8 @@ std::optional<double> Session::current_loss() {
   m.team->run([&](int r) {
     losses[static_cast<std::size_t>(r)] = m.replicas[static_cast<std::size_t>(r)]->last_loss();
   });
+  // Every rank's, in rank order, whatever process it is in: the same sum as one process's.
+  losses = gather_rank_values(m.job, losses);
   double loss = 0;
   for (double l : losses)
     loss += l;
@@ -581,9 +562,42 @@ std::optional<double> Session::current_loss() {
 void Session::save(const fs::path& dir) {
   Impl& m = *impl_;
   if (stepping_) stepping_->settle();
-  CheckpointWriter writer(dir);
+  const SessionJob& job = m.job;
+  if (!job.is_output_process()) {
+    // Rank 0 (in process 0) writes every file: the other ranks send it their embedding rows
+    // through the collectives, so the checkpoint is one, whatever the process count.
+    const std::string failure = distributed::first_process_failure("");
+    if (!failure.empty()) EMBER_THROW_AS(DataError, "saving ", dir.string(), ": ", failure);
+    m.team->run([&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(dir, true); });
+    const std::string committed = distributed::first_process_failure("");
+    if (!committed.empty()) EMBER_THROW_AS(DataError, "saving ", dir.string(), ": ", committed);
+    return;
+  }
+  std::unique_ptr<CheckpointWriter> writer_ptr;
+  std::string failure;
+  try {
+    writer_ptr = std::make_unique<CheckpointWriter>(dir);
+  } catch (const std::exception& e) {
+    if (!job.multi_process) throw;
+    failure = e.what();
+  }
+  if (job.multi_process) failure = distributed::first_process_failure(failure);
+  if (!failure.empty()) EMBER_THROW_AS(DataError, failure);
+  CheckpointWriter& writer = *writer_ptr;
   m.team->run(
       [&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(writer.staging(), true); });
+  try {
+    write_checkpoint_files(writer);
+  } catch (const std::exception& e) {
+    if (!job.multi_process) throw;
+    failure = e.what();
+  }
+  if (job.multi_process) failure = distributed::first_process_failure(failure);
+  if (!failure.empty()) EMBER_THROW_AS(DataError, failure);
+}
+
+void Session::write_checkpoint_files(CheckpointWriter& writer) {
+  Impl& m = *impl_;
   {
     // The configuration as trained (after --set), so that eval and predict need only the model.
     const fs::path path = writer.staging() / "config.json";
@@ -679,7 +693,22 @@ void Session::load(const fs::path& dir, bool with_optimizer_states) {
   // The next step reads from where the checkpoint stopped.
   stepping_.reset();
   m.has_stepped = false;
-  recover_checkpoint(dir);
+  if (m.job.multi_process) {
+    // Process 0 repairs an interrupted save; then every process reads the same files (a
+    // checkpoint of any process or rank count: every rank takes the embedding rows it owns).
+    std::string failure;
+    if (m.job.is_output_process()) {
+      try {
+        recover_checkpoint(dir);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    failure = distributed::first_process_failure(failure);
+    if (!failure.empty()) EMBER_THROW_AS(DataError, failure);
+  } else {
+    recover_checkpoint(dir);
+  }
   const nlohmann::json meta = verify_checkpoint(dir);
   std::int64_t iteration = 0, skipped = 0;
   try {

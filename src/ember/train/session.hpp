@@ -41,6 +41,9 @@ struct SessionOptions {
   SessionPurpose purpose = SessionPurpose::Train;
   // Set (by a signal handler, say) to end training after the current step with a snapshot.
   const std::atomic<bool>* stop_requested = nullptr;
+  // Train over MPI even as a single process (`--mpi`). A process started by an MPI launcher
+  // (`mpirun -np N`) joins its job without being asked: docs/multi-process.md.
+  bool mpi = false;
 };
 
 struct TrainResult {
@@ -83,6 +86,8 @@ struct DenseWeight {
   std::vector<float> values;
 };
 
+class CheckpointWriter;
+
 class Session {
  public:
   Session(ModelConfig config, SessionOptions options = {});
@@ -91,8 +96,9 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const ModelConfig& config() const { return config_; }
-  // "cpu x2", "cuda:0", ... for messages.
+  // "cpu x2", "cuda:0", ... for messages ("cpu x2 in each of 3 processes" in an MPI job).
   std::string describe_devices() const;
+  // The ranks of every process of the job.
   int ranks() const;
   std::int64_t iteration() const { return iteration_; }
   // Batches skipped by nan_policy "skip" since the start of training (kept in checkpoints).
@@ -137,6 +143,8 @@ class Session {
  private:
   struct Impl;
   class TrainingLoop;
+  // Process 0's part of save(): config.json, meta.json, the commit.
+  void write_checkpoint_files(CheckpointWriter& writer);
   ModelConfig config_;
   SessionOptions options_;
   std::unique_ptr<Impl> impl_;

@@ -30,8 +30,8 @@ std::size_t batch_bytes(const data::Batch& batch) {
 // evaluation pipeline, kept in `cache` (when given and on) while they fit its limit.
 class EvalBatches {
  public:
-  EvalBatches(const ModelConfig& c, const std::vector<Place>& places, const Replica& replica,
-              EvalCache* cache)
+  EvalBatches(const ModelConfig& c, const SessionJob& job, const std::vector<Place>& places,
+              const Replica& replica, EvalCache* cache)
       : cache_(cache), replay_(cache != nullptr && cache->complete) {
     if (replay_) return;
     const SolverConfig& s = c.solver;
@@ -39,6 +39,7 @@ class EvalBatches {
     po.batch_size = s.batchsize_eval;
     po.batch_size_name = "solver.batchsize_eval";
     po.devices = places;
+    po.slice = {job.world_ranks, job.first_rank};
     po.num_workers = c.data.num_workers;
     po.mode = data::PipelineMode::Epochs;
     po.num_epochs = 1;
@@ -96,9 +97,11 @@ class EvalBatches {
 };
 
 // Runs an evaluation pass; `on_batch(logits, labels, rows)` sees each batch in sample order.
-// `cache` (evaluate() only): cache_eval_data's batches.
+// `cache` (evaluate() only): cache_eval_data's batches. In a job of several processes every
+// process gets the whole batch's logits (gathered in rank order), so that all compute the same
+// metrics.
 template <class OnBatch>
-std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
+std::int64_t run_evaluation(const ModelConfig& c, const SessionJob& job, RankTeam& team,
                             std::vector<std::unique_ptr<Replica>>& replicas,
                             const std::vector<Place>& places, EvalCache* cache,
                             OnBatch&& on_batch) {
@@ -106,7 +109,7 @@ std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
   if (c.data.eval_source.empty()) {
     EMBER_THROW_AS(ConfigError, "layer '", c.data.name, "': no 'eval_source' to evaluate on");
   }
-  EvalBatches source(c, places, *replicas.front(), cache);
+  EvalBatches source(c, job, places, *replicas.front(), cache);
   std::vector<std::vector<float>> logits(places.size()), labels(places.size());
   std::int64_t batches = 0, samples = 0;
   while (true) {
@@ -128,6 +131,10 @@ std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
     for (std::size_t i = 0; i < places.size(); ++i) {
       all_logits.insert(all_logits.end(), logits[i].begin(), logits[i].end());
       all_labels.insert(all_labels.end(), labels[i].begin(), labels[i].end());
+    }
+    if (job.multi_process) {
+      all_logits = distributed::concat_processes(all_logits);
+      all_labels = distributed::concat_processes(all_labels);
     }
     const std::size_t lc = all_logits.size() / static_cast<std::size_t>(batch->global_size);
     const std::size_t yc = all_labels.size() / static_cast<std::size_t>(batch->global_size);
@@ -175,7 +182,7 @@ EvalResult Session::evaluate() {
   const Replica& r0 = *m.replicas.front();
   const SolverConfig& s = config_.solver;
   EvalAccumulator acc(r0.loss_kind(), r0.loss_target_weight(), s.hit_rate_threshold());
-  run_evaluation(config_, *m.team, m.replicas, m.places, &m.eval_cache,
+  run_evaluation(config_, m.job, *m.team, m.replicas, m.places, &m.eval_cache,
                  [&](const std::vector<float>& logits, const std::vector<float>& labels,
                      std::int64_t rows) { acc.add(logits, labels, rows); });
   const EvalResult r = acc.finish();
@@ -185,7 +192,7 @@ EvalResult Session::evaluate() {
         "holds NaN or infinite values); the AUC is reported as nan",
         iteration_, r.nan_scores, acc.scores().size());
   }
-  if (!s.export_predictions_prefix.empty()) {
+  if (!s.export_predictions_prefix.empty() && m.job.is_output_process()) {
     export_predictions(s.export_predictions_prefix, iteration_, acc);
   }
   *m.out << "eval iter=" << iteration_;
@@ -203,23 +210,35 @@ EvalResult Session::predict(const fs::path& path) {
   Impl& m = *impl_;
   const Replica& r0 = *m.replicas.front();
   EvalAccumulator acc(r0.loss_kind(), r0.loss_target_weight(), config_.solver.hit_rate_threshold());
+  // Process 0 writes the file; the others take part in the evaluation only.
+  const bool writes = m.job.is_output_process();
   const fs::path tmp = path.string() + ".tmp";
-  std::ofstream out(tmp);
-  if (!out) EMBER_THROW_AS(DataError, "cannot write predictions to ", path.string());
+  std::ofstream out;
+  std::string failure;
+  if (writes) {
+    out.open(tmp);
+    if (!out) failure = cat("cannot write predictions to ", path.string());
+  }
+  if (m.job.multi_process) failure = distributed::first_process_failure(failure);
+  if (!failure.empty()) EMBER_THROW_AS(DataError, failure);
   std::size_t written = 0;
   run_evaluation(
-      config_, *m.team, m.replicas, m.places, nullptr,
+      config_, m.job, *m.team, m.replicas, m.places, nullptr,
       [&](const std::vector<float>& logits, const std::vector<float>& labels, std::int64_t rows) {
         acc.add(logits, labels, rows);
         const auto& scores = acc.scores();
         const auto& ys = acc.labels();
-        for (; written < scores.size(); ++written) {
+        for (; writes && written < scores.size(); ++written) {
           out << ys[written] << ',' << std::setprecision(8) << scores[written] << '\n';
         }
       });
-  out.close();
-  if (!out) EMBER_THROW_AS(DataError, "cannot finish writing ", tmp.string(), " (disk full?)");
-  fs::rename(tmp, path);
+  if (writes) {
+    out.close();
+    if (!out) failure = cat("cannot finish writing ", tmp.string(), " (disk full?)");
+    if (failure.empty()) fs::rename(tmp, path);
+  }
+  if (m.job.multi_process) failure = distributed::first_process_failure(failure);
+  if (!failure.empty()) EMBER_THROW_AS(DataError, failure);
   return acc.finish();
 }
 

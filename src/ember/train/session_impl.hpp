@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "ember/train/replica.hpp"
 #include "ember/train/run_log.hpp"
 #include "ember/train/session.hpp"
+#include "ember/train/session_job.hpp"
 
 namespace ember::train {
 
@@ -26,7 +28,8 @@ struct EvalCache {
 };
 
 struct Session::Impl {
-  std::vector<Place> places;
+  SessionJob job;
+  std::vector<Place> places;  // this process's ranks (job.places)
   std::vector<distributed::CommunicatorPtr> comms;
   std::unique_ptr<RankTeam> team;
   std::vector<std::unique_ptr<Replica>> replicas;
@@ -34,6 +37,8 @@ struct Session::Impl {
   std::ostream* out = &std::cout;
   EvalCache eval_cache;
   bool has_stepped = false;  // a training step ran since construction or the last load()
+  // Where the display lines of processes other than process 0 go.
+  std::ostream discarded{nullptr};
 };
 
 // The labels the model's loss takes: the data readers check every sample's labels against them

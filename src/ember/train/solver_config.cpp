@@ -183,6 +183,8 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   if (c.mixed_precision && c.enable_tf32_compute) {
     r.fail("\"mixed_precision\" and \"enable_tf32_compute\" cannot be used together");
   }
+  c.gpu_per_process = r.has("gpu") && r.raw("gpu").is_array() && !r.raw("gpu").empty() &&
+                      r.raw("gpu").front().is_array();
   c.gpus = parse_gpus(r);
   c.eval_metrics = parse_metrics(r);
   static constexpr Named<DType> kKeyTypes[] = {{"I32", DType::U32}, {"I64", DType::I64}};
@@ -209,13 +211,17 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   return c;
 }
 
-std::vector<int> SolverConfig::gpu_list() const {
-  if (gpus.size() > 1) {
-    EMBER_THROW_AS(ConfigError, "solver.gpu lists ", gpus.size(),
-                   " nodes; multi-node training runs one process per node under MPI, which this "
-                   "command does not start (use one node's list)");
+std::vector<int> SolverConfig::gpu_list(int process, int processes) const {
+  if (gpus.empty()) return {0};
+  if (!gpu_per_process) return gpus.front();
+  if (static_cast<int>(gpus.size()) != processes) {
+    EMBER_THROW_AS(ConfigError, "solver.gpu has ", gpus.size(), " list(s), one per node, but ",
+                   processes == 1 ? std::string("this is one process (not started by mpirun)")
+                                  : cat("the MPI job has ", processes, " processes"),
+                   "; start one process per list (mpirun -np ", gpus.size(),
+                   "), or give one flat list for every process");
   }
-  return gpus.empty() ? std::vector<int>{0} : gpus.front();
+  return gpus[static_cast<std::size_t>(process)];
 }
 
 std::optional<double> SolverConfig::auc_target() const {

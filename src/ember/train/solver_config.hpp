@@ -54,8 +54,10 @@ struct SolverConfig {
   // default) or "bf16".
   DType mixed_precision_dtype = DType::F16;
   bool enable_tf32_compute = false;
-  // One list of GPU ids per node (a flat list is one node).
+  // One list of GPU ids per node, i.e. per process of an MPI job (a flat list is one list, the
+  // same for every process; gpu_per_process tells the two spellings apart).
   std::vector<std::vector<int>> gpus;
+  bool gpu_per_process = false;
   std::vector<EvalMetric> eval_metrics{{EvalMetric::Kind::AUC, std::nullopt}};
   DType key_type = DType::U32;  // input_key_type I32 / I64
   std::uint64_t seed = 0;
@@ -70,7 +72,9 @@ struct SolverConfig {
   int cpu_ranks = 1;
   NanPolicy nan_policy = NanPolicy::Stop;
 
-  std::vector<int> gpu_list() const;  // all GPUs of this (single) node
+  // The GPUs of process `process` of `processes` (a list of lists must have one list per
+  // process; a flat list serves every process); {0} when solver.gpu is absent.
+  std::vector<int> gpu_list(int process = 0, int processes = 1) const;
   std::optional<double> auc_target() const;
   bool wants(EvalMetric::Kind kind) const;
   // The HitRate metric's threshold when it is asked for.

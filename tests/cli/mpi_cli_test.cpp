@@ -1,0 +1,209 @@
+// `mpirun -np N ember train ...` on CPU ranks against one process with the same total ranks:
+// the same losses and AUCs (the same reduction order, so to the printed digit), checkpoints that
+// resume on another process count, and errors that end every process. Skipped where the build has
+// no MPI launcher (EMBER_MPIEXEC).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "cli/mpi_run_support.hpp"
+#include "support/test_support.hpp"
+
+namespace ember {
+namespace {
+
+using ::testing::HasSubstr;
+
+class MpiCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (kMpiexec == nullptr) return;
+    dir_ = new testing::ScratchDir();
+    for (const char* name : {"dlrm", "deepfm"}) {
+      const Outcome g = ember(std::string("datagen --like '") + config_path(name) + "' --out '" +
+                                  (*dir_ / name).string() + "' --samples 3000",
+                              *dir_);
+      ASSERT_EQ(g.status, 0) << g.err;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string data(const char* name) { return (*dir_ / name).string(); }
+
+  static Outcome run(int processes, const std::string& args, const testing::ScratchDir& dir) {
+    return run_in(processes, args, dir);
+  }
+
+  static testing::ScratchDir* dir_;
+};
+
+testing::ScratchDir* MpiCli::dir_ = nullptr;
+
+struct Team {
+  const char* config;
+  const char* embedding_type;  // replaces sparse_embedding1's type ("" keeps it)
+  int processes, ranks_each;
+};
+
+TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
+  EMBER_REQUIRE_MPI();
+  const Team teams[] = {
+      {"dlrm", "", 2, 2},                                    // localized, hash
+      {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 3, 1},  // one-hot
+      {"deepfm", "", 3, 1},                                  // distributed
+  };
+  for (const Team& t : teams) {
+    SCOPED_TRACE(std::string(t.config) + " " + t.embedding_type + " on " +
+                 std::to_string(t.processes) + " processes");
+    testing::ScratchDir dir;
+    std::string args = train_args(config_path(t.config), data(t.config));
+    if (*t.embedding_type != '\0') {
+      args += std::string(" --set layers.sparse_embedding1.type=") + t.embedding_type;
+    }
+    const int total = t.processes * t.ranks_each;
+    const Outcome one =
+        run(0, args + " --cpu-ranks " + std::to_string(total) + " --run-dir one", dir);
+    ASSERT_EQ(one.status, 0) << one.err;
+    const Outcome many =
+        run(t.processes, args + " --cpu-ranks " + std::to_string(t.ranks_each) + " --run-dir many",
+            dir);
+    ASSERT_EQ(many.status, 0) << many.err;
+    // Process 0 alone prints: every line once, the same numbers.
+    EXPECT_EQ(numbers_of(many.out), numbers_of(one.out)) << many.err;
+    EXPECT_THAT(many.out, HasSubstr("eval iter=20 AUC="));
+    EXPECT_THAT(many.err, HasSubstr(" in each of " + std::to_string(t.processes) + " processes"));
+    // One metrics.csv, written by process 0, with the rows of one process's.
+    const auto rows = [&](const char* run_dir) {
+      const std::string csv = slurp(dir / run_dir / "metrics.csv");
+      return std::count(csv.begin(), csv.end(), '\n');
+    };
+    EXPECT_GT(rows("one"), 4);
+    EXPECT_EQ(rows("many"), rows("one"));
+  }
+}
+
+TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
+  EMBER_REQUIRE_MPI();
+  testing::ScratchDir dir;
+  const std::string args = train_args(config_path("dlrm"), data("dlrm"));
+  const Outcome whole = run(0, args + " --cpu-ranks 2", dir);
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const Outcome first = run(2, args + " --set solver.max_iter=10 --model-out half", dir);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("model saved to half"));
+  const auto tail_of = [](const std::vector<std::string>& lines) {
+    std::vector<std::string> tail;
+    for (const auto& l : lines) {
+      if (l.rfind("iter=15", 0) == 0 || l.rfind("iter=20", 0) == 0 ||
+          l.rfind("eval iter=20", 0) == 0)
+        tail.push_back(l);
+    }
+    return tail;
+  };
+  // eval and predict of that model on 3 processes: one process's AUC and predictions.
+  const std::string scoring = " --model half --device cpu --set layers.data.eval_source='" +
+                              data("dlrm") + "/eval.txt' --set solver.batchsize_eval=240";
+  const Outcome eval_one = run(0, " eval" + scoring, dir);
+  const Outcome eval_three = run(3, " eval" + scoring, dir);
+  ASSERT_EQ(eval_one.status, 0) << eval_one.err;
+  ASSERT_EQ(eval_three.status, 0) << eval_three.err;
+  ASSERT_FALSE(eval_one.lines().empty());
+  EXPECT_EQ(eval_three.lines(), eval_one.lines());
+  const Outcome predict_one = run(0, " predict" + scoring + " --out one.csv", dir);
+  const Outcome predict_three = run(3, " predict" + scoring + " --out three.csv", dir);
+  ASSERT_EQ(predict_one.status, 0) << predict_one.err;
+  ASSERT_EQ(predict_three.status, 0) << predict_three.err;
+  EXPECT_EQ(slurp(dir / "three.csv"), slurp(dir / "one.csv"));
+  EXPECT_FALSE(slurp(dir / "one.csv").empty());
+
+  const auto expected = tail_of(numbers_of(whole.out));
+  ASSERT_EQ(expected.size(), 3u) << whole.out;
+  // One process with the two ranks: the very same steps.
+  const Outcome on_one = run(0, args + " --cpu-ranks 2 --resume half --run-dir r1", dir);
+  ASSERT_EQ(on_one.status, 0) << on_one.err;
+  EXPECT_THAT(on_one.out, HasSubstr("resumed iter=10 from half"));
+  EXPECT_EQ(tail_of(numbers_of(on_one.out)), expected);
+  // Three processes of two ranks: the embedding rows are resharded over six ranks on load; the
+  // batch is cut in six shares, so only the summation order of the gradients differs.
+  const Outcome on_three = run(3, args + " --cpu-ranks 2 --resume half --run-dir r3", dir);
+  ASSERT_EQ(on_three.status, 0) << on_three.err;
+  EXPECT_THAT(on_three.out, HasSubstr("resumed iter=10 from half"));
+  const auto got = tail_of(numbers_of(on_three.out));
+  ASSERT_EQ(got.size(), 3u) << on_three.out;
+  for (std::size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(value_of_key(got[i], "loss"), value_of_key(expected[i], "loss"), 1e-4) << got[i];
+  EXPECT_NEAR(value_of_key(got[2], "AUC"), value_of_key(expected[2], "AUC"), 1e-4) << got[2];
+}
+
+TEST_F(MpiCli, AnErrorInOneProcessEndsEveryProcess) {
+  EMBER_REQUIRE_MPI();
+  testing::ScratchDir dir;
+  // Two working directories, the data (a relative path) only in the first: process 1 cannot
+  // open it while process 0 waits for it in the first collective.
+  std::filesystem::create_directories(dir / "a");
+  std::filesystem::create_directories(dir / "b");
+  std::filesystem::create_directory_symlink(data("dlrm"), dir / "a" / "data");
+  const std::string args = train_args(config_path("dlrm"), "data");
+  const std::string exe = "\"$EMBER\"";
+  const Outcome r = shell("cd '" + dir.path().string() + "' && " + mpirun(1) + " -wdir a " + exe +
+                              args + " : -np 1 -wdir b " + exe + args,
+                          dir);
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.err, HasSubstr("ember: error: process 1 of 2:"));
+  EXPECT_THAT(r.err, HasSubstr("data/train.txt"));
+}
+
+TEST_F(MpiCli, BadJobsAreRefusedByEveryProcess) {
+  EMBER_REQUIRE_MPI();
+  testing::ScratchDir dir;
+  const std::string args = train_args(config_path("dlrm"), data("dlrm"));
+  const auto error_lines = [](const std::string& err) {
+    std::vector<std::string> lines;
+    std::istringstream in(err);
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("ember: error: process ", 0) == 0) lines.push_back(l);
+    }
+    return lines;
+  };
+  {
+    // Three processes, a batch of 241.
+    const Outcome r = run(3, args + " --set solver.batchsize=241", dir);
+    EXPECT_NE(r.status, 0);
+    EXPECT_THAT(r.err, HasSubstr("solver.batchsize 241 must be a multiple of the 3 training "
+                                 "devices (1 in each of 3 processes)"));
+    EXPECT_GE(error_lines(r.err).size(), 1u) << r.err;
+  }
+  {
+    // One GPU list per node, three lists for two processes.
+    std::string on_gpus = args;
+    on_gpus.replace(on_gpus.find("--device cpu"), 12, "--device cuda");
+    const Outcome r = run(2, on_gpus + " --set 'solver.gpu=[[0],[1],[2]]'", dir);
+    EXPECT_NE(r.status, 0);
+    EXPECT_THAT(r.err, HasSubstr("solver.gpu has 3 list(s), one per node, but the MPI job has 2 "
+                                 "processes"));
+  }
+  {
+    // Processes given different configurations.
+    const std::string exe = "\"$EMBER\"";
+    const Outcome r = shell("cd '" + dir.path().string() + "' && " + mpirun(1) + " " + exe + args +
+                                " : -np 1 " + exe + args + " --set solver.max_iter=30",
+                            dir);
+    EXPECT_NE(r.status, 0);
+    EXPECT_THAT(r.err, HasSubstr("was given another configuration"));
+  }
+  {
+    // Processes with different rank counts.
+    const std::string exe = "\"$EMBER\"";
+    const Outcome r = shell("cd '" + dir.path().string() + "' && " + mpirun(1) + " " + exe + args +
+                                " --cpu-ranks 2 : -np 1 " + exe + args,
+                            dir);
+    EXPECT_NE(r.status, 0);
+    EXPECT_THAT(r.err, HasSubstr("rank(s) but this process has"));
+  }
+}
+
+}  // namespace
+}  // namespace ember
