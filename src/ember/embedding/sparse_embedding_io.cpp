@@ -100,7 +100,10 @@ EmbeddingSnapshot SparseEmbedding::snapshot() {
   const int D = comm_.size();
   const Tensor keys = table_ ? table_->keys_by_row() : onehot_keys_.slice(0, 0, n);
   const std::vector<std::int64_t> my_keys = keys_as_i64(keys);
-  const std::vector<float> my_vectors = host_vector<float>(values_.slice(0, 0, n));
+  // 16-bit vectors widen exactly: a snapshot (and a save) is f32 whatever the table stores.
+  const std::vector<float> my_vectors = host_vector<float>(
+      values_.dtype() == DType::F32 ? values_.slice(0, 0, n)
+                                    : ops::cast(values_.slice(0, 0, n), DType::F32, stream()));
   std::vector<std::int64_t> my_slots;
   if (row_slot_.defined()) my_slots = host_vector<std::int64_t>(row_slot_.slice(0, 0, n));
   std::vector<std::vector<float>> my_states;
@@ -357,8 +360,9 @@ void SparseEmbedding::insert_loaded(const EmbeddingSnapshot& mine,
     std::vector<Tensor> uploads;
     const Tensor row_index = Tensor::from_vector(rows, place_);
     uploads.push_back(Tensor::from_vector(mine.vectors, place_));
-    kernels::on(place_).scatter_rows(values_.data<float>(), uploads.back().data<float>(),
-                                     row_index.data<std::int64_t>(), m, V, stream());
+    // f32 files into a 16-bit table round to nearest.
+    kernels::on(place_).scatter_values(table_values(), uploads.back().data<float>(),
+                                       row_index.data<std::int64_t>(), m, V, stream());
     for (std::size_t k = 0; k < have_states.size(); ++k) {
       if (!have_states[k]) continue;
       Tensor& st = k == 0 ? state0_ : state1_;

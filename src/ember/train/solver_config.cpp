@@ -171,6 +171,11 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   static constexpr Named<std::string_view> kDevices[] = {{"cpu", "cpu"}, {"cuda", "cuda"}};
   c.device = r.choice_or("device", std::string_view(), kDevices);
   c.cpu_ranks = static_cast<int>(r.integer_or("cpu_ranks", 1, IntRange::between(1, 64)));
+  static constexpr Named<DType> kTableTypes[] = {
+      {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}};
+  c.embedding_dtype = r.choice_or("embedding_dtype", DType::F32, kTableTypes);
+  static constexpr Named<bool> kRoundings[] = {{"stochastic", true}, {"nearest", false}};
+  c.embedding_stochastic_rounding = r.choice_or("embedding_rounding", true, kRoundings);
   r.ignore(kIgnoredSolverKeys);
   r.finish();
   return c;

@@ -41,6 +41,11 @@ struct SolverConfig {
   bool mixed_precision = false;
   float loss_scaler = 1.0f;  // mixed_precision's value (128, 256, 512 or 1024)
   bool enable_tf32_compute = false;
+  // Ember's: how embedding tables store their vectors ("embedding_dtype": "f32", "f16" or
+  // "bf16") and how a 16-bit weight takes its update ("embedding_rounding": "stochastic" or
+  // "nearest"); docs/embedding.md, "16-bit tables".
+  DType embedding_dtype = DType::F32;
+  bool embedding_stochastic_rounding = true;
   // One list of GPU ids per node (a flat list is one node).
   std::vector<std::vector<int>> gpus;
   std::vector<EvalMetric> eval_metrics{{EvalMetric::Kind::AUC, std::nullopt}};
