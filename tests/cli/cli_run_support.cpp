@@ -23,10 +23,9 @@ std::string slurp(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-Outcome ember(const std::string& args, const testing::ScratchDir& dir, const std::string& env) {
-  const auto err_file = dir / "stderr.txt";
-  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(EMBER_EXE_PATH) +
-                          " " + args + " 2> '" + err_file.string() + "'";
+namespace {
+
+Outcome run(const std::string& cmd, const std::filesystem::path& err_file) {
   Outcome r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) {
@@ -41,6 +40,24 @@ Outcome ember(const std::string& args, const testing::ScratchDir& dir, const std
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.err = slurp(err_file);
   return r;
+}
+
+}  // namespace
+
+Outcome ember(const std::string& args, const testing::ScratchDir& dir, const std::string& env) {
+  const auto err_file = dir / "stderr.txt";
+  return run((env.empty() ? "" : "env " + env + " ") + std::string(EMBER_EXE_PATH) + " " + args +
+                 " 2> '" + err_file.string() + "'",
+             err_file);
+}
+
+Outcome shell(const std::string& script, const testing::ScratchDir& dir) {
+  const auto err_file = dir / "stderr.txt";
+  const auto script_file = dir / "script.sh";
+  std::ofstream(script_file) << script << "\n";
+  return run("EMBER='" + std::string(EMBER_EXE_PATH) + "' /bin/sh '" + script_file.string() +
+                 "' 2> '" + err_file.string() + "'",
+             err_file);
 }
 
 }  // namespace ember

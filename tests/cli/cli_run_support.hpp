@@ -21,4 +21,8 @@ std::string slurp(const std::filesystem::path& p);
 // ("NAME=value ...") is added to its environment.
 Outcome ember(const std::string& args, const testing::ScratchDir& dir, const std::string& env = "");
 
+// Runs a shell command line in which "$EMBER" is the `ember` binary under test (for a working
+// directory of its own, resource limits, pipes), capturing stdout and stderr.
+Outcome shell(const std::string& script, const testing::ScratchDir& dir);
+
 }  // namespace ember

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "support/test_support.hpp"
 
@@ -67,6 +68,70 @@ TEST(EvalAccumulator, OneClassGivesNan) {
   const std::vector<float> logits{1, 2, 3}, labels{1, 1, 1};
   acc.add(logits, labels, 3);
   EXPECT_TRUE(std::isnan(acc.finish().auc));
+}
+
+TEST(EvalAccumulator, NanScoresGiveANanAucAndAreCountedWithoutHanging) {
+  auto rng = testing::make_rng();
+  for (std::size_t n : {1u, 7u, 1023u, 65537u}) {
+    std::vector<float> logits(n), labels(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      logits[i] = static_cast<float>(static_cast<int>(rng() % 5) - 2);
+      labels[i] = static_cast<float>(i % 2);
+    }
+    std::size_t nans = 0;
+    for (std::size_t i = 0; i < n; i += 1 + rng() % 3) {
+      logits[i] = std::numeric_limits<float>::quiet_NaN();
+      ++nans;
+    }
+    EvalAccumulator acc(network::LossLayer::Kind::BinaryCrossEntropy, {}, 0.5);
+    acc.add(logits, labels, static_cast<std::int64_t>(n));
+    const EvalResult r = acc.finish();
+    EXPECT_TRUE(std::isnan(r.auc)) << n;
+    EXPECT_EQ(r.nan_scores, static_cast<std::int64_t>(nans)) << n;
+    EXPECT_TRUE(std::isnan(r.average_loss)) << n;
+  }
+}
+
+TEST(EvalAccumulator, InfiniteLogitsAreRankedLikeAnyOther) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EvalAccumulator acc(network::LossLayer::Kind::BinaryCrossEntropy);
+  const std::vector<float> logits{-inf, -1, 0, 1, inf}, labels{0, 0, 1, 0, 1};
+  acc.add(logits, labels, 5);
+  const EvalResult r = acc.finish();
+  EXPECT_EQ(r.nan_scores, 0);
+  EXPECT_NEAR(r.auc, pairwise_auc(acc.scores(), labels), 1e-12);
+}
+
+TEST(EvalAccumulator, HitRateIsThePrecisionAboveTheThreshold) {
+  auto rng = testing::make_rng();
+  for (double threshold : {0.8, 0.5, 0.0}) {
+    const std::size_t n = 1 + rng() % 2000;
+    std::vector<float> logits(n), labels(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      logits[i] = static_cast<float>(static_cast<double>(rng() % 2001) / 250.0 - 4.0);
+      labels[i] = rng() % 4 == 0 ? 1.0f : 0.0f;
+    }
+    EvalAccumulator acc(network::LossLayer::Kind::BinaryCrossEntropy, {}, threshold);
+    acc.add(logits, labels, static_cast<std::int64_t>(n));
+    const EvalResult r = acc.finish();
+    double predicted = 0, hits = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
+      if (p > threshold) {
+        ++predicted;
+        hits += labels[i];
+      }
+    }
+    ASSERT_TRUE(r.hit_rate.has_value());
+    if (predicted == 0) {
+      EXPECT_TRUE(std::isnan(*r.hit_rate));
+    } else {
+      EXPECT_NEAR(*r.hit_rate, hits / predicted, 1e-12) << threshold;
+    }
+  }
+  EvalAccumulator none(network::LossLayer::Kind::BinaryCrossEntropy);
+  none.add(std::vector<float>{1}, std::vector<float>{1}, 1);
+  EXPECT_FALSE(none.finish().hit_rate.has_value());
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "train/training_support.hpp"
 
 #include <fstream>
+#include <limits>
 
 #include "ember/data/datagen.hpp"
+#include "ember/train/checkpoint.hpp"
 
 namespace ember::train::testing_support {
 
@@ -46,6 +48,29 @@ ModelConfig tiny_config(nlohmann::json config, const TinyDataset& data, std::int
   for (const std::string& o : overrides)
     apply_override(config, o);
   return parse_model_config(config, "test config");
+}
+
+void rehash_checkpoint(const std::filesystem::path& dir) {
+  nlohmann::json meta;
+  {
+    std::ifstream in(dir / "meta.json");
+    meta = nlohmann::json::parse(in);
+  }
+  for (auto& f : meta["files"]) {
+    const auto path = dir / f["path"].get<std::string>();
+    f["bytes"] = static_cast<std::uint64_t>(std::filesystem::file_size(path));
+    f["hash"] = hash_file(path);
+  }
+  std::ofstream(dir / "meta.json") << meta.dump(2) << "\n";
+}
+
+void poison_first_value(const std::filesystem::path& dir, const std::string& file) {
+  {
+    std::fstream f(dir / file, std::ios::in | std::ios::out | std::ios::binary);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  }
+  rehash_checkpoint(dir);
 }
 
 }  // namespace ember::train::testing_support

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,5 +31,12 @@ std::unique_ptr<TinyDataset> make_dataset(const nlohmann::json& config, std::int
 // evaluation, no snapshots unless asked).
 ModelConfig tiny_config(nlohmann::json config, const TinyDataset& data, std::int64_t batch,
                         std::int64_t iterations, const std::vector<std::string>& overrides = {});
+
+// Rewrites meta.json's recorded sizes and hashes after a test changed a checkpoint's files on
+// purpose (a poisoned weight), so that the change reaches the loaders instead of the hash check.
+void rehash_checkpoint(const std::filesystem::path& dir);
+
+// Sets the first f32 of `file` (a checkpoint's dense.model, say) to NaN and rehashes `dir`.
+void poison_first_value(const std::filesystem::path& dir, const std::string& file);
 
 }  // namespace ember::train::testing_support

@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
     }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const ember::cli::CommandExit& e) {
+    std::cout.flush();
+    return e.status;
   } catch (const std::exception& e) {
     std::cout.flush();
     std::cerr << "ember: error: " << e.what() << std::endl;

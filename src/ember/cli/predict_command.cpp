@@ -1,17 +1,20 @@
-// ember predict CONFIG --model DIR --out FILE: one "label,score" line per evaluated sample.
+// ember predict [CONFIG] --model DIR --out FILE [--data FILE]: one "label,score" line per
+// evaluated sample of the eval source (the configuration recorded in the model when CONFIG is
+// left out), or of any data file given with --data.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "ember/cli/commands.hpp"
 #include "ember/cli/session_flags.hpp"
+#include "ember/train/output_paths.hpp"
 
 namespace ember::cli {
 
 namespace {
 struct PredictFlags {
-  SessionFlags session;
-  std::string model, out;
+  ModelFlags model;
+  std::string out;
 };
 }  // namespace
 
@@ -20,12 +23,12 @@ void add_predict_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "predict",
       "Write \"label,score\" (score: the predicted probability) for every evaluated "
-      "sample of the configuration's eval source");
-  f->session.add_to(*cmd);
-  cmd->add_option("--model", f->model, "The model: a checkpoint directory")->required();
+      "sample of the configuration's eval source, or of --data");
+  f->model.add_to(*cmd);
   cmd->add_option("--out", f->out, "Output file")->required();
   cmd->callback([f] {
-    const auto session = f->session.load_model(f->model);
+    train::check_output_file(f->out, "--out");
+    const auto session = f->model.load_model(train::SessionPurpose::Predict);
     const train::EvalResult r = session->predict(f->out);
     std::cout << "wrote " << r.samples << " predictions to " << f->out << "\n";
     std::cout << "AUC=" << r.auc << " AverageLoss=" << r.average_loss << std::endl;

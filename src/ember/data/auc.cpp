@@ -1,6 +1,7 @@
 #include "ember/data/auc.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -13,6 +14,9 @@ namespace ember::data {
 double exact_auc(std::span<const double> scores, std::span<const float> labels) {
   EMBER_CHECK(scores.size() == labels.size(), "exact_auc: ", scores.size(), " scores but ",
               labels.size(), " labels");
+  // NaN compares false with everything: sorting with it is undefined and the tie walk below
+  // would never leave a NaN's group.
+  if (count_nan(scores) > 0) return std::numeric_limits<double>::quiet_NaN();
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(),
@@ -40,6 +44,11 @@ double exact_auc(std::span<const double> scores, std::span<const float> labels) 
   }
   if (positives == 0 || negatives == 0) return std::numeric_limits<double>::quiet_NaN();
   return wins / (positives * negatives);
+}
+
+std::size_t count_nan(std::span<const double> scores) {
+  return static_cast<std::size_t>(
+      std::count_if(scores.begin(), scores.end(), [](double s) { return std::isnan(s); }));
 }
 
 }  // namespace ember::data

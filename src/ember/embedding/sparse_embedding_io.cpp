@@ -186,7 +186,7 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
       if (fs::exists(dir)) fs::rename(dir, previous);
       fs::rename(tmp, dir);
       fs::remove_all(previous);
-      EMBER_LOG_INFO("{}: saved {} rows to {}", where(), n, dir.string());
+      EMBER_LOG_DEBUG("{}: saved {} rows to {}", where(), n, dir.string());
     } catch (const std::exception& e) {
       failure = e.what();
     }

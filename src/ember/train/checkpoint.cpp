@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -59,6 +60,7 @@ void read_raw(std::ifstream& in, const Tensor& t, const fs::path& path) {
 }
 
 CheckpointWriter::CheckpointWriter(fs::path final_dir) : final_(std::move(final_dir)) {
+  check_replaceable(final_, "checkpoint");
   if (final_.has_parent_path()) fs::create_directories(final_.parent_path());
   std::random_device rd;
   staging_ = final_;
@@ -74,7 +76,7 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::commit(nlohmann::json meta, const std::vector<std::string>& keep) {
+void CheckpointWriter::commit(nlohmann::json meta) {
   nlohmann::json files = nlohmann::json::array();
   for (const auto& entry : fs::recursive_directory_iterator(staging_)) {
     if (!entry.is_regular_file()) continue;
@@ -91,30 +93,83 @@ void CheckpointWriter::commit(nlohmann::json meta, const std::vector<std::string
     std::ofstream out(meta_path);
     out << meta.dump(2) << "\n";
     out.flush();
-    if (!out) EMBER_THROW_AS(DataError, "cannot write ", meta_path.string());
+    if (!out) EMBER_THROW_AS(DataError, "cannot write ", meta_path.string(), " (disk full?)");
   }
-  ::sync();  // the rename below must not reach the disk before the files do
-  // Swap in: an existing checkpoint of the same name is moved aside first and removed after.
+  ::sync();  // the renames below must not reach the disk before the files do
+  // The older directory of the same name steps aside for the instant of the swap; a crash
+  // between the two renames leaves both <final>.old-<pid> and the complete staging directory,
+  // which recover_checkpoint() puts back. What the older one held besides its checkpoint
+  // (metrics.csv, snapshots) then moves into the new one.
+  check_replaceable(final_, "checkpoint");
   fs::path old;
   if (fs::exists(final_)) {
-    for (const std::string& name : keep) {
-      if (fs::exists(final_ / name) && !fs::exists(staging_ / name))
-        fs::rename(final_ / name, staging_ / name);
-    }
     old = final_;
     old += ".old-" + std::to_string(::getpid());
     fs::remove_all(old);
     fs::rename(final_, old);
   }
-  fs::rename(staging_, final_);
+  try {
+    fs::rename(staging_, final_);
+  } catch (...) {
+    std::error_code ec;
+    if (!old.empty()) fs::rename(old, final_, ec);
+    throw;
+  }
   committed_ = true;
-  if (!old.empty()) fs::remove_all(old);
+  if (!old.empty()) {
+    move_carried_entries(old, final_);
+    fs::remove_all(old);
+  }
 }
 
+namespace {
+
+[[noreturn]] void damaged_meta(const fs::path& dir, const std::string& what) {
+  EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (", what, ")");
+}
+
+// A listed file's path: relative, inside the checkpoint.
+fs::path listed_path(const fs::path& dir, const nlohmann::json& entry) {
+  const std::string rel = entry.at("path").get<std::string>();
+  const fs::path p(rel);
+  if (rel.empty() || p.is_absolute() ||
+      std::any_of(p.begin(), p.end(), [](const fs::path& part) { return part == ".."; })) {
+    damaged_meta(dir, cat("a listed file's path is '", rel, "'"));
+  }
+  return dir / p;
+}
+
+void verify_files(const fs::path& dir, const nlohmann::json& meta) {
+  for (const auto& f : meta.at("files")) {
+    const fs::path path = listed_path(dir, f);
+    const std::string name = f.at("path").get<std::string>();
+    const auto bytes = f.at("bytes").get<std::uint64_t>();
+    const auto hash = f.at("hash").get<std::uint64_t>();
+    if (!fs::is_regular_file(path)) {
+      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": file ", name, " is missing");
+    }
+    const auto actual = static_cast<std::uint64_t>(fs::file_size(path));
+    if (actual != bytes) {
+      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": ", name, " has ", actual,
+                     " bytes, expected ", bytes, " (truncated or replaced)");
+    }
+    if (hash_file(path) != hash) {
+      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": ", name,
+                     " does not match its recorded hash (the file is damaged)");
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json verify_checkpoint(const fs::path& dir) {
+  if (!fs::exists(dir)) EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " does not exist");
+  if (!fs::is_directory(dir)) {
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
+                   " is a file, not a checkpoint directory (a checkpoint is the directory that "
+                   "holds meta.json)");
+  }
   const fs::path meta_path = dir / "meta.json";
-  if (!fs::is_directory(dir))
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " does not exist");
   std::ifstream in(meta_path);
   if (!in) {
     EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
@@ -124,36 +179,89 @@ nlohmann::json verify_checkpoint(const fs::path& dir) {
   try {
     meta = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (", e.what(),
-                   ")");
+    damaged_meta(dir, e.what());
   }
-  if (meta.value("format", "") != "ember-checkpoint" || !meta.contains("files") ||
-      !meta["files"].is_array()) {
+  if (!meta.is_object() || meta.value("format", "") != "ember-checkpoint" ||
+      !meta.contains("files") || !meta["files"].is_array()) {
     EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
                    ": meta.json is not an Ember checkpoint's");
   }
-  if (meta.value("version", 0) != kCheckpointVersion) {
-    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has version ",
-                   meta.value("version", 0), "; this Ember reads version ", kCheckpointVersion);
-  }
-  for (const auto& f : meta["files"]) {
-    const fs::path path = dir / f.at("path").get<std::string>();
-    const auto bytes = f.at("bytes").get<std::uint64_t>();
-    if (!fs::is_regular_file(path)) {
-      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": file ",
-                     f.at("path").get<std::string>(), " is missing");
+  try {
+    if (meta.value("version", 0) != kCheckpointVersion) {
+      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has version ",
+                     meta.value("version", 0), "; this Ember reads version ", kCheckpointVersion);
     }
-    const auto actual = static_cast<std::uint64_t>(fs::file_size(path));
-    if (actual != bytes) {
-      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": ", f.at("path").get<std::string>(),
-                     " has ", actual, " bytes, expected ", bytes, " (truncated or replaced)");
-    }
-    if (hash_file(path) != f.at("hash").get<std::uint64_t>()) {
-      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": ", f.at("path").get<std::string>(),
-                     " does not match its recorded hash (the file is damaged)");
-    }
+    verify_files(dir, meta);
+  } catch (const nlohmann::json::exception& e) {
+    damaged_meta(dir, e.what());
   }
   return meta;
+}
+
+bool is_checkpoint(const fs::path& dir) {
+  std::ifstream in(dir / "meta.json");
+  if (!in) return false;
+  try {
+    const nlohmann::json meta = nlohmann::json::parse(in);
+    return meta.is_object() && meta.value("format", "") == "ember-checkpoint";
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+bool is_checkpoint_entry(const std::string& name) {
+  static const char* const kEntries[] = {
+      "meta.json", "config.json", "dense.model", "dense.non_trainable", "dense_opt_states.model",
+      "sparse"};
+  return std::any_of(std::begin(kEntries), std::end(kEntries),
+                     [&](const char* e) { return name == e; });
+}
+
+void move_carried_entries(const fs::path& from, const fs::path& to) {
+  std::vector<fs::path> carried;
+  for (const auto& entry : fs::directory_iterator(from)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_checkpoint_entry(name) && !fs::exists(to / name)) carried.push_back(entry.path());
+  }
+  for (const fs::path& p : carried)
+    fs::rename(p, to / p.filename());
+}
+
+namespace {
+
+// What Ember itself writes into a run directory, besides a checkpoint's own entries.
+bool is_run_entry(const std::string& name) {
+  if (name == "metrics.csv" || name == "metrics.svg" || is_checkpoint_entry(name)) return true;
+  if (name.rfind("snapshot_", 0) == 0) return true;
+  return name.find(".tmp-") != std::string::npos || name.find(".old-") != std::string::npos;
+}
+
+}  // namespace
+
+void check_replaceable(const fs::path& dir, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return;
+  if (!fs::is_directory(st)) {
+    EMBER_THROW_AS(DataError, what, " ", dir.string(),
+                   " exists and is not a directory; a model is a directory: give a new name");
+  }
+  if (is_checkpoint(dir)) return;
+  std::vector<std::string> foreign;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_run_entry(name)) foreign.push_back(name);
+  }
+  if (foreign.empty()) return;
+  std::sort(foreign.begin(), foreign.end());
+  std::string shown;
+  for (std::size_t i = 0; i < foreign.size() && i < 3; ++i)
+    shown += (i ? ", '" : "'") + foreign[i] + "'";
+  if (foreign.size() > 3) shown += cat(" and ", foreign.size() - 3, " more");
+  EMBER_THROW_AS(DataError, what, " ", dir.string(),
+                 " is a non-empty directory that is not an Ember checkpoint (it holds ", shown,
+                 "); a save replaces its directory, so Ember writes only into a new or empty "
+                 "directory, an Ember checkpoint or an Ember run directory");
 }
 
 }  // namespace ember::train

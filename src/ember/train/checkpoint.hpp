@@ -8,11 +8,15 @@
 //   dense_opt_states.model  the dense optimizer's state slots, each in dense.model's layout
 //   sparse/<embedding>/     each embedding's keys, vectors and optimizer states
 //                           (SparseEmbedding::save's layout)
+//   config.json             the configuration the model was trained with (after --set)
 //
-// A checkpoint is written under a temporary name beside its final one and renamed into place
-// only when complete, so a crash leaves any earlier checkpoint intact. Loading verifies every
-// file's size and hash before reading anything, and refuses a truncated or altered checkpoint
-// with an error naming the file and the numbers.
+// A checkpoint is written under a temporary name beside its final one (<dir>.tmp-<pid>-<n>) and
+// renamed into place only when complete; an older checkpoint of the same name is moved aside
+// (<dir>.old-<pid>) for the instant of the swap, and whatever it held that is not part of a
+// checkpoint (a run's metrics.csv, snapshots written under it, a user's notes) moves into the new
+// one. A crash at any moment leaves the earlier checkpoint intact or recoverable
+// (checkpoint_recovery.hpp). Loading verifies every file's size and hash before reading anything,
+// and refuses a truncated or altered checkpoint with an error naming the file and the numbers.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -41,16 +45,18 @@ void read_raw(std::ifstream& in, const Tensor& t, const std::filesystem::path& p
 // the same name only at that moment).
 class CheckpointWriter {
  public:
+  // Fails at once when `final_dir` exists and is not a directory Ember may replace
+  // (check_replaceable).
   explicit CheckpointWriter(std::filesystem::path final_dir);
   ~CheckpointWriter();  // removes the temporary directory unless committed
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   const std::filesystem::path& staging() const { return staging_; }
-  // `meta` gets "format", "version" and "files" added. Files named in `keep` that sit in an
-  // existing checkpoint of the same name (a run's metrics.csv, say) move into the new one by
-  // rename, so open handles to them stay valid; they are not part of the checkpoint's contents.
-  void commit(nlohmann::json meta, const std::vector<std::string>& keep = {});
+  // `meta` gets "format", "version" and "files" added. Entries of an existing directory of the
+  // same name that are not checkpoint contents (a run's metrics.csv, its snapshots) move into the
+  // new one by rename, so open handles to them stay valid; they are not part of the checkpoint.
+  void commit(nlohmann::json meta);
 
  private:
   std::filesystem::path final_, staging_;
@@ -58,7 +64,25 @@ class CheckpointWriter {
 };
 
 // Reads meta.json and checks every file it lists (size and hash) and that no listed file is
-// missing. Throws DataError naming the checkpoint, the file and the numbers.
+// missing. Throws DataError naming the checkpoint, the file and the numbers (a damaged meta.json
+// included: never a JSON library's own error).
 nlohmann::json verify_checkpoint(const std::filesystem::path& dir);
+
+// True when `dir` holds a meta.json that reads as an Ember checkpoint's (nothing else checked).
+bool is_checkpoint(const std::filesystem::path& dir);
+
+// The names a checkpoint's own entries have at its top level; everything else in a checkpoint
+// directory (metrics.csv, snapshots, a user's files) is carried over when it is replaced.
+bool is_checkpoint_entry(const std::string& name);
+
+// Moves every entry of `from` that is not a checkpoint entry and is absent from `to` into `to`
+// (by rename: open files stay valid). Used when a checkpoint replaces an older one.
+void move_carried_entries(const std::filesystem::path& from, const std::filesystem::path& to);
+
+// Throws DataError unless `dir` is absent, empty, an Ember checkpoint, or holds only what Ember
+// writes into a run directory (metrics.csv, metrics.svg, snapshot_<n>, leftovers of interrupted
+// saves): a save replaces it, and Ember never replaces a user's directory. `what` names the
+// directory's role in the message ("--model-out").
+void check_replaceable(const std::filesystem::path& dir, const std::string& what);
 
 }  // namespace ember::train

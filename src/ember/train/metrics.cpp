@@ -17,8 +17,11 @@ double sigmoid(double x) {
 }
 }  // namespace
 
-EvalAccumulator::EvalAccumulator(network::LossLayer::Kind kind, std::vector<float> target_weight)
-    : kind_(kind), target_weight_(std::move(target_weight)) {}
+EvalAccumulator::EvalAccumulator(network::LossLayer::Kind kind, std::vector<float> target_weight,
+                                 std::optional<double> hit_rate_threshold)
+    : kind_(kind),
+      target_weight_(std::move(target_weight)),
+      hit_rate_threshold_(hit_rate_threshold) {}
 
 void EvalAccumulator::add(std::span<const float> logits, std::span<const float> labels,
                           std::int64_t rows) {
@@ -81,6 +84,18 @@ EvalResult EvalAccumulator::finish() const {
   r.samples = samples_;
   r.average_loss = samples_ > 0 ? loss_sum_ / static_cast<double>(samples_) : std::nan("");
   r.auc = data::exact_auc(scores_, labels_);
+  r.nan_scores = static_cast<std::int64_t>(data::count_nan(scores_));
+  if (hit_rate_threshold_) {
+    // HugeCTR's HitRate: of the scores above the threshold, the fraction whose label is 1.
+    std::int64_t predicted = 0, hits = 0;
+    for (std::size_t i = 0; i < scores_.size(); ++i) {
+      if (!(scores_[i] > *hit_rate_threshold_)) continue;
+      ++predicted;
+      if (labels_[i] > 0.5f) ++hits;
+    }
+    r.hit_rate =
+        predicted > 0 ? static_cast<double>(hits) / static_cast<double>(predicted) : std::nan("");
+  }
   return r;
 }
 

@@ -314,25 +314,37 @@ void apply_override(json& root, const std::string& assignment) {
     walked += (walked.empty() ? "" : ".") + part;
     if (node->is_array()) {
       // A layer (or list entry) by index, or by its "name".
-      json* next = nullptr;
+      std::size_t index = node->size();
       if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-        const std::size_t index = std::stoul(part);
-        if (index < node->size()) next = &(*node)[index];
+        if (part.size() < 10) index = std::min<std::size_t>(std::stoul(part), node->size());
       } else {
-        for (json& item : *node) {
-          if (item.is_object() && item.value("name", std::string()) == part) next = &item;
+        for (std::size_t k = 0; k < node->size(); ++k) {
+          const json& item = (*node)[k];
+          if (item.is_object() && item.value("name", std::string()) == part) index = k;
         }
       }
+      json* next = index < node->size() ? &(*node)[index] : nullptr;
       if (next == nullptr) {
         EMBER_THROW_AS(ConfigError, "--set ", path, ": no entry '", part, "' in '",
                        walked.substr(0, walked.size() - part.size() - 1), "'");
       }
       if (last) {
-        *next = value;
+        if (value.is_null()) {
+          node->erase(index);
+        } else {
+          *next = value;
+        }
         return;
       }
       node = next;
     } else if (node->is_object()) {
+      if (last && value.is_null()) {
+        if (node->erase(part) == 0) {
+          EMBER_THROW_AS(ConfigError, "--set ", assignment, ": '", walked,
+                         "' does not exist (null deletes a key)");
+        }
+        return;
+      }
       if (last) {
         (*node)[part] = value;
         return;

@@ -53,7 +53,8 @@ ModelConfig load_model_config(const std::filesystem::path& path,
                               const std::vector<std::string>& overrides = {});
 
 // Applies one "path=value" override; the value is read as JSON when it parses, else as a string.
-// Throws ConfigError naming the path when a segment does not exist (the last may be new).
+// "path=null" deletes the key (or the list entry). Throws ConfigError naming the path when a
+// segment does not exist (the last may be new, unless it is being deleted).
 void apply_override(nlohmann::json& json, const std::string& assignment);
 
 }  // namespace ember::train

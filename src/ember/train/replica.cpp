@@ -1,8 +1,13 @@
 #include "ember/train/replica.hpp"
 
+#include <unistd.h>
+
+#include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include "ember/core/error.hpp"
+#include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/layers/dropout_layer.hpp"
 #include "ember/tensor/ops.hpp"
@@ -23,7 +28,7 @@ struct Replica::Inputs {
 };
 
 Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
-    : config_(config), place_(options.place), comm_(options.comm) {
+    : config_(config), place_(options.place), comm_(options.comm), loss_watch_(options.place) {
   EMBER_CHECK(comm_ != nullptr, "Replica needs a communicator");
   EMBER_CHECK(comm_->place() == place_, "rank ", comm_->rank(), ": the communicator works on ",
               comm_->place(), " but the replica on ", place_);
@@ -144,6 +149,8 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   feed(*train_.inputs, batch, true, s);
   train_.network->forward(true, s);
   train_.network->backward(s);
+  skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
+  if (skipped_) return optimizer_->schedule().current();
   if (comm_->size() > 1) comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
@@ -156,6 +163,19 @@ float Replica::train_step(const data::DeviceBatch& batch) {
 
 double Replica::last_loss() const {
   return train_.network->loss().read_loss(stream());
+}
+
+void Replica::capture_loss() {
+  loss_watch_.capture(train_.network->loss().loss(), stream());
+}
+
+bool Replica::loss_finite_on_every_rank(StreamHandle s) {
+  const bool finite = std::isfinite(train_.network->loss().read_loss(s));
+  if (comm_->size() == 1) return finite;
+  const Tensor bad = Tensor::from_vector(std::vector<std::int64_t>{finite ? 0 : 1}, place_);
+  comm_->all_reduce(bad, distributed::ReduceOp::Max, s);
+  if (s != nullptr) synchronize_stream(s);
+  return bad.to(Place::host()).to_vector<std::int64_t>()[0] == 0;
 }
 
 void Replica::eval_step(const data::DeviceBatch& batch, std::vector<float>& logits,
@@ -177,11 +197,12 @@ std::int64_t Replica::steps() const {
   return optimizer_->steps();
 }
 
-void Replica::resume_at(std::int64_t steps) {
-  optimizer_->schedule().set_step(steps);
+void Replica::resume_at(std::int64_t iteration, std::int64_t optimizer_steps) {
+  optimizer_->schedule().set_step(optimizer_steps);
+  // A skipped batch still ran its forward: the dropout masks count iterations.
   for (const auto& layer : train_.network->layers()) {
     if (auto* dropout = dynamic_cast<network::DropoutLayer*>(layer.get())) {
-      dropout->set_steps(static_cast<std::uint64_t>(steps));
+      dropout->set_steps(static_cast<std::uint64_t>(iteration));
     }
   }
 }
@@ -221,14 +242,36 @@ void Replica::write_dense(const fs::path& dir, bool with_states) {
   }
 }
 
+std::uint64_t Replica::trainable_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& p : store_->parameters()) {
+    if (p->trainable()) bytes += static_cast<std::uint64_t>(p->numel()) * 4;
+  }
+  return bytes;
+}
+
+void Replica::read_dense_states(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) EMBER_THROW_AS(DataError, "cannot open ", path.string());
+  for (int slot = 0; slot < optimizer_->state_count(); ++slot) {
+    const Tensor& state = optimizer_->state(slot);
+    for (const auto& p : store_->parameters()) {
+      if (p->trainable()) {
+        read_raw(in, state.slice(0, p->block_offset(), p->block_offset() + p->numel()), path);
+      }
+    }
+  }
+}
+
 void Replica::read_dense(const fs::path& dir, bool with_states) {
   const auto& params = store_->parameters();
   const int slots = with_states ? optimizer_->state_count() : 0;
   const fs::path model = dir / "dense.model", buffers = dir / "dense.non_trainable",
                  states = dir / "dense_opt_states.model";
-  std::uint64_t trainable_bytes = 0, buffer_bytes = 0;
+  const std::uint64_t weight_bytes = trainable_bytes();
+  std::uint64_t buffer_bytes = 0;
   for (const auto& p : params) {
-    (p->trainable() ? trainable_bytes : buffer_bytes) += static_cast<std::uint64_t>(p->numel()) * 4;
+    if (!p->trainable()) buffer_bytes += static_cast<std::uint64_t>(p->numel()) * 4;
   }
   // Every size is checked before anything is read, so a file of another model changes nothing.
   auto check_size = [](const fs::path& path, std::uint64_t need) {
@@ -238,10 +281,10 @@ void Replica::read_dense(const fs::path& dir, bool with_states) {
                      " (a different model configuration?)");
     }
   };
-  check_size(model, trainable_bytes);
+  check_size(model, weight_bytes);
   if (fs::exists(buffers)) check_size(buffers, buffer_bytes);
   const bool read_states = slots > 0 && fs::exists(states);
-  if (read_states) check_size(states, trainable_bytes * static_cast<std::uint64_t>(slots));
+  if (read_states) check_size(states, weight_bytes * static_cast<std::uint64_t>(slots));
   auto read_file = [](const fs::path& path, auto&& each) {
     std::ifstream in(path, std::ios::binary);
     if (!in) EMBER_THROW_AS(DataError, "cannot open ", path.string());
@@ -260,18 +303,7 @@ void Replica::read_dense(const fs::path& dir, bool with_states) {
     });
   }
   store_->sync_compute_copy(stream());
-  if (read_states) {
-    read_file(states, [&](std::ifstream& in, const fs::path& path) {
-      for (int slot = 0; slot < slots; ++slot) {
-        const Tensor& state = optimizer_->state(slot);
-        for (const auto& p : params) {
-          if (p->trainable()) {
-            read_raw(in, state.slice(0, p->block_offset(), p->block_offset() + p->numel()), path);
-          }
-        }
-      }
-    });
-  }
+  if (read_states) read_dense_states(states);
 }
 
 void Replica::save(const fs::path& dir, bool with_optimizer_states) {
@@ -296,10 +328,7 @@ void Replica::load(const fs::path& dir, bool with_optimizer_states) {
 void Replica::load_model_files(const SolverConfig& solver) {
   if (!solver.dense_model_file.empty()) {
     const fs::path path(solver.dense_model_file);
-    std::uint64_t need = 0;
-    for (const auto& p : store_->parameters()) {
-      if (p->trainable()) need += static_cast<std::uint64_t>(p->numel()) * 4;
-    }
+    const std::uint64_t need = trainable_bytes();
     const auto size = fs::exists(path) ? static_cast<std::uint64_t>(fs::file_size(path)) : 0;
     if (size != need) {
       EMBER_THROW_AS(DataError, "solver.dense_model_file ", path.string(), " has ", size,
@@ -311,16 +340,126 @@ void Replica::load_model_files(const SolverConfig& solver) {
     }
     store_->sync_compute_copy(stream());
   }
-  if (!solver.sparse_model_files.empty()) {
-    if (solver.sparse_model_files.size() != embeddings_.size()) {
-      EMBER_THROW_AS(ConfigError, "solver.sparse_model_file lists ",
-                     solver.sparse_model_files.size(), " model(s) but the configuration has ",
-                     embeddings_.size(), " embedding(s)");
-    }
-    for (std::size_t i = 0; i < embeddings_.size(); ++i) {
-      embeddings_[i]->load(solver.sparse_model_files[i]);
+  if (!solver.dense_opt_states_file.empty()) load_dense_opt_states(solver.dense_opt_states_file);
+  const auto& models = solver.sparse_model_files;
+  const auto& states = solver.sparse_opt_states_files;
+  if (!states.empty() && models.empty()) {
+    EMBER_THROW_AS(ConfigError,
+                   "solver.sparse_opt_states_file needs solver.sparse_model_file: the states are "
+                   "rows of a saved embedding's keys");
+  }
+  for (const auto* list : {&models, &states}) {
+    if (!list->empty() && list->size() != embeddings_.size()) {
+      EMBER_THROW_AS(ConfigError, "solver.",
+                     list == &models ? "sparse_model_file" : "sparse_opt_states_file", " lists ",
+                     list->size(), " entries but the configuration has ", embeddings_.size(),
+                     " embedding(s)");
     }
   }
+  for (std::size_t i = 0; i < models.size(); ++i) {
+    load_sparse_model(i, models[i], states.empty() ? fs::path() : fs::path(states[i]));
+  }
+}
+
+void Replica::load_dense_opt_states(const fs::path& path) {
+  const int slots = optimizer_->state_count();
+  if (slots == 0) {
+    log_once("dense_opt_states_file", spdlog::level::warn,
+             cat("solver.dense_opt_states_file ", path.string(), ": the ",
+                 optim::optimizer_name(config_.optimizer.type),
+                 " optimizer keeps no state; nothing is loaded"));
+    return;
+  }
+  const std::uint64_t need = trainable_bytes() * static_cast<std::uint64_t>(slots);
+  const auto size = fs::is_regular_file(path) ? static_cast<std::uint64_t>(fs::file_size(path)) : 0;
+  if (!fs::is_regular_file(path) || size != need) {
+    EMBER_THROW_AS(
+        DataError, "solver.dense_opt_states_file ", path.string(),
+        fs::is_regular_file(path) ? cat(" has ", size, " bytes") : std::string(" is not a file"),
+        "; this model's ", slots, " optimizer state slot(s) need ", need, " bytes");
+  }
+  read_dense_states(path);
+}
+
+namespace {
+
+std::uint64_t size_or_zero(const fs::path& path) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  return ec ? 0 : static_cast<std::uint64_t>(size);
+}
+
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  if (size_or_zero(a) != size_or_zero(b)) return false;
+  std::ifstream x(a, std::ios::binary), y(b, std::ios::binary);
+  return std::equal(std::istreambuf_iterator<char>(x), std::istreambuf_iterator<char>(),
+                    std::istreambuf_iterator<char>(y), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// A saved embedding (Ember's layout, docs/embedding.md) and, optionally, a directory of its
+// optimizer state files whose rows are the model's keys in order. The embedding reads one
+// directory, so the two are joined in a directory of links, one per rank.
+void Replica::load_sparse_model(std::size_t i, const fs::path& model, const fs::path& states) {
+  embedding::SparseEmbedding& e = *embeddings_[i];
+  if (states.empty()) {
+    e.load(model);
+    return;
+  }
+  const std::string what = cat("solver.sparse_opt_states_file[", i, "] ", states.string());
+  const auto names = e.state_names();
+  if (names.empty()) {
+    log_once(cat("sparse_opt_states_file", i), spdlog::level::warn,
+             cat(what, ": embedding '", e.config().name, "' uses ",
+                 optim::optimizer_name(e.optimizer().type),
+                 ", which keeps no state; nothing is loaded from it"));
+    e.load(model);
+    return;
+  }
+  if (!fs::is_directory(states)) {
+    EMBER_THROW_AS(DataError, what,
+                   " is not a directory (it holds the state files of the embedding's optimizer)");
+  }
+  if (fs::exists(states / "keys") && !same_bytes(states / "keys", model / "keys")) {
+    EMBER_THROW_AS(DataError, what, ": its keys differ from ", (model / "keys").string(),
+                   "; the states must come from the same save as the model");
+  }
+  const std::uint64_t rows_bytes = size_or_zero(model / "vectors");
+  for (const std::string& name : names) {
+    if (!fs::is_regular_file(states / name)) {
+      std::string all;
+      for (const std::string& n : names)
+        all += (all.empty() ? "'" : ", '") + n + "'";
+      EMBER_THROW_AS(DataError, what, ": no '", name, "' file (",
+                     optim::optimizer_name(e.optimizer().type), " keeps its state in ", all, ")");
+    }
+    if (size_or_zero(states / name) != rows_bytes) {
+      EMBER_THROW_AS(DataError, what, ": ", name, " has ", size_or_zero(states / name),
+                     " bytes but the model's vectors have ", rows_bytes,
+                     " (one state row per saved key)");
+    }
+  }
+  const fs::path view = fs::temp_directory_path() /
+                        cat("ember-sparse-", ::getpid(), "-", rank(), "-", e.config().name);
+  fs::remove_all(view);
+  fs::create_directories(view);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{view};
+  for (const char* name : {"keys", "vectors", "slot_ids"}) {
+    if (fs::exists(model / name)) fs::create_symlink(fs::absolute(model / name), view / name);
+  }
+  for (const std::string& name : names)
+    fs::create_symlink(fs::absolute(states / name), view / name);
+  const fs::path step =
+      fs::exists(states / "optimizer_step") ? states / "optimizer_step" : model / "optimizer_step";
+  if (fs::exists(step)) fs::create_symlink(fs::absolute(step), view / "optimizer_step");
+  e.load(view);
 }
 
 }  // namespace ember::train

@@ -14,6 +14,7 @@
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/network/dense_network.hpp"
 #include "ember/network/dense_optimizer.hpp"
+#include "ember/train/loss_watch.hpp"
 #include "ember/train/model_config.hpp"
 
 namespace ember::train {
@@ -40,9 +41,16 @@ class Replica {
 
   // One training step on this rank's share of `batch`: embeddings forward, dense forward and
   // backward, the dense gradients' all-reduce, both optimizers. Returns the learning rate used.
+  // With solver.nan_policy "skip", a step whose loss is not finite on any rank applies no
+  // update at all, dense or sparse (collective: every rank skips); see last_step_skipped().
   float train_step(const data::DeviceBatch& batch);
+  bool last_step_skipped() const { return skipped_; }
   // The loss of the last training step on this rank (waits for the device).
   double last_loss() const;
+  // Captures the last step's loss for a later check that does not stall the device (see
+  // LossWatch); captured_loss(1) is the step before.
+  void capture_loss();
+  double captured_loss(int back) const { return loss_watch_.read(back); }
   // Evaluation forward of this rank's share of `batch`; appends its logits and labels.
   void eval_step(const data::DeviceBatch& batch, std::vector<float>& logits,
                  std::vector<float>& labels);
@@ -53,14 +61,17 @@ class Replica {
   // Collective. Reads a verified checkpoint: dense weights (and optimizer states when present
   // and wanted), every embedding, and the step counts.
   void load(const std::filesystem::path& dir, bool with_optimizer_states);
-  // Loads HugeCTR-style model files named by the solver (dense_model_file etc.).
+  // Loads HugeCTR-style model files named by the solver: dense_model_file, sparse_model_file,
+  // and the optimizer states dense_opt_states_file and sparse_opt_states_file (see
+  // docs/training.md, "Starting from model files").
   void load_model_files(const SolverConfig& solver);
 
   // Optimizer steps taken (the iteration count).
   std::int64_t steps() const;
-  // After loading a checkpoint of `iteration`: the dense schedule and the dropout masks continue
-  // from there (the embeddings restore their own step counts).
-  void resume_at(std::int64_t iteration);
+  // After loading a checkpoint of `iteration` whose optimizers took `optimizer_steps` steps
+  // (fewer when batches were skipped): the dense schedule and the dropout masks continue from
+  // there (the embeddings restore their own step counts).
+  void resume_at(std::int64_t iteration, std::int64_t optimizer_steps);
   const network::DenseNetwork& train_network() const { return *train_.network; }
   network::ParameterStore& parameters() { return *store_; }
   const std::vector<std::unique_ptr<embedding::SparseEmbedding>>& embeddings() const {
@@ -86,6 +97,16 @@ class Replica {
   StreamHandle stream() const;
   void write_dense(const std::filesystem::path& dir, bool with_optimizer_states);
   void read_dense(const std::filesystem::path& dir, bool with_optimizer_states);
+  // The trainable weights' bytes (dense.model's size).
+  std::uint64_t trainable_bytes() const;
+  // Reads every optimizer state slot, each in dense.model's layout (the size already checked).
+  void read_dense_states(const std::filesystem::path& path);
+  void load_dense_opt_states(const std::filesystem::path& path);
+  void load_sparse_model(std::size_t i, const std::filesystem::path& model,
+                         const std::filesystem::path& states);
+  // False when the last step's loss is not finite on some rank (collective; waits for the
+  // device).
+  bool loss_finite_on_every_rank(StreamHandle stream);
 
   const ModelConfig& config_;
   Place place_;
@@ -96,6 +117,8 @@ class Replica {
   Graph train_, eval_;
   std::unique_ptr<network::DenseOptimizer> optimizer_;
   float loss_scaler_ = 1.0f;
+  bool skipped_ = false;
+  LossWatch loss_watch_;
 };
 
 }  // namespace ember::train

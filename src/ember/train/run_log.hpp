@@ -1,5 +1,7 @@
 // A run's metrics as CSV rows "iteration,phase,metric,value" (phase: train or eval), appended as
-// they come and flushed, so `ember plot RUN_DIR` can draw a run while it is still going.
+// they come and flushed, so `ember plot RUN_DIR` can draw a run while it is still going. A row
+// that cannot be written (a full disk) is a DataError: a run never ends "successfully" with its
+// metrics cut short.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@ class RunLog {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  void check() const;
   std::filesystem::path path_;
   std::ofstream out_;
 };

@@ -14,23 +14,14 @@
 #include "ember/data/pipeline.hpp"
 #include "ember/distributed/collectives.hpp"
 #include "ember/train/checkpoint.hpp"
-#include "ember/train/rank_team.hpp"
-#include "ember/train/replica.hpp"
-#include "ember/train/run_log.hpp"
+#include "ember/train/checkpoint_recovery.hpp"
+#include "ember/train/session_impl.hpp"
+#include "ember/train/snapshot_retention.hpp"
 
 namespace ember::train {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-struct Session::Impl {
-  std::vector<Place> places;
-  std::vector<distributed::CommunicatorPtr> comms;
-  std::unique_ptr<RankTeam> team;
-  std::vector<std::unique_ptr<Replica>> replicas;
-  RunLog log;
-  std::ostream* out = &std::cout;
-};
 
 namespace {
 
@@ -73,13 +64,13 @@ std::vector<distributed::CommunicatorPtr> make_communicators(const std::vector<P
   return comms;
 }
 
+}  // namespace
+
 std::string format_number(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
   return os.str();
 }
-
-}  // namespace
 
 Session::Session(ModelConfig config, SessionOptions options)
     : config_(std::move(config)), options_(std::move(options)), impl_(std::make_unique<Impl>()) {
@@ -103,12 +94,24 @@ Session::Session(ModelConfig config, SessionOptions options)
     o.eval_rows = (s.batchsize_eval + ranks - 1) / ranks;
     m.replicas[static_cast<std::size_t>(r)] = std::make_unique<Replica>(config_, o);
   });
-  if (!s.dense_model_file.empty() || !s.sparse_model_files.empty()) {
+  if (!s.dense_model_file.empty() || !s.sparse_model_files.empty() ||
+      !s.dense_opt_states_file.empty() || !s.sparse_opt_states_files.empty()) {
     m.team->run([&](int r) { m.replicas[static_cast<std::size_t>(r)]->load_model_files(s); });
   }
-  if (!options_.run_dir.empty()) m.log = RunLog(options_.run_dir);
-  EMBER_LOG_INFO("training on {} ({} rank(s)); batch {} ({} per rank), eval batch {}",
-                 describe_devices(), ranks, s.batchsize, s.batchsize / ranks, s.batchsize_eval);
+  if (!options_.run_dir.empty()) {
+    // Snapshots of a run that was killed mid-save are put back before anything else looks.
+    recover_checkpoints_in(options_.run_dir);
+    m.log = RunLog(options_.run_dir, options_.append_metrics);
+  }
+  static constexpr const char* kVerbs[] = {"training", "evaluating", "predicting"};
+  const char* verb = kVerbs[static_cast<int>(options_.purpose)];
+  if (options_.purpose == SessionPurpose::Train) {
+    EMBER_LOG_INFO("{} on {} ({} rank(s)); batch {} ({} per rank), eval batch {}", verb,
+                   describe_devices(), ranks, s.batchsize, s.batchsize / ranks, s.batchsize_eval);
+  } else {
+    EMBER_LOG_INFO("{} on {} ({} rank(s)); batch {}", verb, describe_devices(), ranks,
+                   s.batchsize_eval);
+  }
 }
 
 Session::~Session() {
@@ -133,7 +136,7 @@ std::string Session::describe_devices() const {
 
 // One call of train(): the training pipeline, the progress line, and what the loop carries from
 // one step to the next. After each step come, in this order, the display line, the evaluation
-// (and the AUC target) and the snapshot that fall due at the new iteration.
+// (and the AUC target), the snapshot that fall due at the new iteration, and a stop request.
 class Session::TrainingLoop {
  public:
   explicit TrainingLoop(Session& session);
@@ -145,24 +148,41 @@ class Session::TrainingLoop {
   // The next batch to train on, nothing when the data is done.
   std::optional<data::Batch> next_batch();
   void step(const data::Batch& batch);
+  // nan_policy "stop": the loss of every step is checked, on a GPU one step late (the host does
+  // not wait for the step it just queued); check_loss_now() catches up before anything that
+  // would keep or report the model (snapshots, evaluations, the end).
+  void check_loss(std::int64_t iteration, const std::vector<double>& losses);
+  void check_loss_now();
+  void count_skipped();
   void show_progress();
   void display();
   void evaluate_if_due();
   void snapshot_if_due();
   void save_snapshot();
-  // Timing, and the evaluation of a run that ended between evaluations.
+  bool stop_requested() const;
+  // Ctrl-C: a snapshot of the last step (unless one was just written), and where it went.
+  void interrupt();
+  // Timing, the last step's loss, and the evaluation of a run that ended between evaluations.
   void finish();
   double window_rate() const;
+  double mean_last_loss();
 
   Session& session_;
   Impl& m_;
   const SolverConfig& s_;
+  std::shared_ptr<const data::DataSource> source_;
   data::Pipeline pipeline_;
   ProgressLine progress_;
   TrainResult result_;
   Clock::time_point start_, window_start_;
   std::int64_t window_samples_ = 0, trained_samples_ = 0, last_eval_iteration_ = -1;
-  std::vector<float> lrs_;  // each rank's learning rate in the last step
+  std::int64_t consumed_samples_ = 0;   // every sample the pipeline handed out, for the epoch
+  std::int64_t first_iteration_ = 0;    // the iteration this call started at
+  std::int64_t checked_iteration_ = 0;  // the last iteration whose loss was checked finite
+  std::int64_t last_display_iteration_ = -1, last_snapshot_iteration_ = -1;
+  fs::path last_snapshot_;
+  std::vector<float> lrs_;           // each rank's learning rate in the last step
+  std::vector<double> step_losses_;  // each rank's loss of the step being checked
   bool stop_ = false;
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
@@ -199,17 +219,21 @@ ProgressLine::Options progress_options(bool enabled) {
   return o;
 }
 
+// Skipped batches are each logged up to this many; then only counted.
+constexpr std::int64_t kLoggedSkips = 10;
+
 }  // namespace
 
 Session::TrainingLoop::TrainingLoop(Session& session)
     : session_(session),
       m_(*session.impl_),
       s_(session.config_.solver),
-      pipeline_(data::make_data_source(session.config_.data, s_.key_type, data::DataSplit::Train,
-                                       s_.seed),
-                pipeline_options()),
+      source_(data::make_data_source(session.config_.data, s_.key_type, data::DataSplit::Train,
+                                     s_.seed)),
+      pipeline_(source_, pipeline_options()),
       progress_(progress_options(session.options_.progress)),
-      lrs_(m_.places.size()) {}
+      lrs_(m_.places.size()),
+      step_losses_(m_.places.size()) {}
 
 data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   data::PipelineOptions po;
@@ -224,6 +248,7 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
 
 TrainResult Session::TrainingLoop::run() {
   skip_trained_batches();
+  first_iteration_ = checked_iteration_ = session_.iteration_;
   start_ = window_start_ = Clock::now();
   while (!stop_ && (s_.max_iter == 0 || session_.iteration_ < s_.max_iter)) {
     const std::optional<data::Batch> batch = next_batch();
@@ -233,6 +258,10 @@ TrainResult Session::TrainingLoop::run() {
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
     evaluate_if_due();
     snapshot_if_due();
+    if (stop_requested()) {
+      interrupt();
+      break;
+    }
   }
   finish();
   return std::move(result_);
@@ -247,6 +276,7 @@ void Session::TrainingLoop::skip_trained_batches() {
       EMBER_THROW_AS(DataError, "resuming at iteration ", session_.iteration_,
                      ": the training data ran out after ", used, " batches");
     }
+    consumed_samples_ += batch->global_size;
     if (batch->global_size == s_.batchsize) ++used;
   }
 }
@@ -254,6 +284,7 @@ void Session::TrainingLoop::skip_trained_batches() {
 std::optional<data::Batch> Session::TrainingLoop::next_batch() {
   for (;;) {
     std::optional<data::Batch> batch = pipeline_.next();
+    if (batch) consumed_samples_ += batch->global_size;
     if (!batch || batch->global_size == s_.batchsize) return batch;
     // Shapes are fixed per network, so the partial last batch of an epoch is not trained on.
     log_once("partial-batch", spdlog::level::info,
@@ -263,13 +294,58 @@ std::optional<data::Batch> Session::TrainingLoop::next_batch() {
 }
 
 void Session::TrainingLoop::step(const data::Batch& batch) {
+  const bool stop_on_nan = s_.nan_policy == NanPolicy::Stop;
+  // On a GPU the step before this one is checked, which is done (or nearly) by now.
+  const int back = m_.places.front().is_cuda() ? 1 : 0;
+  const std::int64_t checked = session_.iteration_ + 1 - back;
+  const bool check = stop_on_nan && checked > checked_iteration_;
   m_.team->run([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    lrs_[i] = m_.replicas[i]->train_step(batch.devices[i]);
+    Replica& replica = *m_.replicas[i];
+    lrs_[i] = replica.train_step(batch.devices[i]);
+    if (stop_on_nan) replica.capture_loss();
+    if (check) step_losses_[i] = replica.captured_loss(back);
   });
   ++session_.iteration_;
   window_samples_ += batch.global_size;
   trained_samples_ += batch.global_size;
+  if (check) check_loss(checked, step_losses_);
+  if (m_.replicas.front()->last_step_skipped()) count_skipped();
+}
+
+void Session::TrainingLoop::check_loss(std::int64_t iteration, const std::vector<double>& losses) {
+  for (std::size_t r = 0; r < losses.size(); ++r) {
+    if (std::isfinite(losses[r])) continue;
+    progress_.clear();
+    EMBER_THROW("training diverged: the loss is ",
+                std::isnan(losses[r]) ? "nan" : format_number(losses[r]), " at iteration ",
+                iteration, losses.size() > 1 ? cat(" (rank ", r, ")") : std::string(),
+                "; no model is saved from it. Lower the learning rate, look for NaN or infinite "
+                "values in the data, or set solver.nan_policy to \"skip\" to skip such batches");
+  }
+  checked_iteration_ = iteration;
+}
+
+void Session::TrainingLoop::check_loss_now() {
+  if (s_.nan_policy != NanPolicy::Stop || checked_iteration_ >= session_.iteration_) return;
+  m_.team->run([&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    step_losses_[i] = m_.replicas[i]->captured_loss(0);
+  });
+  check_loss(session_.iteration_, step_losses_);
+}
+
+void Session::TrainingLoop::count_skipped() {
+  ++result_.skipped_batches;
+  ++session_.skipped_batches_;
+  if (result_.skipped_batches <= kLoggedSkips) {
+    progress_.clear();
+    EMBER_LOG_WARN(
+        "iteration {}: the loss is not finite; batch skipped, no update applied "
+        "(solver.nan_policy \"skip\"){}",
+        session_.iteration_,
+        result_.skipped_batches == kLoggedSkips ? "; further skips are only counted" : "");
+  }
 }
 
 double Session::TrainingLoop::window_rate() const {
@@ -293,9 +369,8 @@ void Session::TrainingLoop::show_progress() {
   progress_.show(progress_text(iteration, total, window_rate(), eta));
 }
 
-// "iter=<i> loss=<l> lr=<lr> samples/s=<x>": the ranks' mean loss of the last step, the rate
-// over the window since the last display line.
-void Session::TrainingLoop::display() {
+// The ranks' mean loss of the last step (waits for the device).
+double Session::TrainingLoop::mean_last_loss() {
   std::vector<double> losses(m_.places.size());
   m_.team->run([&](int r) {
     losses[static_cast<std::size_t>(r)] = m_.replicas[static_cast<std::size_t>(r)]->last_loss();
@@ -303,17 +378,31 @@ void Session::TrainingLoop::display() {
   double loss = 0;
   for (double l : losses)
     loss += l;
-  loss /= static_cast<double>(losses.size());
+  return loss / static_cast<double>(losses.size());
+}
+
+// "iter=<i> loss=<l> lr=<lr> samples/s=<x> epoch=<e>": the ranks' mean loss of the last step,
+// the rate over the window since the last display line, the passes over the data so far (when
+// the source knows its size).
+void Session::TrainingLoop::display() {
+  const double loss = mean_last_loss();
   const double rate = window_rate();
   const std::int64_t iteration = session_.iteration_;
   progress_.clear();
   *m_.out << "iter=" << iteration << " loss=" << format_number(loss)
-          << " lr=" << format_number(lrs_.front()) << " samples/s=" << std::llround(rate)
-          << std::endl;
+          << " lr=" << format_number(lrs_.front()) << " samples/s=" << std::llround(rate);
+  if (const std::int64_t n = source_->num_samples(); n > 0) {
+    std::ostringstream epoch;
+    epoch << std::fixed << std::setprecision(2)
+          << static_cast<double>(consumed_samples_) / static_cast<double>(n);
+    *m_.out << " epoch=" << epoch.str();
+  }
+  *m_.out << std::endl;
   m_.log.add(iteration, "train", "loss", loss);
   m_.log.add(iteration, "train", "lr", lrs_.front());
   m_.log.add(iteration, "train", "samples_per_s", rate);
   result_.last_loss = loss;
+  last_display_iteration_ = iteration;
   result_.losses.emplace_back(iteration, loss);
   result_.rates.push_back(rate);
   window_start_ = Clock::now();
@@ -323,6 +412,7 @@ void Session::TrainingLoop::display() {
 void Session::TrainingLoop::evaluate_if_due() {
   const std::int64_t iteration = session_.iteration_;
   if (s_.eval_interval <= 0 || iteration % s_.eval_interval != 0) return;
+  check_loss_now();
   progress_.clear();
   result_.last_eval = session_.evaluate();
   last_eval_iteration_ = iteration;
@@ -337,16 +427,31 @@ void Session::TrainingLoop::snapshot_if_due() {
   if (s_.snapshot > 0 && session_.iteration_ % s_.snapshot == 0) save_snapshot();
 }
 
-// Into <snapshot_prefix>snapshot_<iter>, or the run directory when the prefix is empty.
+// Into <snapshot_prefix>snapshot_<iter>, or the run directory when the prefix is empty; then the
+// oldest beyond keep_snapshots go.
 void Session::TrainingLoop::save_snapshot() {
+  check_loss_now();
   progress_.clear();
-  const std::string name = "snapshot_" + std::to_string(session_.iteration_);
-  const fs::path& run_dir = session_.options_.run_dir;
-  const fs::path dir = !s_.snapshot_prefix.empty() ? fs::path(s_.snapshot_prefix + name)
-                       : !run_dir.empty()          ? run_dir / name
-                                                   : fs::path(name);
+  const SnapshotPlace place = snapshot_place(s_.snapshot_prefix, session_.options_.run_dir);
+  const fs::path dir = place.path_of(session_.iteration_);
   session_.save(dir);
   *m_.out << "snapshot iter=" << session_.iteration_ << " dir=" << dir.string() << std::endl;
+  last_snapshot_iteration_ = session_.iteration_;
+  last_snapshot_ = dir;
+  if (s_.keep_snapshots > 0) prune_snapshots(place, s_.keep_snapshots, dir);
+}
+
+bool Session::TrainingLoop::stop_requested() const {
+  const std::atomic<bool>* flag = session_.options_.stop_requested;
+  return flag != nullptr && flag->load();
+}
+
+void Session::TrainingLoop::interrupt() {
+  if (last_snapshot_iteration_ != session_.iteration_) save_snapshot();
+  result_.interrupted = true;
+  result_.interrupt_snapshot = last_snapshot_;
+  *m_.out << "interrupted iter=" << session_.iteration_ << " snapshot=" << last_snapshot_.string()
+          << std::endl;
 }
 
 void Session::TrainingLoop::finish() {
@@ -355,8 +460,15 @@ void Session::TrainingLoop::finish() {
   result_.samples_per_second =
       result_.seconds > 0 ? static_cast<double>(trained_samples_) / result_.seconds : 0;
   result_.iterations = session_.iteration_;
-  // A run that ended between evaluations reports the model it ends with.
-  if (last_eval_iteration_ != session_.iteration_ && !session_.config_.data.eval_source.empty()) {
+  if (session_.iteration_ > first_iteration_) {
+    check_loss_now();
+    // The last step's loss, also when it fell between display lines.
+    if (last_display_iteration_ != session_.iteration_) result_.last_loss = mean_last_loss();
+  }
+  // A run that ended between evaluations reports the model it ends with; an interrupted one
+  // ends at once.
+  if (!result_.interrupted && last_eval_iteration_ != session_.iteration_ &&
+      !session_.config_.data.eval_source.empty()) {
     result_.last_eval = session_.evaluate();
   }
 }
@@ -365,150 +477,134 @@ TrainResult Session::train() {
   return TrainingLoop(*this).run();
 }
 
-namespace {
-
-// Runs the evaluation pipeline; `on_batch(logits, labels, rows)` sees each batch in sample order.
-template <class OnBatch>
-std::int64_t run_evaluation(const ModelConfig& c, RankTeam& team,
-                            std::vector<std::unique_ptr<Replica>>& replicas,
-                            const std::vector<Place>& places, OnBatch&& on_batch) {
-  const SolverConfig& s = c.solver;
-  if (c.data.eval_source.empty()) {
-    EMBER_THROW_AS(ConfigError, "layer '", c.data.name, "': no 'eval_source' to evaluate on");
-  }
-  data::PipelineOptions po;
-  po.batch_size = s.batchsize_eval;
-  po.devices = places;
-  po.num_workers = c.data.num_workers;
-  po.mode = data::PipelineMode::Epochs;
-  po.num_epochs = 1;
-  po.deterministic = true;
-  po.require_even_split = false;
-  data::Pipeline pipeline(data::make_data_source(c.data, s.key_type, data::DataSplit::Eval, s.seed),
-                          po);
-  std::vector<std::vector<float>> logits(places.size()), labels(places.size());
-  std::int64_t batches = 0, samples = 0;
-  while (true) {
-    if (s.max_eval_batches > 0 && batches >= s.max_eval_batches) break;
-    if (s.max_eval_samples > 0 && samples >= s.max_eval_samples) break;
-    std::optional<data::Batch> batch = pipeline.next();
-    if (!batch) break;
-    team.run([&](int r) {
-      const auto i = static_cast<std::size_t>(r);
-      logits[i].clear();
-      labels[i].clear();
-      replicas[i]->eval_step(batch->devices[i], logits[i], labels[i]);
-    });
-    std::int64_t rows = batch->global_size;
-    if (s.max_eval_samples > 0) rows = std::min(rows, s.max_eval_samples - samples);
-    // Ranks hold consecutive shares of the batch: concatenated in rank order they are in sample
-    // order again.
-    std::vector<float> all_logits, all_labels;
-    for (std::size_t i = 0; i < places.size(); ++i) {
-      all_logits.insert(all_logits.end(), logits[i].begin(), logits[i].end());
-      all_labels.insert(all_labels.end(), labels[i].begin(), labels[i].end());
-    }
-    const std::size_t lc = all_logits.size() / static_cast<std::size_t>(batch->global_size);
-    const std::size_t yc = all_labels.size() / static_cast<std::size_t>(batch->global_size);
-    all_logits.resize(static_cast<std::size_t>(rows) * lc);
-    all_labels.resize(static_cast<std::size_t>(rows) * yc);
-    on_batch(all_logits, all_labels, rows);
-    samples += rows;
-    ++batches;
-  }
-  return samples;
-}
-
-}  // namespace
-
-EvalResult Session::evaluate() {
-  Impl& m = *impl_;
-  const Replica& r0 = *m.replicas.front();
-  EvalAccumulator acc(r0.loss_kind(), r0.loss_target_weight());
-  run_evaluation(config_, *m.team, m.replicas, m.places,
-                 [&](const std::vector<float>& logits, const std::vector<float>& labels,
-                     std::int64_t rows) { acc.add(logits, labels, rows); });
-  const EvalResult r = acc.finish();
-  *m.out << "eval iter=" << iteration_;
-  if (config_.solver.wants(EvalMetric::Kind::AUC)) *m.out << " AUC=" << format_number(r.auc);
-  *m.out << " AverageLoss=" << format_number(r.average_loss) << " samples=" << r.samples
-         << std::endl;
-  m.log.add(iteration_, "eval", "AUC", r.auc);
-  m.log.add(iteration_, "eval", "AverageLoss", r.average_loss);
-  return r;
-}
-
-EvalResult Session::predict(const fs::path& path) {
-  Impl& m = *impl_;
-  const Replica& r0 = *m.replicas.front();
-  EvalAccumulator acc(r0.loss_kind(), r0.loss_target_weight());
-  const fs::path tmp = path.string() + ".tmp";
-  std::ofstream out(tmp);
-  if (!out) EMBER_THROW_AS(DataError, "cannot write predictions to ", path.string());
-  std::size_t written = 0;
-  run_evaluation(
-      config_, *m.team, m.replicas, m.places,
-      [&](const std::vector<float>& logits, const std::vector<float>& labels, std::int64_t rows) {
-        acc.add(logits, labels, rows);
-        const auto& scores = acc.scores();
-        const auto& ys = acc.labels();
-        for (; written < scores.size(); ++written) {
-          out << ys[written] << ',' << std::setprecision(8) << scores[written] << '\n';
-        }
-      });
-  out.close();
-  if (!out) EMBER_THROW_AS(DataError, "cannot finish writing ", tmp.string(), " (disk full?)");
-  fs::rename(tmp, path);
-  return acc.finish();
-}
-
 void Session::save(const fs::path& dir) {
   Impl& m = *impl_;
   CheckpointWriter writer(dir);
   m.team->run(
       [&](int r) { m.replicas[static_cast<std::size_t>(r)]->save(writer.staging(), true); });
+  {
+    // The configuration as trained (after --set), so that eval and predict need only the model.
+    const fs::path path = writer.staging() / "config.json";
+    std::ofstream out(path);
+    out << config_.json.dump(2) << "\n";
+    out.flush();
+    if (!out) EMBER_THROW_AS(DataError, "cannot write ", path.string(), " (disk full?)");
+  }
   nlohmann::json meta;
   meta["iteration"] = iteration_;
+  meta["skipped_batches"] = skipped_batches_;
   meta["config"] = config_.source;
   meta["devices"] = describe_devices();
-  nlohmann::json names = nlohmann::json::array();
-  for (const auto& e : config_.embeddings)
+  nlohmann::json names = nlohmann::json::array(), shapes = nlohmann::json::array();
+  for (const auto& e : config_.embeddings) {
     names.push_back(e.name);
+    shapes.push_back({{"name", e.name}, {"slot_num", e.slot_num}, {"vec_size", e.vec_size}});
+  }
   meta["embeddings"] = names;
-  // What dense.model (trainable, in order) and dense.non_trainable hold, for tools reading them.
+  meta["embedding_shapes"] = shapes;
+  // What dense.model (trainable, in order) and dense.non_trainable hold, for tools reading them
+  // and for the check that a checkpoint belongs to the model loading it.
   nlohmann::json params = nlohmann::json::array();
   for (const auto& p : m.replicas.front()->parameters().parameters()) {
     params.push_back(
         {{"name", p->name()}, {"shape", p->shape().to_vector()}, {"trainable", p->trainable()}});
   }
   meta["dense_parameters"] = params;
-  writer.commit(meta, {"metrics.csv", "metrics.svg"});
+  writer.commit(meta);
 }
+
+namespace {
+
+std::string describe_parameter(const nlohmann::json& p) {
+  return cat("'", p.at("name").get<std::string>(), "' ", p.at("shape").dump(),
+             p.at("trainable").get<bool>() ? "" : " (not trainable)");
+}
+
+// Every dense tensor's name, shape and role, and every embedding's shape, as meta.json records
+// them, against the model being loaded: a checkpoint of another network is refused even when its
+// files happen to have the sizes this one needs.
+void check_model_matches(const fs::path& dir, const nlohmann::json& meta, const ModelConfig& c,
+                         const network::ParameterStore& store) {
+  const std::string where = cat("checkpoint ", dir.string());
+  const auto& names = meta.value("embeddings", nlohmann::json::array());
+  for (const auto& e : c.embeddings) {
+    if (std::find(names.begin(), names.end(), e.name) == names.end()) {
+      EMBER_THROW_AS(DataError, where, " has no embedding '", e.name, "' (it holds ", names.dump(),
+                     ")");
+    }
+  }
+  for (const auto& saved : meta.value("embedding_shapes", nlohmann::json::array())) {
+    for (const auto& e : c.embeddings) {
+      if (saved.at("name").get<std::string>() != e.name) continue;
+      const auto slots = saved.at("slot_num").get<std::int64_t>();
+      const auto width = saved.at("vec_size").get<std::int64_t>();
+      if (slots != e.slot_num || width != e.vec_size) {
+        EMBER_THROW_AS(DataError, where, ": embedding '", e.name, "' has ", slots, " slots of ",
+                       width, " there but ", e.slot_num, " slots of ", e.vec_size,
+                       " in this configuration (a checkpoint of another model)");
+      }
+    }
+  }
+  if (!meta.contains("dense_parameters")) return;  // older checkpoints: the file sizes decide
+  const auto& saved = meta.at("dense_parameters");
+  nlohmann::json mine = nlohmann::json::array();
+  for (const auto& p : store.parameters()) {
+    mine.push_back(
+        {{"name", p->name()}, {"shape", p->shape().to_vector()}, {"trainable", p->trainable()}});
+  }
+  const std::size_t n = std::min(saved.size(), mine.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (saved[i].at("name") != mine[i]["name"] || saved[i].at("shape") != mine[i]["shape"] ||
+        saved[i].at("trainable") != mine[i]["trainable"]) {
+      EMBER_THROW_AS(DataError, where, " holds another model: dense tensor ", i, " is ",
+                     describe_parameter(saved[i]), " there but ", describe_parameter(mine[i]),
+                     " in this configuration");
+    }
+  }
+  if (saved.size() != mine.size()) {
+    EMBER_THROW_AS(DataError, where, " holds another model: ", saved.size(),
+                   " dense tensors there, ", mine.size(), " in this configuration (",
+                   saved.size() > mine.size() ? cat("first extra: ", describe_parameter(saved[n]))
+                                              : cat("first missing: ", describe_parameter(mine[n])),
+                   ")");
+  }
+}
+
+}  // namespace
 
 void Session::load(const fs::path& dir, bool with_optimizer_states) {
   Impl& m = *impl_;
+  recover_checkpoint(dir);
   const nlohmann::json meta = verify_checkpoint(dir);
-  for (const auto& e : config_.embeddings) {
-    const auto& names = meta.value("embeddings", nlohmann::json::array());
-    if (std::find(names.begin(), names.end(), e.name) == names.end()) {
-      EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has no embedding '", e.name,
-                     "' (it holds ", names.dump(), ")");
-    }
+  std::int64_t iteration = 0, skipped = 0;
+  try {
+    check_model_matches(dir, meta, config_, m.replicas.front()->parameters());
+    iteration = meta.value("iteration", std::int64_t{0});
+    skipped = meta.value("skipped_batches", std::int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (", e.what(),
+                   ")");
   }
-  const auto iteration = meta.value("iteration", std::int64_t{0});
+  if (iteration < 0 || skipped < 0 || skipped > iteration) {
+    EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": meta.json is damaged (iteration ",
+                   iteration, ", skipped batches ", skipped, ")");
+  }
+  // Skipped batches took no optimizer step.
+  const std::int64_t steps = iteration - skipped;
   m.team->run([&](int r) {
     Replica& replica = *m.replicas[static_cast<std::size_t>(r)];
     replica.load(dir, with_optimizer_states);
-    replica.resume_at(iteration);
+    replica.resume_at(iteration, steps);
     for (const auto& e : replica.embeddings()) {
-      if (with_optimizer_states && e->step() != iteration) {
+      if (with_optimizer_states && e->step() != steps) {
         EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), ": embedding '", e->config().name,
-                       "' took ", e->step(), " optimizer steps but the checkpoint is of iteration ",
-                       iteration);
+                       "' took ", e->step(), " optimizer steps but the checkpoint records ", steps,
+                       " (iteration ", iteration, ", ", skipped, " batches skipped)");
       }
     }
   });
   iteration_ = iteration;
+  skipped_batches_ = skipped;
 }
 
 }  // namespace ember::train

@@ -70,20 +70,34 @@ std::vector<EvalMetric> parse_metrics(ConfigReader& r) {
       m.kind = EvalMetric::Kind::AUC;
     } else if (name == "AverageLoss") {
       m.kind = EvalMetric::Kind::AverageLoss;
+    } else if (name == "HitRate") {
+      m.kind = EvalMetric::Kind::HitRate;
     } else {
-      r.invalid(key, "\"AUC\", \"AUC:<target>\" or \"AverageLoss\"", text);
+      r.invalid(
+          key, "\"AUC\", \"AUC:<target>\", \"AverageLoss\", \"HitRate\" or \"HitRate:<threshold>\"",
+          text);
     }
     if (colon != std::string::npos) {
-      if (m.kind != EvalMetric::Kind::AUC) {
-        r.invalid(key, "AverageLoss without a target (only AUC takes one)", text);
+      if (m.kind == EvalMetric::Kind::AverageLoss) {
+        r.invalid(key, "AverageLoss without a number (AUC takes a target, HitRate a threshold)",
+                  text);
       }
-      const std::string target = text.substr(colon + 1);
+      const std::string number = text.substr(colon + 1);
+      double value = 0;
       try {
         std::size_t used = 0;
-        m.target = std::stod(target, &used);
-        if (used != target.size()) throw std::invalid_argument(target);
+        value = std::stod(number, &used);
+        if (used != number.size()) throw std::invalid_argument(number);
       } catch (const std::exception&) {
-        r.invalid(key, "\"AUC:<target>\" with a number as the target", text);
+        r.invalid(key, cat("\"", name, ":<number>\" with a number after the colon"), text);
+      }
+      if (m.kind == EvalMetric::Kind::AUC) {
+        m.target = value;
+      } else {
+        if (!(value >= 0 && value < 1)) {
+          r.invalid(key, "\"HitRate:<threshold>\" with a threshold in [0, 1)", text);
+        }
+        m.threshold = value;
       }
     }
     metrics.push_back(m);
@@ -120,6 +134,7 @@ void read_schedule(ConfigReader& r, SolverConfig& c) {
   c.batchsize_eval = r.integer_or("batchsize_eval", c.batchsize, IntRange::at_least(1));
   c.snapshot = r.integer_or("snapshot", 0, kCount);
   c.snapshot_prefix = r.string_or("snapshot_prefix", "");
+  c.keep_snapshots = r.integer_or("keep_snapshots", 0, kCount);
   c.eval_interval = r.integer_or("eval_interval", 0, kCount);
   // "eval_batches" is what HugeCTR 2.x called max_eval_batches.
   if (r.has("eval_batches") && r.has("max_eval_batches")) {
@@ -167,6 +182,13 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   c.seed = static_cast<std::uint64_t>(r.integer_or("seed", 0, IntRange::at_least(0)));
   c.algorithm_search = r.boolean_or("algorithm_search", true);
   c.export_predictions_prefix = r.string_or("export_predictions_prefix", "");
+  c.enable_overlap = r.boolean_or("enable_overlap", false);
+  if (c.enable_overlap) {
+    log_once("solver enable_overlap", spdlog::level::info,
+             cat(r.owner(),
+                 ": \"enable_overlap\": Ember always overlaps reading, copying and training "
+                 "(the input pipeline prefetches while a step runs); the key changes nothing"));
+  }
   // Ember's additions.
   static constexpr Named<std::string_view> kDevices[] = {{"cpu", "cpu"}, {"cuda", "cuda"}};
   c.device = r.choice_or("device", std::string_view(), kDevices);
@@ -176,6 +198,9 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   c.embedding_dtype = r.choice_or("embedding_dtype", DType::F32, kTableTypes);
   static constexpr Named<bool> kRoundings[] = {{"stochastic", true}, {"nearest", false}};
   c.embedding_stochastic_rounding = r.choice_or("embedding_rounding", true, kRoundings);
+  static constexpr Named<NanPolicy> kNanPolicies[] = {{"stop", NanPolicy::Stop},
+                                                      {"skip", NanPolicy::Skip}};
+  c.nan_policy = r.choice_or("nan_policy", NanPolicy::Stop, kNanPolicies);
   r.ignore(kIgnoredSolverKeys);
   r.finish();
   return c;
@@ -193,6 +218,13 @@ std::vector<int> SolverConfig::gpu_list() const {
 std::optional<double> SolverConfig::auc_target() const {
   for (const EvalMetric& m : eval_metrics) {
     if (m.kind == EvalMetric::Kind::AUC && m.target) return m.target;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> SolverConfig::hit_rate_threshold() const {
+  for (const EvalMetric& m : eval_metrics) {
+    if (m.kind == EvalMetric::Kind::HitRate) return m.threshold;
   }
   return std::nullopt;
 }

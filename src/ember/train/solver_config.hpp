@@ -14,10 +14,19 @@
 namespace ember::train {
 
 struct EvalMetric {
-  enum class Kind : std::uint8_t { AUC, AverageLoss };
+  enum class Kind : std::uint8_t { AUC, AverageLoss, HitRate };
   Kind kind = Kind::AUC;
   // "AUC:0.8025": stop training once an evaluation reaches it.
   std::optional<double> target;
+  // "HitRate:<t>": a score above t counts as a predicted positive (HugeCTR's kernel uses 0.8,
+  // the default); HitRate is the fraction of predicted positives whose label is 1.
+  double threshold = 0.8;
+};
+
+// What a training step whose loss is not finite (NaN or infinite) does.
+enum class NanPolicy : std::uint8_t {
+  Stop,  // training ends with an error naming the iteration
+  Skip,  // the batch is skipped: no dense or sparse update; skipped batches are counted
 };
 
 struct SolverConfig {
@@ -29,6 +38,7 @@ struct SolverConfig {
   std::int64_t batchsize_eval = 0;    // defaults to batchsize
   std::int64_t snapshot = 0;          // iterations between checkpoints (0: none)
   std::string snapshot_prefix;        // checkpoints go to <snapshot_prefix>snapshot_<iter>/
+  std::int64_t keep_snapshots = 0;    // keep the newest N snapshots of the run (0: all)
   std::int64_t eval_interval = 0;     // iterations between evaluations (0: only at the end)
   std::int64_t max_eval_batches = 0;  // 0: the whole evaluation set
   std::int64_t max_eval_samples = 0;
@@ -52,15 +62,21 @@ struct SolverConfig {
   DType key_type = DType::U32;  // input_key_type I32 / I64
   std::uint64_t seed = 0;
   bool algorithm_search = true;
+  // Each evaluation writes <prefix>_prediction_<iter> and <prefix>_label_<iter> (HugeCTR's).
   std::string export_predictions_prefix;
+  // HugeCTR's overlapped pipeline switch; Ember always overlaps input and training (logged).
+  bool enable_overlap = false;
   // Ember's additions: "cpu", "cuda", or empty (cuda when a GPU is present, else cpu); and the
   // number of in-process CPU ranks (data-parallel replicas on the host), default 1.
   std::string device;
   int cpu_ranks = 1;
+  NanPolicy nan_policy = NanPolicy::Stop;
 
   std::vector<int> gpu_list() const;  // all GPUs of this (single) node
   std::optional<double> auc_target() const;
   bool wants(EvalMetric::Kind kind) const;
+  // The HitRate metric's threshold when it is asked for.
+  std::optional<double> hit_rate_threshold() const;
 };
 
 // Parses the solver object; `where` names it in messages ("solver"). Unknown keys are a
