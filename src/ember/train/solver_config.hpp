@@ -55,6 +55,11 @@ struct SolverConfig {
   // "bf16") and how a 16-bit weight takes its update ("embedding_rounding": "stochastic" or
   // "nearest"); docs/embedding.md, "16-bit tables".
   DType embedding_dtype = DType::F32;
+  // HugeCTR's "cuda_graph" and "holistic_cuda_graph" (or "use_holistic_cuda_graph"): capture the
+  // dense forward and backward of a training step once and replay it (docs/training.md, "CUDA
+  // graphs"). Off by default in Ember (HugeCTR's cuda_graph defaults to on).
+  bool cuda_graph = false;
+  bool holistic_cuda_graph = false;
   bool embedding_stochastic_rounding = true;
   // One list of GPU ids per node (a flat list is one node).
   std::vector<std::vector<int>> gpus;
