@@ -11,7 +11,9 @@
 //   build/bench/bench_train            GPU run (about 3 minutes on an H100)
 //   build/bench/bench_train --quick    CPU run of configs/dlrm.json on this machine
 // Options: --iters N (measured iterations), --no-torch, --no-compile (PyTorch eager only),
-// --dlrm-only (no DCN / DeepFM / Wide&Deep), --dir DIR (dataset location).
+// --dlrm-only (no DCN / DeepFM / Wide&Deep), --no-auc / --auc-only (the AUC of f32 against
+// f16 and bf16 embedding tables on a learnable generated dataset, each rounding), --dir DIR
+// (dataset location).
 // Ends with "SUMMARY |" lines.
 #include <unistd.h>
 
@@ -47,6 +49,9 @@ struct Args {
   bool compile = true;  // PyTorch also under torch.compile
   bool others = true;   // DCN, DeepFM, Wide&Deep too
   std::int64_t other_batch = 65536;
+  bool auc = true;  // the AUC of f32 against 16-bit tables
+  bool auc_only = false;
+  std::int64_t auc_iters = 150;  // CPU (--quick) steps of the AUC comparison
   std::string dir;
 };
 
@@ -289,6 +294,58 @@ void run_other_models(const Args& a, const fs::path& dir) {
   }
 }
 
+// AUC after a fixed number of steps on a learnable generated dataset (configs/dlrm.json's shape),
+// f32 embedding tables against 16-bit ones: what chooses the tables' rounding (docs/embedding.md).
+// On a GPU with mixed precision (where 16-bit tables belong); on the CPU in fp32, smaller.
+void run_auc_comparison(const Args& a, const fs::path& dir, bool gpu) {
+  const fs::path path = fs::path(EMBER_SOURCE_DIR) / "configs" / "dlrm.json";
+  const nlohmann::json base = read_json(path);
+  const std::int64_t batch = gpu ? 8192 : 1024, iterations = gpu ? 600 : a.auc_iters;
+  data::DatagenOptions o;
+  data::apply_model_config(base, path.string(), o);
+  o.out_dir = (dir / "auc").string();
+  o.samples = batch * iterations;
+  o.eval_samples = gpu ? 262144 : 32768;
+  const auto desc = data::generate_dataset(o);
+  nlohmann::json j = base;
+  j["layers"][0]["source"] = desc.train.file_list;
+  j["layers"][0]["eval_source"] = desc.eval.file_list;
+  j["solver"]["batchsize"] = batch;
+  j["solver"]["batchsize_eval"] = batch;
+  j["solver"]["max_iter"] = iterations;
+  j["solver"]["display"] = iterations;
+  j["solver"]["eval_interval"] = 0;
+  j["solver"]["device"] = gpu ? "cuda" : "cpu";
+  if (gpu) j["solver"]["mixed_precision"] = 1024;
+  std::printf(
+      "\nAUC after %lld steps of batch %lld (configs/dlrm.json shape, %s), by table type:\n",
+      static_cast<long long>(iterations), static_cast<long long>(batch),
+      gpu ? "mixed precision" : "CPU, fp32");
+  double f32_auc = 0;
+  for (const Mode& mode :
+       {Mode{"f32 tables", {}}, Mode{"f16 stochastic", {{"embedding_dtype", "f16"}}},
+        Mode{"f16 nearest", {{"embedding_dtype", "f16"}, {"embedding_rounding", "nearest"}}},
+        Mode{"bf16 stochastic", {{"embedding_dtype", "bf16"}}},
+        Mode{"bf16 nearest", {{"embedding_dtype", "bf16"}, {"embedding_rounding", "nearest"}}}}) {
+    nlohmann::json m = j;
+    for (const auto& [key, value] : mode.solver.items())
+      m["solver"][key] = value;
+    try {
+      train::SessionOptions so;
+      so.progress = false;
+      train::Session s(train::parse_model_config(m, path.string()), so);
+      s.train();
+      const double auc = s.evaluate().auc;
+      if (f32_auc == 0) f32_auc = auc;
+      std::printf("  %-16s AUC %.5f (%+.5f)\n", mode.name, auc, auc - f32_auc);
+      std::printf("SUMMARY | train | AUC %s minus f32 tables | %+.5f | within 0.001 | %s\n",
+                  mode.name, auc - f32_auc, std::abs(auc - f32_auc) <= 0.001 ? "yes" : "no");
+    } catch (const std::exception& e) {
+      std::printf("  %-16s fails: %s\n", mode.name, e.what());
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +361,10 @@ int main(int argc, char** argv) {
       a.compile = false;
     else if (s == "--dlrm-only")
       a.others = false;
+    else if (s == "--no-auc")
+      a.auc = false;
+    else if (s == "--auc-only")
+      a.auc_only = true;
     else if (s == "--iters" && i + 1 < argc)
       a.iters = std::stoll(argv[++i]);
     else if (s == "--dir" && i + 1 < argc)
@@ -311,7 +372,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: bench_train [--quick] [--iters N] [--no-torch] [--no-compile] "
-                   "[--dlrm-only] [--dir DIR]\n");
+                   "[--dlrm-only] [--no-auc] [--auc-only] [--dir DIR]\n");
       return 2;
     }
   }
@@ -322,8 +383,9 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int rc = 0;
   try {
-    rc = gpu ? run_gpu(a, dir) : run_quick(a, dir);
-    if (gpu && rc == 0 && a.others) run_other_models(a, dir);
+    if (!a.auc_only) rc = gpu ? run_gpu(a, dir) : run_quick(a, dir);
+    if (gpu && rc == 0 && a.others && !a.auc_only) run_other_models(a, dir);
+    if (rc == 0 && (a.auc || a.auc_only)) run_auc_comparison(a, dir, gpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());
     rc = 1;
