@@ -334,8 +334,8 @@ void run_auc_comparison(const Args& a, const fs::path& dir, bool gpu) {
       train::SessionOptions so;
       so.progress = false;
       train::Session s(train::parse_model_config(m, path.string()), so);
-      s.train();
-      const double auc = s.evaluate().auc;
+      const train::TrainResult r = s.train();
+      const double auc = r.last_eval ? r.last_eval->auc : s.evaluate().auc;
       if (f32_auc == 0) f32_auc = auc;
       std::printf("  %-16s AUC %.5f (%+.5f)\n", mode.name, auc, auc - f32_auc);
       std::printf("SUMMARY | train | AUC %s minus f32 tables | %+.5f | within 0.001 | %s\n",
