@@ -201,8 +201,8 @@ void bench_row_init(bool cuda, int device, double copy_gbs) {
     const kernels::RowStates st{with_state ? state.data<float>() : nullptr, nullptr, nullptr};
     const kernels::NewRows fresh{range.data<std::int64_t>(), n};
     const double ms = time_ms(cuda, device, 1, cuda ? 10 : 2, [&] {
-      kernels::on(place).keys<std::uint32_t>().init_new_rows(fresh, keys.data<std::uint32_t>(),
-                                                             init, values.data<float>(), V, st, s);
+      kernels::on(place).keys<std::uint32_t>().init_new_rows(
+          fresh, keys.data<std::uint32_t>(), init, kernels::Values{values.data<float>()}, V, st, s);
     });
     const double bytes_per_row = 4.0 * V * (with_state ? 2 : 1) + 4;
     const double rate = n / (ms * 1e-3), bound = copy_gbs * 1e9 / bytes_per_row;
@@ -321,7 +321,8 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, optim::Opti
   const kernels::KernelTable& steps = kernels::on(place);
   auto pool = [&] {
     steps.pool(b0.row_offsets().data<std::int64_t>(), rows.data<std::int64_t>(),
-               scale.data<float>(), bags, values.data<float>(), V, out.data<float>(), s);
+               scale.data<float>(), bags, kernels::Values{values.data<float>()}, V,
+               out.data<float>(), s);
   };
   r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
   // The update kernels alone (plan + fused update) on this batch's segments.
@@ -378,8 +379,8 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, optim::Opti
   const optim::UpdateStep u = optim::make_update_step(o, 0.01f, 1);
   const Tensor grad2 = grad.reshape({bags, V});
   auto update = [&] {
-    steps.update_rows(seg, scale.data<float>(), grad2.data<float>(), values.data<float>(), V, st, 1,
-                      u, nullptr, s);
+    steps.update_rows(seg, scale.data<float>(), grad2.data<float>(),
+                      kernels::Values{values.data<float>()}, V, st, 1, u, nullptr, s);
   };
   r.update_kernel_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, update);
   // Bytes that must move: forward reads every looked-up row and writes every pooled bag;

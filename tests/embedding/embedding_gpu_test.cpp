@@ -218,8 +218,8 @@ UpdateRun run_update(const testing::UpdateBatch& b, const optim::UpdateStep& u,
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
   steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                                       offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    scale.data<float>(), grad.data<float>(), w.data<float>(), b.vec_size, st, step,
-                    u, lazy, s);
+                    scale.data<float>(), grad.data<float>(), kernels::Values{w.data<float>()},
+                    b.vec_size, st, step, u, lazy, s);
   UpdateRun run;
   run.count = count.to_vector<std::int64_t>()[0];
   const auto all_sorted = sorted.to_vector<std::int32_t>();
@@ -339,7 +339,7 @@ TEST(EmbeddingKernelsGpu, NewRowsStartLikeTheCpuBitwise) {
       Tensor last = Tensor::full({rows}, -1, DType::I64, place);
       kernels::on(place).keys<std::int64_t>().init_new_rows(
           kernels::NewRows{r.data<std::int64_t>(), rows}, k.data<std::int64_t>(), init,
-          w.data<float>(), V,
+          kernels::Values{w.data<float>()}, V,
           kernels::RowStates{s0.data<float>(), nullptr, last.data<std::int64_t>()},
           cuda ? current_stream(0) : nullptr);
       values.push_back(w.to_vector<float>());

@@ -58,7 +58,8 @@ TEST(EmbeddingKernels, InitNewRowsStartsOnlyTheRange) {
   init.step = 17;
   kernels::on(Place::host())
       .keys<std::int64_t>()
-      .init_new_rows(kernels::NewRows{range, rows}, keys.data(), init, values.data(), V,
+      .init_new_rows(kernels::NewRows{range, rows}, keys.data(), init,
+                     kernels::Values{values.data()}, V,
                      kernels::RowStates{s0.data(), nullptr, last.data()}, nullptr);
   for (std::int64_t r = 0; r < rows; ++r) {
     const bool fresh = r >= range[0] && r < range[1];
@@ -127,8 +128,8 @@ TEST(EmbeddingKernels, UpdateSumsGradientsInTheChunkOrder) {
     const optim::UpdateStep u = optim::make_update_step(sgd, 1.0f, 1);
     kernels::on(Place::host())
         .update_rows(kernels::Segments{sorted.data(), unique.data(), offsets.data(), &count, n},
-                     b.scale.data(), b.grad.data(), values.data(), V, kernels::RowStates{}, 1, u,
-                     nullptr, nullptr);
+                     b.scale.data(), b.grad.data(), kernels::Values{values.data()}, V,
+                     kernels::RowStates{}, 1, u, nullptr, nullptr);
     const std::vector<float> want = testing::chunked_gradient_sums(b);
     std::vector<double> exact, magnitude;
     testing::exact_gradient_sums(b, exact, magnitude);

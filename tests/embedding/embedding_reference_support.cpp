@@ -147,11 +147,28 @@ RunResult run_reference(const Problem& problem) {
     std::vector<float> w, s0, s1;
   };
   std::map<std::int64_t, Row> table;  // ordered: the snapshot is sorted by key
+  // A 16-bit table: values start rounded to nearest, every update is rounded as the layer rounds.
+  kernels::Values values;
+  values.type = c.value_dtype == DType::F16    ? kernels::ValueType::F16
+                : c.value_dtype == DType::BF16 ? kernels::ValueType::BF16
+                                               : kernels::ValueType::F32;
+  values.rounding =
+      c.stochastic_rounding ? kernels::Rounding::Stochastic : kernels::Rounding::Nearest;
+  values.seed = kernels::rounding_seed(c.seed);
+  auto rounded = [&](float x, std::int64_t step, std::int64_t i, float before) {
+    return kernels::with_value_type(values.type, [&](auto tag) {
+      using V16 = decltype(tag);
+      return static_cast<float>(kernels::round_update<V16>(values, step, i, x, before));
+    });
+  };
   auto new_row = [&](std::int64_t key) {
     Row row;
     row.w.resize(V);
     for (std::int64_t i = 0; i < V; ++i) {
-      row.w[i] = kernels::initial_value(c.seed, static_cast<std::uint64_t>(key), i, c.init_bound);
+      const float x =
+          kernels::initial_value(c.seed, static_cast<std::uint64_t>(key), i, c.init_bound);
+      row.w[i] = kernels::with_value_type(
+          values.type, [&](auto tag) { return static_cast<float>(decltype(tag)(x)); });
     }
     row.s0.assign(V, opt.initial_state(0));
     row.s1.assign(V, opt.initial_state(1));
@@ -208,8 +225,10 @@ RunResult run_reference(const Problem& problem) {
         const auto g = grad_by_key.find(key);
         if (g == grad_by_key.end() && opt.update_type == optim::UpdateType::Local) continue;
         for (std::int64_t i = 0; i < V; ++i) {
+          const float before = row.w[i];
           optim::apply_update(u, row.w[i], g == grad_by_key.end() ? 0.0f : g->second[i], row.s0[i],
                               row.s1[i]);
+          row.w[i] = rounded(row.w[i], step, i, before);
         }
       }
     }
@@ -366,6 +385,7 @@ void expect_every_step_set(const kernels::KernelTable& table) {
   EXPECT_NE(table.update_untouched, nullptr);
   EXPECT_NE(table.gather_rows, nullptr);
   EXPECT_NE(table.scatter_rows, nullptr);
+  EXPECT_NE(table.scatter_values, nullptr);
   EXPECT_NE(table.fill_steps, nullptr);
   EXPECT_NE(table.record_row_slots, nullptr);
   EXPECT_NE(table.move_rows, nullptr);

@@ -175,6 +175,12 @@ TEST(ModelConfig, BadConfigsAreRefusedWithClearMessages) {
       {"solver flag",
        [](json& c) { c["solver"]["enable_tf32_compute"] = "yes"; },
        {"solver: \"enable_tf32_compute\" must be true or false (or 1 or 0), got \"yes\""}},
+      {"embedding dtype",
+       [](json& c) { c["solver"]["embedding_dtype"] = "fp8"; },
+       {"solver: \"embedding_dtype\"", "f16", "bf16", "fp8"}},
+      {"embedding rounding",
+       [](json& c) { c["solver"]["embedding_rounding"] = "down"; },
+       {"solver: \"embedding_rounding\"", "stochastic", "nearest"}},
       {"optimizer hparam",
        [](json& c) { c["optimizer"]["adam_hparam"]["beta1"] = "x"; },
        {"optimizer: \"adam_hparam.beta1\" must be a number, got \"x\""}},
@@ -219,6 +225,19 @@ TEST(ModelConfig, BadConfigsAreRefusedWithClearMessages) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << bad.name << ": not a ConfigError: " << e.what();
     }
+  }
+}
+
+TEST(ModelConfig, EmbeddingDtypeReachesEveryEmbedding) {
+  json c = base_config();
+  EXPECT_EQ(parse_model_config(c, "test").embeddings.at(0).value_dtype, DType::F32);
+  c["solver"]["embedding_dtype"] = "bf16";
+  c["solver"]["embedding_rounding"] = "nearest";
+  const ModelConfig m = parse_model_config(c, "test");
+  EXPECT_EQ(m.solver.embedding_dtype, DType::BF16);
+  for (const auto& e : m.embeddings) {
+    EXPECT_EQ(e.value_dtype, DType::BF16);
+    EXPECT_FALSE(e.stochastic_rounding);
   }
 }
 

@@ -54,6 +54,10 @@ void EmbeddingConfig::validate() const {
     fail("keys must be u32 (input_key_type I32) or i64 (I64), got ", dtype_name(key_dtype));
   }
   if (!(init_bound >= 0)) fail("init bound must be >= 0, got ", init_bound);
+  if (value_dtype != DType::F32 && value_dtype != DType::F16 && value_dtype != DType::BF16) {
+    fail("vectors are stored as f32, f16 or bf16 (the solver's \"embedding_dtype\"), not ",
+         dtype_name(value_dtype));
+  }
   if (!slot_size_array.empty() && static_cast<std::int64_t>(slot_size_array.size()) != slot_num) {
     fail("\"sparse_embedding_hparam.slot_size_array\" has ", slot_size_array.size(),
          " entries but the sparse input has slot_num ", slot_num);

@@ -56,6 +56,11 @@ struct EmbeddingConfig {
   std::uint64_t seed = 0;
   // New rows start uniform in [-init_bound, init_bound] (HugeCTR's hash embeddings: 0.05).
   float init_bound = 0.05f;
+  // How the vectors are stored: F32, F16 or BF16 (the solver's "embedding_dtype"). Optimizer
+  // states stay f32; a 16-bit weight is stepped in f32 and rounded stochastically, or to
+  // nearest (embedding_values.hpp says why stochastic is the default).
+  DType value_dtype = DType::F32;
+  bool stochastic_rounding = true;
 
   // Rows one rank can hold, for hash types sized from the workspace or vocabulary keys:
   // workspace_size_per_gpu_in_mb * 2^20 / (4 * vec_size), or max_vocabulary_size_per_gpu.

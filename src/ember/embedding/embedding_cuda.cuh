@@ -59,6 +59,56 @@ __device__ inline float* row_ptr(float* base, std::int64_t row, std::int64_t vec
   return base == nullptr ? nullptr : base + row * vec_size;
 }
 
+// ---- table values of any value type (embedding_values.hpp), widened to f32 ----------------------
+
+// Four consecutive values (16 bytes of f32, 8 of a 16-bit type; aligned to that) as f32.
+template <class V>
+__device__ inline float4 widen4(const uint2& raw) {
+  return make_float4(static_cast<float>(V::from_bits(raw.x & 0xffffu)),
+                     static_cast<float>(V::from_bits(raw.x >> 16)),
+                     static_cast<float>(V::from_bits(raw.y & 0xffffu)),
+                     static_cast<float>(V::from_bits(raw.y >> 16)));
+}
+template <class V>
+__device__ inline float4 load4(const V* p) {
+  if constexpr (sizeof(V) == 4) {
+    return *reinterpret_cast<const float4*>(p);
+  } else {
+    return widen4<V>(*reinterpret_cast<const uint2*>(p));
+  }
+}
+// The same through the read-only cache (values no thread of the kernel writes).
+template <class V>
+__device__ inline float4 ldg4(const V* p) {
+  if constexpr (sizeof(V) == 4) {
+    return __ldg(reinterpret_cast<const float4*>(p));
+  } else {
+    return widen4<V>(__ldg(reinterpret_cast<const uint2*>(p)));
+  }
+}
+template <class V>
+__device__ inline float ldg1(const V* p) {
+  if constexpr (sizeof(V) == 4) {
+    return __ldg(p);
+  } else {
+    return static_cast<float>(V::from_bits(__ldg(reinterpret_cast<const unsigned short*>(p))));
+  }
+}
+template <class V>
+__device__ inline void store4(V* p, const V (&v)[4]) {
+  if constexpr (sizeof(V) == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *reinterpret_cast<uint2*>(p) = make_uint2(v[0].bits | (static_cast<unsigned>(v[1].bits) << 16),
+                                              v[2].bits | (static_cast<unsigned>(v[3].bits) << 16));
+  }
+}
+// Whether p suits 4-value accesses.
+template <class V>
+inline bool aligned4(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % (4 * sizeof(V)) == 0;
+}
+
 // ---- temporaries ------------------------------------------------------------------------------
 
 // Keeps freed pool memory cached instead of returning it to the driver at every sync.
@@ -115,6 +165,8 @@ Step<decltype(KernelTable::replay_steps)> replay_steps;
 // embedding_cuda_rows.cu
 Step<decltype(KernelTable::gather_rows)> gather_rows;
 Step<decltype(KernelTable::scatter_rows)> scatter_rows;
+Step<decltype(KernelTable::gather_values)> gather_values;
+Step<decltype(KernelTable::scatter_values)> scatter_values;
 Step<decltype(KernelTable::fill_steps)> fill_steps;
 Step<decltype(KernelTable::record_row_slots)> record_row_slots;
 Step<decltype(KernelTable::move_rows)> move_rows;

@@ -7,10 +7,11 @@ namespace ember::embedding::kernels::cuda {
 
 namespace {
 
+template <class V>
 __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int64_t bound,
-                                const std::int64_t* __restrict__ count_at,
-                                float* __restrict__ values, std::int64_t vec_size, RowStates st,
-                                std::int64_t target, LazyParams lazy) {
+                                const std::int64_t* __restrict__ count_at, Values values,
+                                std::int64_t vec_size, RowStates st, std::int64_t target,
+                                LazyParams lazy) {
   const int lane = threadIdx.x & 31;
   const std::int64_t count = count_at == nullptr ? bound : min(bound, *count_at);
   for (std::int64_t i = global_warp(); i < count; i += warp_count()) {
@@ -18,12 +19,15 @@ __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int6
     if (r < 0) continue;
     const std::int64_t from = st.last_step[r];
     if (from >= target) continue;
-    float* w = values + r * vec_size;
+    V* w = static_cast<V*>(values.data) + r * vec_size;
     float* s0 = row_ptr(st.s0, r, vec_size);
     float* s1 = row_ptr(st.s1, r, vec_size);
     for (std::int64_t c = lane; c < vec_size; c += 32) {
       float d0 = 0.f, d1 = 0.f;
-      catch_up(lazy, w[c], s0 ? s0[c] : d0, s1 ? s1[c] : d1, from, target);
+      const float before = static_cast<float>(w[c]);
+      float x = before;
+      catch_up(lazy, x, s0 ? s0[c] : d0, s1 ? s1[c] : d1, from, target);
+      w[c] = round_update<V>(values, target, c, x, before);
     }
     __syncwarp();
     if (lane == 0) st.last_step[r] = target;
@@ -33,11 +37,13 @@ __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int6
 }  // namespace
 
 void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
-                   float* values, std::int64_t vec_size, RowStates states, std::int64_t target,
-                   const LazyParams& lazy, StreamHandle stream) {
+                   const Values& values, std::int64_t vec_size, RowStates states,
+                   std::int64_t target, const LazyParams& lazy, StreamHandle stream) {
   if (bound <= 0) return;
-  catch_up_kernel<<<blocks_for_warps(bound), kThreads, 0, stream>>>(rows, bound, count, values,
-                                                                    vec_size, states, target, lazy);
+  with_value_type(values.type, [&](auto tag) {
+    catch_up_kernel<decltype(tag)><<<blocks_for_warps(bound), kThreads, 0, stream>>>(
+        rows, bound, count, values, vec_size, states, target, lazy);
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

@@ -100,8 +100,8 @@ __global__ void onehot_report_kernel(const Key* __restrict__ keys,
   }
 }
 
-template <class Key>
-__global__ void init_kernel(float* __restrict__ values, std::int64_t vec_size, std::int64_t first,
+template <class Key, class V>
+__global__ void init_kernel(V* __restrict__ values, std::int64_t vec_size, std::int64_t first,
                             std::int64_t end, const Key* __restrict__ keys_by_row,
                             std::uint64_t seed, float bound) {
   const int lane = threadIdx.x & 31;
@@ -109,15 +109,15 @@ __global__ void init_kernel(float* __restrict__ values, std::int64_t vec_size, s
     const std::uint64_t row_stream =
         row_init_stream(seed, static_cast<std::uint64_t>(keys_by_row[r]));
     for (std::int64_t c = lane; c < vec_size; c += 32)
-      values[r * vec_size + c] = initial_value_at(row_stream, c, bound);
+      values[r * vec_size + c] = V(initial_value_at(row_stream, c, bound));
   }
 }
 
 // A warp per new row: the row's random stream is mixed once, its columns by the lanes.
-template <class Key>
+template <class Key, class V>
 __global__ void init_new_rows_kernel(NewRows fresh, const Key* __restrict__ keys_by_row,
-                                     RowInit init, float* __restrict__ values,
-                                     std::int64_t vec_size, RowStates st) {
+                                     RowInit init, V* __restrict__ values, std::int64_t vec_size,
+                                     RowStates st) {
   const int lane = threadIdx.x & 31;
   const std::int64_t first = fresh.range[0], end = fresh.range[1];
   for (std::int64_t r = first + global_warp(); r < end; r += warp_count()) {
@@ -125,7 +125,7 @@ __global__ void init_new_rows_kernel(NewRows fresh, const Key* __restrict__ keys
         row_init_stream(init.seed, static_cast<std::uint64_t>(keys_by_row[r]));
     for (std::int64_t c = lane; c < vec_size; c += 32) {
       const std::int64_t at = r * vec_size + c;
-      values[at] = initial_value_at(row_stream, c, init.bound);
+      values[at] = V(initial_value_at(row_stream, c, init.bound));
       if (st.s0 != nullptr) st.s0[at] = init.state0;
       if (st.s1 != nullptr) st.s1[at] = init.state1;
     }
@@ -173,20 +173,27 @@ int blocks_for_new_rows(std::int64_t max_rows) {
 }
 
 template <class Key>
-void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
+void init_rows(const Values& values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
                const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream) {
   if (end <= first) return;
-  init_kernel<Key><<<blocks_for_new_rows(end - first), kThreads, 0, stream>>>(
-      values, vec_size, first, end, keys_by_row, seed, bound);
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    init_kernel<Key, V><<<blocks_for_new_rows(end - first), kThreads, 0, stream>>>(
+        static_cast<V*>(values.data), vec_size, first, end, keys_by_row, seed, bound);
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
 template <class Key>
-void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init, float* values,
-                   std::int64_t vec_size, RowStates states, StreamHandle stream) {
+void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,
+                   const Values& values, std::int64_t vec_size, RowStates states,
+                   StreamHandle stream) {
   if (fresh.max_rows <= 0) return;
-  init_new_rows_kernel<Key><<<blocks_for_new_rows(fresh.max_rows), kThreads, 0, stream>>>(
-      fresh, keys_by_row, init, values, vec_size, states);
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    init_new_rows_kernel<Key, V><<<blocks_for_new_rows(fresh.max_rows), kThreads, 0, stream>>>(
+        fresh, keys_by_row, init, static_cast<V*>(values.data), vec_size, states);
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

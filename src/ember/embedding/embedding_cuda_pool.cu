@@ -14,10 +14,11 @@ __device__ inline void add4(float4& acc, const float4& v) {
   acc.w += v.w;
 }
 
-__device__ inline float4 load_row4(const float* values, std::int64_t row, std::int64_t vec_size,
+template <class V>
+__device__ inline float4 load_row4(const V* values, std::int64_t row, std::int64_t vec_size,
                                    std::int64_t c) {
   if (row < 0) return make_float4(0.f, 0.f, 0.f, 0.f);
-  return __ldg(reinterpret_cast<const float4*>(values + row * vec_size + c));
+  return ldg4(values + row * vec_size + c);
 }
 
 // A warp per group of kBagsPerWarp bags; lane l covers columns 4l..4l+3 of each 128-column
@@ -27,10 +28,11 @@ __device__ inline float4 load_row4(const float* values, std::int64_t row, std::i
 // its rows in entry order (the CPU's order).
 constexpr int kBagsPerWarp = 4;
 
+template <class V>
 __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
-                             std::int64_t bags, const float* __restrict__ values,
-                             std::int64_t vec_size, float* __restrict__ out) {
+                             std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
+                             float* __restrict__ out) {
   constexpr int G = kBagsPerWarp;
   const int lane = threadIdx.x & 31;
   const std::int64_t passes = (vec_size + 127) / 128;  // uniform over the warp (shuffles)
@@ -97,10 +99,11 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
 }
 
 // Any vec_size: a lane per column.
+template <class V>
 __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
-                             std::int64_t bags, const float* __restrict__ values,
-                             std::int64_t vec_size, float* __restrict__ out) {
+                             std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
+                             float* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t bag = global_warp(); bag < bags; bag += warp_count()) {
     const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
@@ -109,7 +112,7 @@ __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
       float acc = 0.f;
       for (std::int64_t e = begin; e < end; ++e) {
         const std::int64_t r = rows[e];
-        if (r >= 0) acc += __ldg(values + r * vec_size + c);
+        if (r >= 0) acc += ldg1(values + r * vec_size + c);
       }
       out[bag * vec_size + c] = acc * s;
     }
@@ -119,18 +122,22 @@ __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
 }  // namespace
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const float* values, std::int64_t vec_size, float* out,
+          std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
           StreamHandle stream) {
   if (bags == 0) return;
-  const bool aligned = vec_size % 4 == 0 && (reinterpret_cast<std::uintptr_t>(values) % 16 == 0) &&
-                       (reinterpret_cast<std::uintptr_t>(out) % 16 == 0);
-  if (aligned) {
-    pool4_kernel<<<blocks_for_warps((bags + kBagsPerWarp - 1) / kBagsPerWarp), kThreads, 0,
-                   stream>>>(local_offsets, rows, scale, bags, values, vec_size, out);
-  } else {
-    pool1_kernel<<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale, bags,
-                                                                  values, vec_size, out);
-  }
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    const V* table = static_cast<const V*>(values.data);
+    const bool aligned = vec_size % 4 == 0 && aligned4<V>(table) && aligned4<float>(out);
+    if (aligned) {
+      pool4_kernel<V>
+          <<<blocks_for_warps((bags + kBagsPerWarp - 1) / kBagsPerWarp), kThreads, 0, stream>>>(
+              local_offsets, rows, scale, bags, table, vec_size, out);
+    } else {
+      pool1_kernel<V><<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale,
+                                                                       bags, table, vec_size, out);
+    }
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

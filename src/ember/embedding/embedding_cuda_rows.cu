@@ -29,6 +29,27 @@ __global__ void scatter_kernel(float* __restrict__ dst, const float* __restrict_
   }
 }
 
+template <class V>
+__global__ void gather_values_kernel(float* __restrict__ dst, const V* __restrict__ src,
+                                     const std::int64_t* __restrict__ index, std::int64_t count,
+                                     std::int64_t vec_size) {
+  const std::int64_t n = count * vec_size;
+  for (std::int64_t i = global_thread(); i < n; i += thread_count()) {
+    const std::int64_t from = index[i / vec_size];
+    dst[i] = from < 0 ? 0.f : static_cast<float>(src[from * vec_size + i % vec_size]);
+  }
+}
+
+template <class V>
+__global__ void scatter_values_kernel(V* __restrict__ dst, const float* __restrict__ src,
+                                      const std::int64_t* __restrict__ index, std::int64_t count,
+                                      std::int64_t vec_size) {
+  const std::int64_t n = count * vec_size;
+  for (std::int64_t i = global_thread(); i < n; i += thread_count()) {
+    dst[index[i / vec_size] * vec_size + i % vec_size] = V(src[i]);
+  }
+}
+
 __global__ void fill_steps_kernel(std::int64_t* __restrict__ last_step, std::int64_t first,
                                   std::int64_t end, std::int64_t value) {
   for (std::int64_t r = first + global_thread(); r < end; r += thread_count())
@@ -123,6 +144,28 @@ void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::
   if (count * vec_size == 0) return;
   scatter_kernel<<<blocks_for_threads(count * vec_size), kThreads, 0, stream>>>(dst, src, index,
                                                                                 count, vec_size);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+void gather_values(float* dst, const Values& values, const std::int64_t* index,
+                   std::int64_t count, std::int64_t vec_size, StreamHandle stream) {
+  if (count * vec_size == 0) return;
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    gather_values_kernel<V><<<blocks_for_threads(count * vec_size), kThreads, 0, stream>>>(
+        dst, static_cast<const V*>(values.data), index, count, vec_size);
+  });
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_values(const Values& values, const float* src, const std::int64_t* index,
+                    std::int64_t count, std::int64_t vec_size, StreamHandle stream) {
+  if (count * vec_size == 0) return;
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    scatter_values_kernel<V><<<blocks_for_threads(count * vec_size), kThreads, 0, stream>>>(
+        static_cast<V*>(values.data), src, index, count, vec_size);
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

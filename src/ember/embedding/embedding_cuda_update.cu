@@ -21,6 +21,15 @@ struct Lanes;
 template <>
 struct Lanes<4> {
   using T = float4;
+  // A table's weights, widened from (and rounded back into) V.
+  template <class V>
+  __device__ static T load_values(const V* p) {
+    return load4(p);
+  }
+  template <class V>
+  __device__ static void store_values(V* p, const V (&v)[4]) {
+    store4(p, v);
+  }
   static constexpr int kColumns = 128;
   __device__ static T zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
   __device__ static T load(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -52,6 +61,14 @@ struct Lanes<4> {
 template <>
 struct Lanes<1> {
   using T = float;
+  template <class V>
+  __device__ static T load_values(const V* p) {
+    return static_cast<float>(*p);
+  }
+  template <class V>
+  __device__ static void store_values(V* p, const V (&v)[1]) {
+    *p = v[0];
+  }
   static constexpr int kColumns = 32;
   __device__ static T zero() { return 0.f; }
   __device__ static T load(const float* p) { return *p; }
@@ -126,7 +143,7 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
   return g;
 }
 
-__device__ inline void prefetch_l2(const float* p) {
+__device__ inline void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
@@ -135,29 +152,34 @@ __device__ inline void prefetch_l2(const float* p) {
 // and state lines are prefetched into L2 before the sum, so their latency overlaps it without
 // holding registers across it (registers are what limits how many warps, and so how many row
 // loads, an SM keeps in flight). Every lane of the warp must call it.
-template <int W, class GradientSum>
-__device__ void step_row(std::int64_t r, const GradientSum& sum, float* __restrict__ values,
+template <int W, class V, class GradientSum>
+__device__ void step_row(std::int64_t r, const GradientSum& sum, const Values& values,
                          std::int64_t vec_size, const RowStates& st, std::int64_t step,
                          const optim::UpdateStep& u, int lane) {
   using L = Lanes<W>;
+  V* const weights = static_cast<V*>(values.data);
   for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
     const bool active = c < vec_size;
     const std::int64_t at = r * vec_size + c;
     if (active && c % 32 == 0) {  // one lane per 32 columns (a 128-byte line of a dim-128 row)
-      prefetch_l2(values + at);
+      prefetch_l2(weights + at);
       if (st.s0) prefetch_l2(st.s0 + at);
       if (st.s1) prefetch_l2(st.s1 + at);
     }
     typename L::T g = sum(c, active);
     if (active) {
-      typename L::T w = L::load(values + at);
+      typename L::T w = L::load_values(weights + at);
       typename L::T s0 = st.s0 ? L::load(st.s0 + at) : L::zero();
       typename L::T s1 = st.s1 ? L::load(st.s1 + at) : L::zero();
+      V out[W];
 #pragma unroll
       for (int i = 0; i < W; ++i) {
-        optim::apply_update(u, L::at(w, i), L::at(g, i), L::at(s0, i), L::at(s1, i));
+        const float before = L::at(w, i);
+        float x = before;
+        optim::apply_update(u, x, L::at(g, i), L::at(s0, i), L::at(s1, i));
+        out[i] = round_update<V>(values, step, c + i, x, before);
       }
-      L::store(values + at, w);
+      L::store_values(weights + at, out);
       if (st.s0) L::store(st.s0 + at, s0);
       if (st.s1) L::store(st.s1 + at, s1);
     }
@@ -259,10 +281,10 @@ constexpr int kUpdateBlocksPerSm = 4;
 // long items, so the short ones fill in behind them), then every distinct row, of which the
 // cold ones (at most kGradientChunk entries) are updated whole and the hot ones skipped (their
 // last chunk to finish updates them). Sums follow the kGradientChunk order exactly.
-template <int W>
+template <int W, class V>
 __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
     update_kernel(Segments seg, UpdatePlan plan, const float* __restrict__ scale,
-                  const float* __restrict__ grad, float* __restrict__ values, std::int64_t vec_size,
+                  const float* __restrict__ grad, Values values, std::int64_t vec_size,
                   RowStates st, std::int64_t step, optim::UpdateStep u) {
   using L = Lanes<W>;
   const int lane = threadIdx.x & 31;
@@ -291,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       __threadfence();
       const float* partials = plan.partials + static_cast<std::int64_t>(h.first) * vec_size;
       const int chunks = h.chunks;
-      step_row<W>(
+      step_row<W, V>(
           h.row,
           [&](std::int64_t c, bool active) {
             return sum_partials<W>(partials, chunks, vec_size, c, active);
@@ -302,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       const RowEntries e = plan.rows[k];
       const std::int64_t r = seg.unique_rows[k];
       if (r < 0 || e.count > kGradientChunk) continue;
-      step_row<W>(
+      step_row<W, V>(
           r,
           [&](std::int64_t c, bool active) {
             return sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
@@ -322,21 +344,23 @@ __device__ __forceinline__ void zero_gradient_step(const optim::UpdateStep& u, f
   optim::apply_update(u, w, 0.0f, s0, s1);
 }
 
+template <class V>
 __global__ void untouched_kernel(std::int64_t bound, const std::int64_t* __restrict__ rows_in_use,
-                                 float* __restrict__ values, std::int64_t vec_size, RowStates st,
+                                 Values values, std::int64_t vec_size, RowStates st,
                                  std::int64_t step, optim::UpdateStep u) {
   const int lane = threadIdx.x & 31;
   const std::int64_t rows = rows_in_use == nullptr ? bound : min(bound, *rows_in_use);
   for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
     if (st.last_step[r] == step) continue;
-    float* w = values + r * vec_size;
+    V* w = static_cast<V*>(values.data) + r * vec_size;
     float* s0 = row_ptr(st.s0, r, vec_size);
     float* s1 = row_ptr(st.s1, r, vec_size);
     for (std::int64_t c = lane; c < vec_size; c += 32) {
-      float wc = w[c];
+      const float before = static_cast<float>(w[c]);
+      float wc = before;
       float d0 = s0 ? s0[c] : 0.f, d1 = s1 ? s1[c] : 0.f;
       zero_gradient_step(u, wc, d0, d1);
-      w[c] = wc;
+      w[c] = round_update<V>(values, step, c, wc, before);
       if (s0) s0[c] = d0;
       if (s1) s1[c] = d1;
     }
@@ -375,7 +399,7 @@ __global__ void replay_kernel(const std::int64_t* __restrict__ slots, std::int64
 
 }  // namespace
 
-void update_rows(const Segments& seg, const float* scale, const float* grad, float* values,
+void update_rows(const Segments& seg, const float* scale, const float* grad, const Values& values,
                  std::int64_t vec_size, RowStates states, std::int64_t step,
                  const optim::UpdateStep& u, const LazyParams* lazy, StreamHandle stream) {
   const std::int64_t n = seg.entries;
@@ -405,23 +429,28 @@ void update_rows(const Segments& seg, const float* scale, const float* grad, flo
   // A persistent grid: items go out in order, so the hot chunks (the first items) finish early
   // and the last warp of each hot row adds its partial sums while the cold rows still run.
   const std::int64_t items = n + hot_bound;
-  if (vec_size % 4 == 0 && aligned(values) && aligned(grad) && aligned(states.s0) &&
-      aligned(states.s1)) {
-    update_kernel<4><<<persistent_blocks(update_kernel<4>, items), kThreads, 0, stream>>>(
-        seg, plan, scale, grad, values, vec_size, states, step, u);
-  } else {
-    update_kernel<1><<<persistent_blocks(update_kernel<1>, items), kThreads, 0, stream>>>(
-        seg, plan, scale, grad, values, vec_size, states, step, u);
-  }
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    if (vec_size % 4 == 0 && aligned4<V>(values.data) && aligned(grad) && aligned(states.s0) &&
+        aligned(states.s1)) {
+      update_kernel<4, V><<<persistent_blocks(update_kernel<4, V>, items), kThreads, 0, stream>>>(
+          seg, plan, scale, grad, values, vec_size, states, step, u);
+    } else {
+      update_kernel<1, V><<<persistent_blocks(update_kernel<1, V>, items), kThreads, 0, stream>>>(
+          seg, plan, scale, grad, values, vec_size, states, step, u);
+    }
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
-void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float* values,
+void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, const Values& values,
                       std::int64_t vec_size, RowStates states, std::int64_t step,
                       const optim::UpdateStep& u, StreamHandle stream) {
   if (bound <= 0) return;
-  untouched_kernel<<<blocks_for_warps(bound), kThreads, 0, stream>>>(bound, rows_in_use, values,
-                                                                     vec_size, states, step, u);
+  with_value_type(values.type, [&](auto tag) {
+    untouched_kernel<decltype(tag)><<<blocks_for_warps(bound), kThreads, 0, stream>>>(
+        bound, rows_in_use, values, vec_size, states, step, u);
+  });
   EMBER_CUDA_CHECK_LAUNCH();
 }
 

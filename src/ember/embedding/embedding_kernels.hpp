@@ -16,6 +16,7 @@
 #include "ember/core/device.hpp"
 #include "ember/core/half.hpp"
 #include "ember/core/place.hpp"
+#include "ember/embedding/embedding_values.hpp"
 #include "ember/optim/optimizer.hpp"
 #include "ember/tensor/random.hpp"
 
@@ -209,12 +210,13 @@ struct KeyKernels {
   // i64 at the place; nothing waits, the caller reads them when it likes).
   void (*onehot_rows)(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,
                       std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream);
-  // Initial values of rows [first, end) (host-known range).
-  void (*init_rows)(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
-                    const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle stream);
+  // Initial values of rows [first, end) (host-known range), rounded to nearest into the table.
+  void (*init_rows)(const Values& values, std::int64_t vec_size, std::int64_t first,
+                    std::int64_t end, const Key* keys_by_row, std::uint64_t seed, float bound,
+                    StreamHandle stream);
   // Starts the rows an insert created (range read at the place): values, states, last_step.
   void (*init_new_rows)(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,
-                        float* values, std::int64_t vec_size, RowStates states,
+                        const Values& values, std::int64_t vec_size, RowStates states,
                         StreamHandle stream);
   // Starts row rows[i] (its key keys_by_row[rows[i]]) in cache slot slots[i], i < count:
   // what init_new_rows writes at a row, written at a slot (host-backed tables).
@@ -238,9 +240,10 @@ struct KernelTable {
     }
   }
 
-  // out[bag] = scale[bag] * sum of values[rows[e]] over the bag's entries (rows -1 skipped).
+  // out[bag] = scale[bag] * sum of values[rows[e]] over the bag's entries (rows -1 skipped),
+  // in f32 whatever the table's value type.
   void (*pool)(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-               std::int64_t bags, const float* values, std::int64_t vec_size, float* out,
+               std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
                StreamHandle stream);
   // Groups the n entries by row (see Segments): sorted_bags [n], unique_rows [n], offsets
   // [n + 1] and *count (one i64). Bags must be < 2^31, rows < capacity. Nothing waits.
@@ -250,25 +253,33 @@ struct KernelTable {
   // Brings rows[i] (or row i when rows is null) for i < *count (bound when count is null; at
   // most bound) to step `target` (LazyGlobal).
   void (*catch_up_rows)(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
-                        float* values, std::int64_t vec_size, RowStates states, std::int64_t target,
-                        const LazyParams& lazy, StreamHandle stream);
+                        const Values& values, std::int64_t vec_size, RowStates states,
+                        std::int64_t target, const LazyParams& lazy, StreamHandle stream);
   // Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag] in the
   // kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up when lazy is
-  // set); last_step[row] = step.
-  void (*update_rows)(const Segments& seg, const float* scale, const float* grad, float* values,
-                      std::int64_t vec_size, RowStates states, std::int64_t step,
-                      const optim::UpdateStep& u, const LazyParams* lazy, StreamHandle stream);
+  // set); last_step[row] = step. 16-bit values are stepped in f32 and rounded once
+  // (embedding_values.hpp).
+  void (*update_rows)(const Segments& seg, const float* scale, const float* grad,
+                      const Values& values, std::int64_t vec_size, RowStates states,
+                      std::int64_t step, const optim::UpdateStep& u, const LazyParams* lazy,
+                      StreamHandle stream);
   // Global: a zero-gradient step for every row r < *rows_in_use (bound when null; at most
   // bound) not yet at `step`.
-  void (*update_untouched)(std::int64_t bound, const std::int64_t* rows_in_use, float* values,
-                           std::int64_t vec_size, RowStates states, std::int64_t step,
-                           const optim::UpdateStep& u, StreamHandle stream);
+  void (*update_untouched)(std::int64_t bound, const std::int64_t* rows_in_use,
+                           const Values& values, std::int64_t vec_size, RowStates states,
+                           std::int64_t step, const optim::UpdateStep& u, StreamHandle stream);
   // dst[i] = src[index[i]] row by row (zeros where index is -1).
   void (*gather_rows)(float* dst, const float* src, const std::int64_t* index, std::int64_t count,
                       std::int64_t vec_size, StreamHandle stream);
   // dst[index[i]] = src[i] row by row.
   void (*scatter_rows)(float* dst, const float* src, const std::int64_t* index, std::int64_t count,
                        std::int64_t vec_size, StreamHandle stream);
+  // dst[i] = values[index[i]] row by row, widened to f32 (zeros where index is -1).
+  void (*gather_values)(float* dst, const Values& values, const std::int64_t* index,
+                        std::int64_t count, std::int64_t vec_size, StreamHandle stream);
+  // values[index[i]] = src[i] row by row (f32 rows rounded to nearest into the table).
+  void (*scatter_values)(const Values& values, const float* src, const std::int64_t* index,
+                         std::int64_t count, std::int64_t vec_size, StreamHandle stream);
   // last_step[r] = value for rows r in [first, end).
   void (*fill_steps)(std::int64_t* last_step, std::int64_t first, std::int64_t end,
                      std::int64_t value, StreamHandle stream);

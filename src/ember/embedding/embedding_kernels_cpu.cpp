@@ -66,31 +66,59 @@ void onehot_rows(const OneHotArgs& a, const Key* keys, const std::int64_t* entry
   }
 }
 
-template <class Key>
-void init_row(float* row, std::int64_t vec_size, Key key, std::uint64_t seed, float bound) {
+// Row r of a table's vectors as V.
+template <class V>
+V* value_row(const Values& v, std::int64_t r, std::int64_t vec_size) {
+  return static_cast<V*>(v.data) + r * vec_size;
+}
+
+template <class V, class Key>
+void init_row(V* row, std::int64_t vec_size, Key key, std::uint64_t seed, float bound) {
   const std::uint64_t stream = row_init_stream(seed, static_cast<std::uint64_t>(key));
   for (std::int64_t c = 0; c < vec_size; ++c)
-    row[c] = initial_value_at(stream, c, bound);
+    row[c] = V(initial_value_at(stream, c, bound));
 }
 
 template <class Key>
-void init_rows(float* values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
+void init_rows(const Values& values, std::int64_t vec_size, std::int64_t first, std::int64_t end,
                const Key* keys_by_row, std::uint64_t seed, float bound, StreamHandle) {
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
 #pragma omp parallel for schedule(static) if (end - first >= 1024)
-  for (std::int64_t r = first; r < end; ++r)
-    init_row(values + r * vec_size, vec_size, keys_by_row[r], seed, bound);
+    for (std::int64_t r = first; r < end; ++r)
+      init_row(value_row<V>(values, r, vec_size), vec_size, keys_by_row[r], seed, bound);
+  });
 }
 
 template <class Key>
-void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init, float* values,
-                   std::int64_t vec_size, RowStates st, StreamHandle) {
+void init_new_rows(const NewRows& fresh, const Key* keys_by_row, const RowInit& init,
+                   const Values& values, std::int64_t vec_size, RowStates st, StreamHandle) {
   const std::int64_t first = fresh.range[0], end = fresh.range[1];
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
 #pragma omp parallel for schedule(static) if (end - first >= 1024)
-  for (std::int64_t r = first; r < end; ++r) {
-    init_row(values + r * vec_size, vec_size, keys_by_row[r], init.seed, init.bound);
-    if (st.s0 != nullptr) std::fill(st.s0 + r * vec_size, st.s0 + (r + 1) * vec_size, init.state0);
-    if (st.s1 != nullptr) std::fill(st.s1 + r * vec_size, st.s1 + (r + 1) * vec_size, init.state1);
-    if (st.last_step != nullptr) st.last_step[r] = init.step;
+    for (std::int64_t r = first; r < end; ++r) {
+      init_row(value_row<V>(values, r, vec_size), vec_size, keys_by_row[r], init.seed, init.bound);
+      if (st.s0 != nullptr)
+        std::fill(st.s0 + r * vec_size, st.s0 + (r + 1) * vec_size, init.state0);
+      if (st.s1 != nullptr)
+        std::fill(st.s1 + r * vec_size, st.s1 + (r + 1) * vec_size, init.state1);
+      if (st.last_step != nullptr) st.last_step[r] = init.step;
+    }
+  });
+}
+
+// One optimizer step on a row; s0/s1 may be null (unused by the optimizer). The weight is
+// stepped in f32 and rounded once into V.
+template <class V>
+void step_row(const Values& v, const optim::UpdateStep& u, V* w, const float* g, float* s0,
+              float* s1, std::int64_t vec_size, std::int64_t step) {
+  float dummy0 = 0, dummy1 = 0;
+  for (std::int64_t c = 0; c < vec_size; ++c) {
+    const float before = static_cast<float>(w[c]);
+    float x = before;
+    optim::apply_update(u, x, g == nullptr ? 0.0f : g[c], s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1);
+    w[c] = round_update<V>(v, step, c, x, before);
   }
 }
 
@@ -108,21 +136,15 @@ void init_rows_at(const std::int64_t* rows, const std::int64_t* slots, std::int6
   }
 }
 
-// One optimizer step on a row; s0/s1 may be null (unused by the optimizer).
-void step_row(const optim::UpdateStep& u, float* w, const float* g, float* s0, float* s1,
-              std::int64_t vec_size) {
+template <class V>
+void catch_up_row(const Values& v, const LazyParams& lazy, V* w, float* s0, float* s1,
+                  std::int64_t vec_size, std::int64_t from, std::int64_t to) {
   float dummy0 = 0, dummy1 = 0;
   for (std::int64_t c = 0; c < vec_size; ++c) {
-    optim::apply_update(u, w[c], g == nullptr ? 0.0f : g[c], s0 ? s0[c] : dummy0,
-                        s1 ? s1[c] : dummy1);
-  }
-}
-
-void catch_up_row(const LazyParams& lazy, float* w, float* s0, float* s1, std::int64_t vec_size,
-                  std::int64_t from, std::int64_t to) {
-  float dummy0 = 0, dummy1 = 0;
-  for (std::int64_t c = 0; c < vec_size; ++c) {
-    catch_up(lazy, w[c], s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1, from, to);
+    const float before = static_cast<float>(w[c]);
+    float x = before;
+    catch_up(lazy, x, s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1, from, to);
+    w[c] = round_update<V>(v, to, c, x, before);
   }
 }
 
@@ -131,21 +153,26 @@ float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
 }
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const float* values, std::int64_t vec_size, float* out, StreamHandle) {
+          std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
+          StreamHandle) {
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    const V* table = static_cast<const V*>(values.data);
 #pragma omp parallel for schedule(static) if (bags * vec_size >= 65536)
-  for (std::int64_t bag = 0; bag < bags; ++bag) {
-    float* o = out + bag * vec_size;
-    std::fill(o, o + vec_size, 0.0f);
-    for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
-      if (rows[e] < 0) continue;
-      const float* v = values + rows[e] * vec_size;
+    for (std::int64_t bag = 0; bag < bags; ++bag) {
+      float* o = out + bag * vec_size;
+      std::fill(o, o + vec_size, 0.0f);
+      for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
+        if (rows[e] < 0) continue;
+        const V* v = table + rows[e] * vec_size;
+        for (std::int64_t c = 0; c < vec_size; ++c)
+          o[c] += static_cast<float>(v[c]);
+      }
+      const float s = scale[bag];
       for (std::int64_t c = 0; c < vec_size; ++c)
-        o[c] += v[c];
+        o[c] *= s;
     }
-    const float s = scale[bag];
-    for (std::int64_t c = 0; c < vec_size; ++c)
-      o[c] *= s;
-  }
+  });
 }
 
 void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n, std::int64_t,
@@ -169,69 +196,83 @@ void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int6
 }
 
 void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
-                   float* values, std::int64_t vec_size, RowStates st, std::int64_t target,
+                   const Values& values, std::int64_t vec_size, RowStates st, std::int64_t target,
                    const LazyParams& lazy, StreamHandle) {
   const std::int64_t n = count == nullptr ? bound : std::min(bound, *count);
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
 #pragma omp parallel for schedule(static) if (n * vec_size >= 65536)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t r = rows == nullptr ? i : rows[i];
-    if (r < 0 || st.last_step[r] >= target) continue;
-    catch_up_row(lazy, row_of(values, r, vec_size), row_of(st.s0, r, vec_size),
-                 row_of(st.s1, r, vec_size), vec_size, st.last_step[r], target);
-    st.last_step[r] = target;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t r = rows == nullptr ? i : rows[i];
+      if (r < 0 || st.last_step[r] >= target) continue;
+      catch_up_row(values, lazy, value_row<V>(values, r, vec_size), row_of(st.s0, r, vec_size),
+                   row_of(st.s1, r, vec_size), vec_size, st.last_step[r], target);
+      st.last_step[r] = target;
+    }
+  });
+}
+
+// Row k's gradient (seg's k-th distinct row) in the kGradientChunk order (embedding_kernels.hpp):
+// chunk sums from zero, added from zero.
+void gradient_sum(const Segments& seg, std::int64_t k, const float* scale, const float* grad,
+                  std::int64_t vec_size, std::vector<float>& g, std::vector<float>& chunk) {
+  std::fill(g.begin(), g.end(), 0.0f);
+  for (std::int64_t first = seg.offsets[k]; first < seg.offsets[k + 1]; first += kGradientChunk) {
+    const std::int64_t last = std::min(first + kGradientChunk, seg.offsets[k + 1]);
+    std::fill(chunk.begin(), chunk.end(), 0.0f);
+    for (std::int64_t i = first; i < last; ++i) {
+      const std::int64_t bag = seg.sorted_bags[i];
+      const float s = scale[bag];
+      const float* gb = grad + bag * vec_size;
+      for (std::int64_t c = 0; c < vec_size; ++c)
+        chunk[c] += gb[c] * s;
+    }
+    for (std::int64_t c = 0; c < vec_size; ++c)
+      g[c] += chunk[c];
   }
 }
 
-void update_rows(const Segments& seg, const float* scale, const float* grad, float* values,
+void update_rows(const Segments& seg, const float* scale, const float* grad, const Values& values,
                  std::int64_t vec_size, RowStates st, std::int64_t step, const optim::UpdateStep& u,
                  const LazyParams* lazy, StreamHandle) {
   const std::int64_t count = seg.entries == 0 ? 0 : *seg.count;
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
 #pragma omp parallel if (count * vec_size >= 65536)
-  {
-    std::vector<float> g(vec_size), chunk(vec_size);
+    {
+      std::vector<float> g(vec_size), chunk(vec_size);
 #pragma omp for schedule(dynamic, 64)
-    for (std::int64_t k = 0; k < count; ++k) {
-      const std::int64_t r = seg.unique_rows[k];
-      if (r < 0) continue;
-      // The kGradientChunk order (embedding_kernels.hpp): chunk sums from zero, added from zero.
-      std::fill(g.begin(), g.end(), 0.0f);
-      for (std::int64_t first = seg.offsets[k]; first < seg.offsets[k + 1];
-           first += kGradientChunk) {
-        const std::int64_t last = std::min(first + kGradientChunk, seg.offsets[k + 1]);
-        std::fill(chunk.begin(), chunk.end(), 0.0f);
-        for (std::int64_t i = first; i < last; ++i) {
-          const std::int64_t bag = seg.sorted_bags[i];
-          const float s = scale[bag];
-          const float* gb = grad + bag * vec_size;
-          for (std::int64_t c = 0; c < vec_size; ++c)
-            chunk[c] += gb[c] * s;
+      for (std::int64_t k = 0; k < count; ++k) {
+        const std::int64_t r = seg.unique_rows[k];
+        if (r < 0) continue;
+        gradient_sum(seg, k, scale, grad, vec_size, g, chunk);
+        V* w = value_row<V>(values, r, vec_size);
+        float* s0 = row_of(st.s0, r, vec_size);
+        float* s1 = row_of(st.s1, r, vec_size);
+        if (lazy != nullptr && st.last_step[r] < step - 1) {
+          catch_up_row(values, *lazy, w, s0, s1, vec_size, st.last_step[r], step - 1);
         }
-        for (std::int64_t c = 0; c < vec_size; ++c)
-          g[c] += chunk[c];
+        step_row(values, u, w, g.data(), s0, s1, vec_size, step);
+        if (st.last_step != nullptr) st.last_step[r] = step;
       }
-      float* w = row_of(values, r, vec_size);
-      float* s0 = row_of(st.s0, r, vec_size);
-      float* s1 = row_of(st.s1, r, vec_size);
-      if (lazy != nullptr && st.last_step[r] < step - 1) {
-        catch_up_row(*lazy, w, s0, s1, vec_size, st.last_step[r], step - 1);
-      }
-      step_row(u, w, g.data(), s0, s1, vec_size);
-      if (st.last_step != nullptr) st.last_step[r] = step;
     }
-  }
+  });
 }
 
-void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, float* values,
+void update_untouched(std::int64_t bound, const std::int64_t* rows_in_use, const Values& values,
                       std::int64_t vec_size, RowStates st, std::int64_t step,
                       const optim::UpdateStep& u, StreamHandle) {
   const std::int64_t rows = rows_in_use == nullptr ? bound : std::min(bound, *rows_in_use);
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
 #pragma omp parallel for schedule(static) if (rows * vec_size >= 65536)
-  for (std::int64_t r = 0; r < rows; ++r) {
-    if (st.last_step[r] == step) continue;
-    step_row(u, row_of(values, r, vec_size), nullptr, row_of(st.s0, r, vec_size),
-             row_of(st.s1, r, vec_size), vec_size);
-    st.last_step[r] = step;
-  }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (st.last_step[r] == step) continue;
+      step_row(values, u, value_row<V>(values, r, vec_size), static_cast<const float*>(nullptr),
+               row_of(st.s0, r, vec_size), row_of(st.s1, r, vec_size), vec_size, step);
+      st.last_step[r] = step;
+    }
+  });
 }
 
 void gather_rows(float* dst, const float* src, const std::int64_t* index, std::int64_t count,
@@ -253,6 +294,37 @@ void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::
   for (std::int64_t i = 0; i < count; ++i) {
     std::memcpy(dst + index[i] * vec_size, src + i * vec_size, sizeof(float) * vec_size);
   }
+}
+
+void gather_values(float* dst, const Values& values, const std::int64_t* index,
+                   std::int64_t count, std::int64_t vec_size, StreamHandle) {
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
+    for (std::int64_t i = 0; i < count; ++i) {
+      float* d = dst + i * vec_size;
+      if (index[i] < 0) {
+        std::fill(d, d + vec_size, 0.0f);
+        continue;
+      }
+      const V* row = value_row<V>(values, index[i], vec_size);
+      for (std::int64_t c = 0; c < vec_size; ++c)
+        d[c] = static_cast<float>(row[c]);
+    }
+  });
+}
+
+void scatter_values(const Values& values, const float* src, const std::int64_t* index,
+                    std::int64_t count, std::int64_t vec_size, StreamHandle) {
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+#pragma omp parallel for schedule(static) if (count * vec_size >= 65536)
+    for (std::int64_t i = 0; i < count; ++i) {
+      V* d = value_row<V>(values, index[i], vec_size);
+      for (std::int64_t c = 0; c < vec_size; ++c)
+        d[c] = V(src[i * vec_size + c]);
+    }
+  });
 }
 
 void fill_steps(std::int64_t* last_step, std::int64_t first, std::int64_t end, std::int64_t value,
@@ -285,13 +357,14 @@ void map_rows(std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
 void replay_steps(const std::int64_t* slots, std::int64_t count, float* values,
                   std::int64_t vec_size, RowStates st, std::int64_t target,
                   const optim::UpdateStep* steps, StreamHandle) {
+  const Values f32{values, ValueType::F32};  // host-backed tables hold f32 vectors
 #pragma omp parallel for schedule(dynamic, 16) if (count * vec_size >= 65536)
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int64_t r = slots == nullptr ? i : slots[i];
     // The same per-step call as update_untouched, so the rows end bitwise where it takes them.
     for (std::int64_t s = st.last_step[r] + 1; s <= target; ++s) {
-      step_row(steps[s - 1], row_of(values, r, vec_size), nullptr, row_of(st.s0, r, vec_size),
-               row_of(st.s1, r, vec_size), vec_size);
+      step_row(f32, steps[s - 1], row_of(values, r, vec_size), static_cast<const float*>(nullptr),
+               row_of(st.s0, r, vec_size), row_of(st.s1, r, vec_size), vec_size, s);
     }
     st.last_step[r] = std::max(st.last_step[r], target);
   }
@@ -326,6 +399,8 @@ constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
                              .update_untouched = &update_untouched,
                              .gather_rows = &gather_rows,
                              .scatter_rows = &scatter_rows,
+                             .gather_values = &gather_values,
+                             .scatter_values = &scatter_values,
                              .fill_steps = &fill_steps,
                              .record_row_slots = &record_row_slots,
                              .move_rows = &move_rows,

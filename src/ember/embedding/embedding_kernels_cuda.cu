@@ -39,6 +39,8 @@ const KernelTable& table() {
                              .update_untouched = &update_untouched,
                              .gather_rows = &gather_rows,
                              .scatter_rows = &scatter_rows,
+                             .gather_values = &gather_values,
+                             .scatter_values = &scatter_values,
                              .fill_steps = &fill_steps,
                              .record_row_slots = &record_row_slots,
                              .move_rows = &move_rows,

@@ -60,7 +60,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
   }
   if (storage.location == StorageLocation::Host) make_host_rows(storage);
   if (!host_rows_) {
-    values_ = Tensor::empty({capacity_, V}, DType::F32, place_);
+    values_ = Tensor::empty({capacity_, V}, config_.value_dtype, place_);
     for (int k = 0; k < optimizer_.state_count(); ++k) {
       Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
       (k == 0 ? state0_ : state1_) = st;
@@ -75,7 +75,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
   if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0 && !host_rows_) {
     dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
-      kernels::on(place_).keys<Key>().init_rows(values_.data<float>(), V, 0, capacity_,
+      kernels::on(place_).keys<Key>().init_rows(table_values(), V, 0, capacity_,
                                                 onehot_keys_.data<Key>(), config_.seed,
                                                 config_.init_bound, stream());
     });
@@ -284,7 +284,7 @@ Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) 
   if (lazy && b->entries > 0) {
     const kernels::LazyParams lp = lazy_params(step_);
     kernels::on(place_).catch_up_rows(b->unique_rows.data<std::int64_t>(), b->entries,
-                                      b->unique_count.data<std::int64_t>(), ptr<float>(values_), V,
+                                      b->unique_count.data<std::int64_t>(), table_values(), V,
                                       row_states(), step_, lp, stream());
   }
 
@@ -294,7 +294,7 @@ Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) 
       direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
   if (b->bags > 0) {
     kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
-                             b->scale.data<float>(), b->bags, ptr<float>(values_), V,
+                             b->scale.data<float>(), b->bags, table_values(), V,
                              pooled.data<float>(), stream());
   }
   if (!direct) exchange_forward(pooled, out);
@@ -358,7 +358,7 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
     init.step = step_;
     kernels::on(place_).keys<Key>().init_new_rows(kernels::NewRows{table_->new_rows(), n},
                                                   table_->reverse_map().data<Key>(), init,
-                                                  values_.data<float>(), V, row_states(), stream);
+                                                  table_values(), V, row_states(), stream);
   });
 }
 
@@ -430,6 +430,18 @@ kernels::LazyParams SparseEmbedding::lazy_params(std::int64_t steps) {
 kernels::RowStates SparseEmbedding::row_states() const {
   return kernels::RowStates{ptr<float>(state0_), ptr<float>(state1_),
                             ptr<std::int64_t>(last_step_)};
+}
+
+kernels::Values SparseEmbedding::table_values() const {
+  kernels::Values v;
+  v.data = values_.defined() ? values_.data() : nullptr;
+  v.type = config_.value_dtype == DType::F16    ? kernels::ValueType::F16
+           : config_.value_dtype == DType::BF16 ? kernels::ValueType::BF16
+                                                : kernels::ValueType::F32;
+  v.rounding =
+      config_.stochastic_rounding ? kernels::Rounding::Stochastic : kernels::Rounding::Nearest;
+  v.seed = kernels::rounding_seed(config_.seed);
+  return v;
 }
 
 void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
@@ -533,7 +545,7 @@ void SparseEmbedding::update(float loss_scaler) {
   const Batch& b = *batch_;
   if (b.entries > 0) {
     kernels::on(place_).update_rows(b.segments(), b.scale.data<float>(), b.grad.data<float>(),
-                                    values_.data<float>(), config_.vec_size, st, t, u,
+                                    table_values(), config_.vec_size, st, t, u,
                                     lazy ? &lp : nullptr, stream());
   }
   if (optimizer_.update_type == optim::UpdateType::Global && host_rows_) {
@@ -541,14 +553,12 @@ void SparseEmbedding::update(float loss_scaler) {
     // (replayed with each step's own update, kept here).
     host_rows_->record_step(t, u, stream());
     kernels::on(place_).update_untouched(host_rows_->directory().high_water(), nullptr,
-                                         values_.data<float>(), config_.vec_size, st, t, u,
-                                         stream());
+                                         table_values(), config_.vec_size, st, t, u, stream());
   } else if (optimizer_.update_type == optim::UpdateType::Global) {
     // Rows in use as the device knows them (the table's word; all rows for one-hot), so the
     // step does not wait to learn the count.
     kernels::on(place_).update_untouched(capacity_, table_ ? table_->new_rows() + 1 : nullptr,
-                                         values_.data<float>(), config_.vec_size, st, t, u,
-                                         stream());
+                                         table_values(), config_.vec_size, st, t, u, stream());
   }
   step_ = t;
   batch_.reset();
@@ -561,7 +571,7 @@ void SparseEmbedding::drop_batch() {
 void SparseEmbedding::catch_up_all() {
   if (optimizer_.update_type != optim::UpdateType::LazyGlobal || rows_in_use() == 0) return;
   const kernels::LazyParams lp = lazy_params(step_);
-  kernels::on(place_).catch_up_rows(nullptr, rows_in_use(), nullptr, values_.data<float>(),
+  kernels::on(place_).catch_up_rows(nullptr, rows_in_use(), nullptr, table_values(),
                                     config_.vec_size, row_states(), step_, lp, stream());
 }
 

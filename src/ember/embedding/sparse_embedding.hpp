@@ -4,7 +4,8 @@
 //
 // Forward takes the WHOLE global batch's CSR for the layer's sparse input (rows b * slot_num + s,
 // keys carrying their slot offsets) at the rank's place, plus the rank's share of the samples,
-// and returns the pooled vectors of those samples, [local_size, slot_num, vec_size] f32.
+// and returns the pooled vectors of those samples, [local_size, slot_num, vec_size] f32 (the
+// table itself may store its vectors in f16 or bf16: EmbeddingConfig::value_dtype).
 // Ownership: DistributedSlot: key k on rank k mod D (partial pools meet in a reduce-scatter);
 // LocalizedSlot (hash and one-hot): slot s on rank s mod D (pools travel by all-to-all).
 // Backward routes the output gradient back to the owners (all-gather / all-to-all), and update()
@@ -47,6 +48,7 @@ namespace ember::embedding {
 namespace kernels {
 struct LazyParams;
 struct RowStates;
+struct Values;
 }  // namespace kernels
 
 // Everything a model holds for one embedding, gathered from all ranks and sorted by key (i64
@@ -183,6 +185,8 @@ class SparseEmbedding {
   // up to there).
   kernels::LazyParams lazy_params(std::int64_t steps);
   kernels::RowStates row_states() const;
+  // The table's vectors as the kernels take them (value type, rounding).
+  kernels::Values table_values() const;
   void insert_loaded(const EmbeddingSnapshot& file, const std::vector<bool>& have_states);
   void fill_loaded_steps();
 
@@ -194,7 +198,7 @@ class SparseEmbedding {
   std::vector<std::int64_t> owned_slots_;            // Localized: this rank's slots, ascending
   Tensor owned_slots_dev_;                           // same, at place_
   std::unique_ptr<HashTable> table_;                 // hash types
-  Tensor values_;                                    // [capacity, vec_size]
+  Tensor values_;                                    // [capacity, vec_size] of value_dtype
   Tensor state0_, state1_;                           // optimizer states, [capacity, vec_size]
   Tensor last_step_;                                 // Global / LazyGlobal: i64 [capacity]
   Tensor row_slot_;                                  // LocalizedSlot hash: i64 [capacity]

@@ -29,7 +29,7 @@ double ms_since(Clock::time_point start) {
 
 RowColumns SparseEmbedding::row_columns() const {
   RowColumns columns;
-  columns.value_dtype = DType::F32;
+  columns.value_dtype = config_.value_dtype;
   columns.width = config_.vec_size;
   columns.states = optimizer_.state_count();
   columns.steps = optimizer_.update_type != optim::UpdateType::Local;
@@ -66,6 +66,15 @@ void SparseEmbedding::make_host_rows(const StorageDecision& d) {
   const RowColumns columns = row_columns();
   const bool steps = columns.steps;
   if (!d.log_line.empty() && comm_.rank() == 0) EMBER_LOG_INFO("{}", d.log_line);
+  if (columns.value_dtype != DType::F32) {
+    // The row moves would carry 16-bit rows, but the replay of missed steps, the new rows'
+    // initial values and the streamed save and load of host rows are written for f32 rows.
+    EMBER_THROW_AS(ConfigError, where(), ": a host-backed table (storage.location ",
+                   storage_location_name(config_.storage.location), ", ", d.cache_rows,
+                   " of its ", capacity_, " rows cached on ", place_,
+                   ") holds f32 vectors; solver.embedding_dtype ", dtype_name(columns.value_dtype),
+                   " needs the whole table on the device (storage.location \"device\")");
+  }
   const bool onehot = config_.type == EmbeddingType::LocalizedSlotOneHot;
   host_rows_ = std::make_unique<HostBackedRows>(
       columns, capacity_, d.cache_rows, place_, sc.host_memory, sc.policy, onehot, where(),
@@ -312,7 +321,7 @@ void SparseEmbedding::bring_rows_current() {
       type == optim::UpdateType::LazyGlobal ? lazy_params(target) : kernels::LazyParams{};
   if (type == optim::UpdateType::LazyGlobal && dir.high_water() > 0) {
     // Global keeps the cached rows current every step; LazyGlobal catches them up here.
-    kernels::on(place_).catch_up_rows(nullptr, dir.high_water(), nullptr, values_.data<float>(), V,
+    kernels::on(place_).catch_up_rows(nullptr, dir.high_water(), nullptr, table_values(), V,
                                       row_states(), target, lp, stream());
   }
   host_rows_->settle(stream());
@@ -330,7 +339,9 @@ void SparseEmbedding::bring_rows_current() {
                               reinterpret_cast<std::int64_t*>(c[columns.count() - 1])};
         auto* values = reinterpret_cast<float*>(c[0]);
         if (type == optim::UpdateType::LazyGlobal) {
-          kernels::on(place_).catch_up_rows(nullptr, count, nullptr, values, V, st, target, lp, s);
+          // Host-backed tables hold f32 vectors.
+          const kernels::Values f32{values, kernels::ValueType::F32};
+          kernels::on(place_).catch_up_rows(nullptr, count, nullptr, f32, V, st, target, lp, s);
         } else {
           kernels::on(place_).replay_steps(nullptr, count, values, V, st, target, steps, s);
         }

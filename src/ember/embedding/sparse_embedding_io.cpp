@@ -65,15 +65,20 @@ void SparseEmbedding::read_rows(const std::vector<std::int64_t>& rows, std::vect
   }
   const Tensor index = Tensor::from_vector(rows, place_);
   Tensor gathered = scratch("save/gathered", m * V, DType::F32);
-  auto read = [&](const Tensor& source, std::vector<float>& out) {
-    kernels::on(place_).gather_rows(gathered.data<float>(), source.data<float>(),
-                                    index.data<std::int64_t>(), m, V, stream());
+  auto take = [&](std::vector<float>& out) {
     copy_bytes(out.data(), Place::host(), gathered.data(), place_,
                static_cast<std::size_t>(m * V) * sizeof(float), stream());
   };
-  read(values_, vectors);
-  for (std::size_t k = 0; k < states.size(); ++k)
-    read(k == 0 ? state0_ : state1_, states[k]);
+  // 16-bit vectors widen exactly: what is saved is f32 whatever the table stores.
+  kernels::on(place_).gather_values(gathered.data<float>(), table_values(),
+                                    index.data<std::int64_t>(), m, V, stream());
+  take(vectors);
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    kernels::on(place_).gather_rows(gathered.data<float>(),
+                                    (k == 0 ? state0_ : state1_).data<float>(),
+                                    index.data<std::int64_t>(), m, V, stream());
+    take(states[k]);
+  }
   if (stream() != nullptr) synchronize_stream(stream());
 }
 

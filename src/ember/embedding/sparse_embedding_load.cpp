@@ -252,8 +252,9 @@ void SparseEmbedding::insert_loaded(const EmbeddingSnapshot& mine,
   // Uploads stay alive until the stream is synchronised below.
   std::vector<Tensor> uploads;
   uploads.push_back(Tensor::from_vector(mine.vectors, place_));
-  kernels::on(place_).scatter_rows(values_.data<float>(), uploads.back().data<float>(),
-                                   row_index.data<std::int64_t>(), m, V, stream());
+  // f32 files into a 16-bit table round to nearest.
+  kernels::on(place_).scatter_values(table_values(), uploads.back().data<float>(),
+                                     row_index.data<std::int64_t>(), m, V, stream());
   for (int k = 0; k < K; ++k) {
     if (!have_states[k]) continue;
     Tensor& st = k == 0 ? state0_ : state1_;

@@ -231,6 +231,8 @@ ModelConfig parse_model_config(json root, const std::string& where) {
                                       input->max_feature_num_per_sample};
       c.embeddings.push_back(embedding::parse_embedding_layer(
           layer, spec, c.solver.key_type, c.solver.seed + 1000003 * (c.embeddings.size() + 1)));
+      c.embeddings.back().value_dtype = c.solver.embedding_dtype;
+      c.embeddings.back().stochastic_rounding = c.solver.embedding_stochastic_rounding;
       continue;
     }
     if (known_dense.count(type) == 0) {

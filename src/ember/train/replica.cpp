@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "ember/core/cuda_graph.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
@@ -62,6 +63,21 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
 
   optimizer_ = std::make_unique<network::DenseOptimizer>(config.optimizer, store_);
   initialize_dense(solver.seed);
+  if (solver.cuda_graph || solver.holistic_cuda_graph) {
+    if (solver.holistic_cuda_graph) {
+      log_once("holistic_cuda_graph", spdlog::level::info,
+               "holistic_cuda_graph: the dense forward and backward are captured as with "
+               "cuda_graph; the embedding lookup and update, the all-reduce and the optimizers "
+               "stay outside the graph (their learning rate and step count change every step)");
+    }
+    const std::string why = graph_obstacle();
+    if (why.empty()) {
+      dense_graph_ = std::make_unique<CudaGraph>();
+      graph_status_ = "warming up";
+    } else {
+      run_without_graph(why);
+    }
+  }
 }
 
 Replica::~Replica() = default;
@@ -168,8 +184,7 @@ void Replica::prefetch(const data::DeviceBatch& batch) {
 float Replica::train_step(const data::DeviceBatch& batch) {
   const StreamHandle s = stream();
   feed(*train_.inputs, batch, true, s);
-  train_.network->forward(true, s);
-  train_.network->backward(s);
+  run_dense(s);
   skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
   if (skipped_) return optimizer_->schedule().current();
   if (comm_->size() > 1) comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);

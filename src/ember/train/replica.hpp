@@ -17,6 +17,10 @@
 #include "ember/train/loss_watch.hpp"
 #include "ember/train/model_config.hpp"
 
+namespace ember {
+class CudaGraph;
+}  // namespace ember
+
 namespace ember::train {
 
 struct ReplicaOptions {
@@ -48,6 +52,9 @@ class Replica {
   // Host-backed embeddings prepare their rows for `batch`, the next training batch, while the
   // current step runs (see SparseEmbedding::prefetch); nothing for device tables.
   void prefetch(const data::DeviceBatch& batch);
+  // What the solver's cuda_graph made of the dense step: "off", "warming up", "replaying", or
+  // why it runs without a graph.
+  const std::string& cuda_graph_status() const { return graph_status_; }
   // The loss of the last training step on this rank (waits for the device).
   double last_loss() const;
   // Captures the last step's loss for a later check that does not stall the device (see
@@ -98,6 +105,12 @@ class Replica {
   std::unique_ptr<Inputs> make_inputs(std::int64_t rows, bool training, DType activations);
   void feed(Inputs& in, const data::DeviceBatch& batch, bool training, StreamHandle stream);
   StreamHandle stream() const;
+  // The training step's dense forward and backward: eagerly, or (solver cuda_graph) captured
+  // on the second step and replayed from then on.
+  void run_dense(StreamHandle s);
+  // Why this replica's dense step cannot be a graph ("" when it can).
+  std::string graph_obstacle() const;
+  void run_without_graph(const std::string& why);
   void write_dense(const std::filesystem::path& dir, bool with_optimizer_states);
   void read_dense(const std::filesystem::path& dir, bool with_optimizer_states);
   // The trainable weights' bytes (dense.model's size).
@@ -120,6 +133,9 @@ class Replica {
   Graph train_, eval_;
   std::unique_ptr<network::DenseOptimizer> optimizer_;
   float loss_scaler_ = 1.0f;
+  std::unique_ptr<CudaGraph> dense_graph_;  // null: no graph (off, or given up)
+  int eager_dense_steps_ = 0;
+  std::string graph_status_ = "off";
   bool skipped_ = false;
   LossWatch loss_watch_;
 };

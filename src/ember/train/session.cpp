@@ -130,6 +130,10 @@ std::string Session::describe_devices() const {
   return s;
 }
 
+std::string Session::cuda_graph_status() const {
+  return impl_->replicas.front()->cuda_graph_status();
+}
+
 // One call of train(): the training pipeline, the progress line, and what the loop carries from
 // one step to the next. After each step come, in this order, the display line, the evaluation
 // (and the AUC target), the snapshot that fall due at the new iteration, and a stop request.

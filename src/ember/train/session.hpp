@@ -100,6 +100,9 @@ class Session {
   std::string describe_devices() const;
   // The ranks of every process of the job.
   int ranks() const;
+  // What the solver's cuda_graph made of the first rank's training step: "off", "warming up",
+  // "replaying", or "off: <why it runs without a graph>".
+  std::string cuda_graph_status() const;
   std::int64_t iteration() const { return iteration_; }
   // Batches skipped by nan_policy "skip" since the start of training (kept in checkpoints).
   std::int64_t skipped_batches() const { return skipped_batches_; }

@@ -17,17 +17,14 @@ namespace {
 // or has no such knob.
 constexpr std::string_view kNoEffect = "Ember has no such switch";
 constexpr IgnoredKey kIgnoredSolverKeys[] = {
-    {"cuda_graph", kNoEffect},
     {"concurrent_mlp", kNoEffect},
     {"overlap_lr", kNoEffect},
     {"overlap_init_wgrad", kNoEffect},
     {"overlap_ar_a2a", kNoEffect},
-    {"use_holistic_cuda_graph", kNoEffect},
     {"use_overlapped_pipeline", kNoEffect},
     {"grouped_all_reduce", kNoEffect},
     {"num_iterations_statistics", kNoEffect},
     {"is_dlrm", kNoEffect},
-    {"holistic_cuda_graph", kNoEffect},
     {"async_mlp_wgrad", kNoEffect},
 };
 
@@ -203,6 +200,20 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   static constexpr Named<std::string_view> kDevices[] = {{"cpu", "cpu"}, {"cuda", "cuda"}};
   c.device = r.choice_or("device", std::string_view(), kDevices);
   c.cpu_ranks = static_cast<int>(r.integer_or("cpu_ranks", 1, IntRange::between(1, 64)));
+  static constexpr Named<DType> kTableTypes[] = {
+      {"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}};
+  c.embedding_dtype = r.choice_or("embedding_dtype", DType::F32, kTableTypes);
+  c.cuda_graph = r.boolean_or("cuda_graph", false);
+  if (r.has("holistic_cuda_graph") && r.has("use_holistic_cuda_graph")) {
+    r.fail(
+        "give \"holistic_cuda_graph\" or its other spelling \"use_holistic_cuda_graph\", "
+        "not both");
+  }
+  c.holistic_cuda_graph = r.has("use_holistic_cuda_graph")
+                              ? r.boolean("use_holistic_cuda_graph")
+                              : r.boolean_or("holistic_cuda_graph", false);
+  static constexpr Named<bool> kRoundings[] = {{"stochastic", true}, {"nearest", false}};
+  c.embedding_stochastic_rounding = r.choice_or("embedding_rounding", true, kRoundings);
   static constexpr Named<NanPolicy> kNanPolicies[] = {{"stop", NanPolicy::Stop},
                                                       {"skip", NanPolicy::Skip}};
   c.nan_policy = r.choice_or("nan_policy", NanPolicy::Stop, kNanPolicies);

@@ -54,6 +54,16 @@ struct SolverConfig {
   // default) or "bf16".
   DType mixed_precision_dtype = DType::F16;
   bool enable_tf32_compute = false;
+  // Ember's: how embedding tables store their vectors ("embedding_dtype": "f32", "f16" or
+  // "bf16") and how a 16-bit weight takes its update ("embedding_rounding": "stochastic" or
+  // "nearest"); docs/embedding.md, "16-bit tables".
+  DType embedding_dtype = DType::F32;
+  // HugeCTR's "cuda_graph" and "holistic_cuda_graph" (or "use_holistic_cuda_graph"): capture the
+  // dense forward and backward of a training step once and replay it (docs/training.md, "CUDA
+  // graphs"). Off by default in Ember (HugeCTR's cuda_graph defaults to on).
+  bool cuda_graph = false;
+  bool holistic_cuda_graph = false;
+  bool embedding_stochastic_rounding = true;
   // One list of GPU ids per node, i.e. per process of an MPI job (a flat list is one list, the
   // same for every process; gpu_per_process tells the two spellings apart).
   std::vector<std::vector<int>> gpus;
