@@ -351,7 +351,7 @@ std::function<double(int)> host(double per_thread, double memory, std::vector<in
 
 TEST(StagingChoice, ThreadsStopOnceTheyOutrunTheLinkWithHeadroom) {
   std::vector<int> tried;
-  // 6 GB/s a thread against a 55 GB/s link: 12 threads give 72 >= 1.3 x 55.
+  // 6 GB/s a thread against a 55 GB/s link: 8 threads give 48, short of 0.9 x 55; 12 give 72.
   EXPECT_EQ(detail::choose_staging_threads(55, host(6, 1000, &tried), 16), 12);
   EXPECT_EQ(tried, (std::vector<int>{1, 2, 3, 4, 6, 8, 12}));
   tried.clear();
@@ -375,7 +375,7 @@ TEST(StagingChoice, AThreadCountThatCouldNotBeMeasuredIsNotChosen) {
   auto rate = [](int threads) { return threads == 4 ? -1.0 : 5.0 * threads; };
   const int chosen = detail::choose_staging_threads(55, rate, 16);
   EXPECT_NE(chosen, 4);
-  EXPECT_EQ(chosen, 16);
+  EXPECT_EQ(chosen, 12);  // the first measured count whose 60 GB/s reach 0.9 x 55
 }
 
 TEST(StagingChoice, SlotsTakeAtMost64MicrosecondsOfTheLink) {

@@ -83,8 +83,11 @@ Run run_half(const testing::UpdateBatch& b, DType dtype, Rounding rounding,
   steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
                  sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
+  // Adam keeps two states per weight; the others at most one.
+  Tensor s1 = Tensor::from_vector(state, place);
   const kernels::RowStates st{u.type == optim::OptimizerType::SGD ? nullptr : s0.data<float>(),
-                              nullptr, nullptr};
+                              u.type == optim::OptimizerType::Adam ? s1.data<float>() : nullptr,
+                              nullptr};
   steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                                       offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
                     scale.data<float>(), grad.data<float>(), table, V, st, 2, u, nullptr, s);
@@ -92,6 +95,10 @@ Run run_half(const testing::UpdateBatch& b, DType dtype, Rounding rounding,
   run.pooled = pooled.to_vector<float>();
   run.values = tensor_bits(w);
   run.state = s0.to_vector<float>();
+  if (u.type == optim::OptimizerType::Adam) {
+    const std::vector<float> second = s1.to_vector<float>();
+    run.state.insert(run.state.end(), second.begin(), second.end());
+  }
   return run;
 }
 

@@ -83,13 +83,11 @@ TEST(HalfEmbeddingRounding, NearestIsRoundToNearestEvenAndStochasticIsUnbiased) 
 
 TEST(HalfEmbeddingRounding, BitsDependOnValuesNotOnWhereTheyAre) {
   const std::uint64_t seed = kernels::rounding_seed(7);
-  EXPECT_EQ(kernels::rounding_bits(seed, 3, 5, 0.25f, 0.5f),
-            kernels::rounding_bits(seed, 3, 5, 0.25f, 0.5f));
-  EXPECT_NE(kernels::rounding_bits(seed, 3, 5, 0.25f, 0.5f),
-            kernels::rounding_bits(seed, 4, 5, 0.25f, 0.5f));
-  EXPECT_NE(kernels::rounding_bits(seed, 3, 5, 0.25f, 0.5f),
-            kernels::rounding_bits(seed, 3, 6, 0.25f, 0.5f));
-  EXPECT_LT(kernels::rounding_bits(seed, 3, 5, 0.25f, 0.5f), 1u << 24);
+  EXPECT_EQ(kernels::rounding_bits(seed, 3, 5, 0.5f), kernels::rounding_bits(seed, 3, 5, 0.5f));
+  EXPECT_NE(kernels::rounding_bits(seed, 3, 5, 0.5f), kernels::rounding_bits(seed, 4, 5, 0.5f));
+  EXPECT_NE(kernels::rounding_bits(seed, 3, 5, 0.5f), kernels::rounding_bits(seed, 3, 6, 0.5f));
+  EXPECT_NE(kernels::rounding_bits(seed, 3, 5, 0.5f), kernels::rounding_bits(seed, 3, 5, 0.25f));
+  EXPECT_LT(kernels::rounding_bits(seed, 3, 5, 0.5f), 1u << 24);
 }
 
 // ---- the update step alone -------------------------------------------------------------------

@@ -50,9 +50,18 @@ TEST_P(HostCacheGpu, EveryOptimizerAndRatioMatchesTheWholeTableOnTheDevice) {
            {optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal}) {
         const Combiner combiner = rng() % 2 == 0 ? Combiner::Sum : Combiner::Mean;
         // vec_size 32 takes the 16-byte pooling path.
-        Problem p =
-            make_cache_problem(cache_config(type, combiner, rng(), testing::cache_slot_sizes(), 32),
-                               cache_optimizer(ot, ut), 24, rng, 64);
+        EmbeddingConfig config =
+            cache_config(type, combiner, rng(), testing::cache_slot_sizes(), 32);
+        // A batch of 64 takes up to ~400 distinct rows, and the 1 % cache must hold two batches'
+        // (the one trained and the one prepared ahead): a distributed table as large as the key
+        // range (the localized ones are, from slot_size_array).
+        if (type == EmbeddingType::DistributedSlotHash) {
+          std::int64_t keys = 0;
+          for (std::int64_t size : testing::cache_slot_sizes())
+            keys += size;
+          config.max_vocabulary_size_per_gpu = keys;
+        }
+        Problem p = make_cache_problem(config, cache_optimizer(ot, ut), 24, rng, 64);
         const std::string what = std::string(embedding_type_name(type)) + " " +
                                  optim::optimizer_name(ot) + "/" + optim::update_type_name(ut);
         const auto whole = testing::run_ranks(p, 1, true);

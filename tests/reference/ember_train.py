@@ -8,6 +8,7 @@
 """
 
 import argparse
+import json
 import os
 
 import ember
@@ -28,7 +29,11 @@ def main():
         key, sep, value = item.partition("=")
         if not sep:
             ap.error(f"--set {item}: expected KEY=VALUE")
-        overrides[key] = value
+        # As `ember train --set` reads a value: JSON where it parses (true, 1024, [0]), else text.
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            overrides[key] = value
     session = ember.Session(args.config, device=args.device, run_dir=args.run, set=overrides)
     session.save(os.path.join(args.run, "initial"))
     print(f"initial model written to {os.path.join(args.run, 'initial')}")

@@ -147,8 +147,8 @@ void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
-void gather_values(float* dst, const Values& values, const std::int64_t* index,
-                   std::int64_t count, std::int64_t vec_size, StreamHandle stream) {
+void gather_values(float* dst, const Values& values, const std::int64_t* index, std::int64_t count,
+                   std::int64_t vec_size, StreamHandle stream) {
   if (count * vec_size == 0) return;
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);

@@ -296,8 +296,8 @@ void scatter_rows(float* dst, const float* src, const std::int64_t* index, std::
   }
 }
 
-void gather_values(float* dst, const Values& values, const std::int64_t* index,
-                   std::int64_t count, std::int64_t vec_size, StreamHandle) {
+void gather_values(float* dst, const Values& values, const std::int64_t* index, std::int64_t count,
+                   std::int64_t vec_size, StreamHandle) {
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
 #pragma omp parallel for schedule(static) if (count * vec_size >= 65536)

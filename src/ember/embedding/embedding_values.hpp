@@ -9,7 +9,7 @@
 //    under 1.5e-5; bf16, 8 bits, under 1.2e-4).
 //  - Stochastic: rounds up or down with probabilities proportional to the distances, so the
 //    expected stored value is the f32 result and small steps survive on average. The random
-//    bits are a hash of (seed, step, column, the f32 result, the old weight): a function of the
+//    bits are a hash of (seed, step, column, the old weight): a function of the
 //    values only, not of rows or ranks, so the CPU and the GPU (and any rank count) round alike.
 #pragma once
 
@@ -76,17 +76,20 @@ EMBER_HOST_DEVICE inline std::uint64_t rounding_seed(std::uint64_t layer_seed) {
   return random::mix64(layer_seed ^ 0x5eed5eed5eed5eedull);
 }
 
-// 24 random bits for rounding column `c` of a weight updated at `step` from `before` to `x`.
+// 24 random bits for rounding column `c` of a weight updated at `step` from `before`. Not a
+// function of the new value x: the GPU fuses multiply-adds where the CPU rounds twice, so x may
+// differ between them in its last f32 bit, and bits drawn from x would then round the two to
+// different neighbours half of the time. Drawn from the old value, the two differ only where
+// that last bit carries x across the draw's threshold. The draw is independent of where x falls
+// between its two neighbours (x comes from the gradient, not from these bits), so the rounding
+// stays unbiased.
 EMBER_HOST_DEVICE inline std::uint32_t rounding_bits(std::uint64_t seed, std::int64_t step,
-                                                     std::int64_t c, float x, float before) {
-  const std::uint64_t value_bits =
-      (static_cast<std::uint64_t>(ember::detail::float_bits(x)) << 32) |
-      ember::detail::float_bits(before);
+                                                     std::int64_t c, float before) {
   const std::uint64_t h =
       random::mix64(seed ^
                     random::mix64(static_cast<std::uint64_t>(step) * 0x9e3779b97f4a7c15ull ^
                                   static_cast<std::uint64_t>(c)) ^
-                    random::mix64(value_bits));
+                    random::mix64(ember::detail::float_bits(before)));
   return static_cast<std::uint32_t>(h >> 40);
 }
 
@@ -120,7 +123,7 @@ EMBER_HOST_DEVICE inline V round_update(const Values& v, std::int64_t step, std:
   } else {
     return round_value<V>(
         x, v.rounding,
-        v.rounding == Rounding::Stochastic ? rounding_bits(v.seed, step, c, x, before) : 0u);
+        v.rounding == Rounding::Stochastic ? rounding_bits(v.seed, step, c, before) : 0u);
   }
 }
 

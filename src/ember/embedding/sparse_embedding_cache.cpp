@@ -70,8 +70,8 @@ void SparseEmbedding::make_host_rows(const StorageDecision& d) {
     // The row moves would carry 16-bit rows, but the replay of missed steps, the new rows'
     // initial values and the streamed save and load of host rows are written for f32 rows.
     EMBER_THROW_AS(ConfigError, where(), ": a host-backed table (storage.location ",
-                   storage_location_name(config_.storage.location), ", ", d.cache_rows,
-                   " of its ", capacity_, " rows cached on ", place_,
+                   storage_location_name(config_.storage.location), ", ", d.cache_rows, " of its ",
+                   capacity_, " rows cached on ", place_,
                    ") holds f32 vectors; solver.embedding_dtype ", dtype_name(columns.value_dtype),
                    " needs the whole table on the device (storage.location \"device\")");
   }
@@ -91,8 +91,8 @@ void SparseEmbedding::make_host_rows(const StorageDecision& d) {
       const std::vector<Key> keys(onehot_host_keys_.begin(), onehot_host_keys_.end());
       kernels::on(Place::host())
           .keys<Key>()
-          .init_rows(reinterpret_cast<float*>(host_rows_->host(0)), V, 0, capacity_, keys.data(),
-                     config_.seed, config_.init_bound, nullptr);
+          .init_rows(kernels::Values{host_rows_->host(0), kernels::ValueType::F32}, V, 0, capacity_,
+                     keys.data(), config_.seed, config_.init_bound, nullptr);
     });
     for (int k = 0; k < columns.states; ++k) {
       auto* st = reinterpret_cast<float*>(host_rows_->host(1 + k));
