@@ -2,15 +2,34 @@
 
 namespace ember::detail {
 
+class CachingCounters::LockAll {
+ public:
+  explicit LockAll(const CachingCounters& c) : c_(c) {
+    c_.mutex_.lock();
+    for (const auto& s : c_.shards_)
+      s->mutex_.lock();
+  }
+  ~LockAll() {
+    for (auto it = c_.shards_.rbegin(); it != c_.shards_.rend(); ++it)
+      (*it)->mutex_.unlock();
+    c_.mutex_.unlock();
+  }
+  LockAll(const LockAll&) = delete;
+  LockAll& operator=(const LockAll&) = delete;
+
+ private:
+  const CachingCounters& c_;
+};
+
 CachingCounters::Shard& CachingCounters::add_shard() {
-  auto shard = std::make_unique<Shard>();
+  auto shard = std::make_unique<Shard>(*this);
   std::lock_guard<SpinMutex> lock(mutex_);
   shards_.push_back(std::move(shard));
   return *shards_.back();
 }
 
 void CachingCounters::change_beyond_budget(Shard& shard, const Deltas& d) {
-  std::lock_guard<SpinMutex> lock(mutex_);
+  LockAll all(*this);
   for (int k = 0; k < kFigures; ++k) {
     // What the shard had covers part of the growth; the change itself is made in any case.
     shard.current_[k] += d[k];
@@ -42,7 +61,7 @@ void CachingCounters::change_beyond_budget(Shard& shard, const Deltas& d) {
 }
 
 CachingAllocatorStats CachingCounters::figures() const {
-  std::lock_guard<SpinMutex> lock(mutex_);
+  LockAll all(*this);
   Deltas total{};
   for (const auto& s : shards_) {
     for (int k = 0; k < kFigures; ++k)
@@ -64,7 +83,7 @@ CachingAllocatorStats CachingCounters::figures() const {
 }
 
 void CachingCounters::reset_peaks() {
-  std::lock_guard<SpinMutex> lock(mutex_);
+  LockAll all(*this);
   peaks_ = {};
   for (const auto& s : shards_) {
     for (int k = 0; k < kFigures; ++k) {

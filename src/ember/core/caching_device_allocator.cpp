@@ -54,10 +54,8 @@ struct CachingDeviceAllocator::Impl {
   StreamPool& pool_of(const CachingBlock* b) const { return *pools.find(b->stream); }
 
   // Hands out `b` (out of the pools of `pool`, whose lock is held) for a request of `bytes`,
-  // rounded to `size`. False when the statistics could not count it within the pool's budget:
-  // then the caller calls count_beyond_budget() before handing the pointer to anyone.
-  [[nodiscard]] bool hand_out(StreamPool& pool, CachingBlock* b, std::size_t size,
-                              std::size_t bytes) {
+  // rounded to `size`.
+  void hand_out(StreamPool& pool, CachingBlock* b, std::size_t size, std::size_t bytes) {
     try {
       pool.blocks.maybe_split(b, size);
       live.insert(b);
@@ -72,14 +70,7 @@ struct CachingDeviceAllocator::Impl {
     b->allocated = true;
     b->requested = bytes;
     ++pool.allocs;
-    return pool.shard.try_allocated(b->size, bytes);
-  }
-
-  // The slow path of the statistics (caching_counters.hpp), under every pool's lock.
-  void count_beyond_budget(const StreamPools::LockAll&, StreamPool& pool, std::size_t size,
-                           std::size_t bytes) {
-    counters.change_beyond_budget(pool.shard,
-                                  detail::CachingCounters::Shard::allocation(size, bytes));
+    pool.shard.allocated(b->size, bytes);
   }
 
   // Frees what every pool caches (under LockAll): ordinary segments that are entirely free, and
@@ -116,7 +107,7 @@ struct CachingDeviceAllocator::Impl {
       }
       if (b == nullptr) throw_oom(all, bytes, segment);
     }
-    if (!hand_out(pool, b, size, bytes)) count_beyond_budget(all, pool, b->size, bytes);
+    hand_out(pool, b, size, bytes);
     return b->ptr;
   }
 
@@ -216,22 +207,17 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
   StreamPool& pool = m.pools.get(stream);
-  CachingBlock* b;
-  std::size_t block_size = 0;
   {
     std::lock_guard<SpinMutex> lock(pool.mutex);
     if (pool.uses.has_pending_events()) pool.poll();
-    b = pool.blocks.take_best_fit(small, stream, size);
+    CachingBlock* b = pool.blocks.take_best_fit(small, stream, size);
     if (b == nullptr) b = pool.obtain(small, size, segment_size(size));
     if (b != nullptr) {
-      if (m.hand_out(pool, b, size, bytes)) return b->ptr;
-      block_size = b->size;
+      m.hand_out(pool, b, size, bytes);
+      return b->ptr;
     }
   }
-  if (b == nullptr) return m.allocate_after_flush(pool, small, size, bytes);
-  // Counted before the pointer leaves: nobody can free the block before.
-  m.count_beyond_budget(StreamPools::LockAll(m.pools), pool, block_size, bytes);
-  return b->ptr;
+  return m.allocate_after_flush(pool, small, size, bytes);
 }
 
 void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
@@ -303,7 +289,6 @@ CachingAllocatorStats CachingDeviceAllocator::stats() const {
 }
 
 void CachingDeviceAllocator::reset_peak_stats() {
-  StreamPools::LockAll all(impl_->pools);
   impl_->counters.reset_peaks();
 }
 

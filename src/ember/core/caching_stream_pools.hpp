@@ -7,9 +7,9 @@
 // Locks, in the order they may be taken:
 //   1. the index's registry mutex (creating a pool; taking every pool's lock);
 //   2. a pool's lock (every pool's, in creation order, on the out-of-memory path and for stats);
-//   3. a bucket of the live-block map, or the counters' global lock (caching_counters.hpp):
-//      held for a few instructions. On the fast path a thread takes only its own pool's lock
-//      (which also guards the pool's share of the statistics) and one bucket.
+//   3. a bucket of the live-block map, or the counters (caching_counters.hpp: their global
+//      lock, then their shards' locks): held for a few instructions. On the fast path a thread
+//      takes only its own pool's lock, its pool's counter shard and one bucket.
 // Finding a stream's pool takes no lock: the index is a hash table whose slots are published
 // with release stores and read with acquire loads; a table that fills up is replaced by a larger
 // one, and replaced tables are kept (readers may still be in them) until the allocator goes.

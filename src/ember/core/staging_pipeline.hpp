@@ -57,13 +57,14 @@ void pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slo
 
 // --- choosing the setup from the machine --------------------------------------------------
 // A staged host-to-device copy moves each byte three times through host memory (read from the
-// pageable source, written into a slot, read again by the DMA engine), so the threads must copy
+// pageable source, written into a slot, read again by the DMA engine): the threads must copy
 // about as fast as the link, but every thread beyond that takes memory bandwidth the engine's
-// reads need: on the H100 host (memcpy 51 GB/s with 8 threads, 71 with 12, link 55 GB/s) staged
-// copies reached 44.6 GB/s with 8 threads, 43.9 with 12 and 41.1 with 16. Threads stop being
-// added once their memcpy reaches kStagingHeadroom x the link, or once one more step of threads
-// gains less than 5 % (the host's memory bandwidth is the limit then).
-inline constexpr double kStagingHeadroom = 0.9;
+// reads need. Measured (bench_memory, 2 MiB slots): H100 host, memcpy 51 GB/s with 8 threads and
+// 71 with 12 against a 55 GB/s link, staged 44.6 GB/s with 8 threads, 43.9 with 12, 41.1 with
+// 16; H200 host, memcpy 46 with 8 threads, staged 45.4 with 8 and 44.4 with 12. So threads stop
+// being added once their memcpy reaches kStagingHeadroom x the link, or once one more step of
+// threads gains less than 5 % (the host's memory bandwidth is the limit then).
+inline constexpr double kStagingHeadroom = 0.8;
 // The thread count for a link of `link_gbs` (pinned host-to-device), given
 // `memcpy_gbs(threads)`: the measured pageable-to-pinned memcpy rate with that many threads
 // (<= 0 when it could not be measured). Tries 1, 2, 3, 4, 6, 8, 12, 16, ... up to
