@@ -109,6 +109,8 @@ Outcome run_one(const std::string& label, const nlohmann::json& j, const std::st
     }
   } catch (const std::exception& e) {
     o.failure = e.what();
+  } catch (...) {
+    o.failure = "an exception that is not a std::exception";
   }
   o.seconds = seconds_since(t0);
   return o;
@@ -134,17 +136,26 @@ int run(const Args& a, const fs::path& dir) {
   nlohmann::json j = read_json(config_path);
   const std::int64_t batch = j["solver"]["batchsize"].get<std::int64_t>();
   const std::int64_t iterations = a.warmup + a.iters;
-  // The one sparse embedding's slot sizes, scaled.
   std::size_t embedding = 0;
   for (std::size_t i = 0; i < j["layers"].size(); ++i) {
     if (j["layers"][i].contains("sparse_embedding_hparam")) embedding = i;
   }
   if (embedding == 0) throw std::runtime_error(config_path.string() + ": no sparse embedding");
   auto& hp = j["layers"][embedding]["sparse_embedding_hparam"];
-  if (a.scale != 1 && hp.contains("slot_size_array")) {
-    for (auto& v : hp["slot_size_array"])
-      v = static_cast<std::int64_t>(
-          std::ceil(static_cast<double>(v.get<std::int64_t>()) * a.scale));
+  // Every slot_size_array scaled alike: the data layer's (the generated keys and their slot
+  // offsets follow it) and the embedding's (its rows and key ranges), so the keys fit the model.
+  if (a.scale != 1) {
+    for (auto& layer : j["layers"]) {
+      auto* sizes = layer.contains("slot_size_array") ? &layer["slot_size_array"]
+                    : layer.contains("sparse_embedding_hparam") &&
+                            layer["sparse_embedding_hparam"].contains("slot_size_array")
+                        ? &layer["sparse_embedding_hparam"]["slot_size_array"]
+                        : nullptr;
+      if (sizes == nullptr) continue;
+      for (auto& v : *sizes)
+        v = static_cast<std::int64_t>(
+            std::ceil(static_cast<double>(v.get<std::int64_t>()) * a.scale));
+    }
   }
   data::DatagenOptions o;
   data::apply_model_config(j, config_path.string(), o);

@@ -4,7 +4,10 @@
 // the outputs of every step and the final model must be the same bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "embedding_reference_support.hpp"
 #include "ember/core/error.hpp"
@@ -101,6 +104,43 @@ TEST(HostCache, EveryEvictionPolicyIsExact) {
     const auto whole = testing::run_ranks(p, 2);
     testing::expect_identical_runs(testing::run_ranks(with_storage(p, 0.01, true, policy), 2),
                                    whole, eviction_policy_name(policy));
+  }
+}
+
+// The distinct keys of a batch (one-hot, one rank: a key is its row).
+std::set<std::int64_t> distinct_keys(const testing::HostBatch& b) {
+  return {b.keys.begin(), b.keys.end()};
+}
+
+// A cache that holds the largest batch but not a batch and the next one together: the batch
+// prepared ahead (prefetch) must not need room the running batch holds. Training stays exact.
+TEST(HostCache, ACacheForOneBatchTrainsWithPrefetchWhenTwoDoNotFit) {
+  auto rng = ember::testing::make_rng();
+  for (optim::UpdateType ut : {optim::UpdateType::Local, optim::UpdateType::Global}) {
+    Problem p =
+        make_cache_problem(cache_config(EmbeddingType::LocalizedSlotOneHot, Combiner::Sum, rng()),
+                           optimizer(optim::OptimizerType::Adam, ut), 24, rng, 64);
+    std::size_t one = 0, two = 0;
+    for (std::size_t t = 0; t < p.batches.size(); ++t) {
+      const std::set<std::int64_t> here = distinct_keys(p.batches[t]);
+      one = std::max(one, here.size());
+      if (t + 1 < p.batches.size()) {
+        std::set<std::int64_t> both = distinct_keys(p.batches[t + 1]);
+        both.insert(here.begin(), here.end());
+        two = std::max(two, both.size());
+      }
+    }
+    ASSERT_GT(two, one + 8) << "the batches must not fit two at a time";
+    const auto whole = testing::run_ranks(p, 1);
+    Problem cached = with_storage(p, 0.5, true);
+    cached.config.storage.cache_ratio = 0;
+    cached.config.storage.cache_rows = static_cast<std::int64_t>(one);
+    const std::string what = std::string(optim::update_type_name(ut)) + ", cache of " +
+                             std::to_string(one) + " rows, two batches need up to " +
+                             std::to_string(two);
+    const auto run = testing::run_ranks(cached, 1);
+    testing::expect_identical_runs(run, whole, what);
+    EXPECT_GT(total(run, &CacheStats::written_back), 0) << what;
   }
 }
 

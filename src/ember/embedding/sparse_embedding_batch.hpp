@@ -5,6 +5,7 @@
 #include <exception>
 #include <functional>
 
+#include "ember/core/log.hpp"
 #include "ember/embedding/cache_directory.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
@@ -15,8 +16,17 @@ namespace ember::embedding {
 struct SparseEmbedding::Batch {
   // A host table's batch buffers go back to their set when the batch goes.
   std::function<void()> release;
+  // Never throws: a batch also goes while an error unwinds the step, and on a GPU whose earlier
+  // kernel faulted every later call fails too; the error that unwinds is the one to report.
   ~Batch() {
-    if (release) release();
+    if (!release) return;
+    try {
+      release();
+    } catch (const std::exception& e) {
+      EMBER_LOG_ERROR("sparse embedding: releasing a batch's buffers failed: {}", e.what());
+    } catch (...) {
+      EMBER_LOG_ERROR("sparse embedding: releasing a batch's buffers failed");
+    }
   }
   std::int64_t global_batch = 0, local_size = 0, bags = 0, entries = 0;
   Tensor local_offsets, local_keys, entry_bag, scale, rows;

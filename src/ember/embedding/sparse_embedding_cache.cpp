@@ -136,9 +136,10 @@ int SparseEmbedding::take_buffer_set() {
 
 void SparseEmbedding::release_buffer_set(int set) {
   BufferSet& s = buffer_sets_[static_cast<std::size_t>(set)];
-  if (s.free) s.free.record(stream());
+  // Free on the host first: if recording fails (a device in error), the set is not lost too.
   s.busy = false;
   s.released = ++releases_;
+  if (s.free) s.free.record(stream());
 }
 
 void SparseEmbedding::prefetch(const CsrTensor& batch, std::int64_t local_offset,
