@@ -89,8 +89,9 @@ TEST(SolverGpuLists, OneListPerProcessOrOneForAll) {
   EXPECT_EQ(nodes.gpu_list(0, 3), (std::vector<int>{0, 1}));
   EXPECT_EQ(nodes.gpu_list(1, 3), (std::vector<int>{2, 3}));
   EXPECT_EQ(nodes.gpu_list(2, 3), (std::vector<int>{1}));
-  EMBER_EXPECT_THROW_WITH(nodes.gpu_list(0, 2), ConfigError,
-                          "solver.gpu has 3 list(s), one per node, but the MPI job has 2 processes");
+  EMBER_EXPECT_THROW_WITH(
+      nodes.gpu_list(0, 2), ConfigError,
+      "solver.gpu has 3 list(s), one per node, but the MPI job has 2 processes");
   EMBER_EXPECT_THROW_WITH(nodes.gpu_list(0, 1), ConfigError,
                           "this is one process (not started by mpirun)");
   const SolverConfig flat = solver("[0,1]");

@@ -481,9 +481,8 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
     m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size,
                                                   host_batch_allocator(m.options, m.gpu));
     if (m.gpu) {
-      m.transfer = std::make_unique<DeviceTransfer>(m.layout, m.options.devices,
-                                                    m.options.batch_size, device_slots,
-                                                    m.options.slice);
+      m.transfer = std::make_unique<DeviceTransfer>(
+          m.layout, m.options.devices, m.options.batch_size, device_slots, m.options.slice);
     }
     m.host_pool->reserve(host_batches);
   } catch (const OutOfMemoryError& e) {
