@@ -120,6 +120,19 @@ double tolerance(DType t) {
   return t == DType::F32 ? kF32Tolerance : 3 * unit_roundoff(t) + kF32Tolerance;
 }
 
+// A tensor of one value has no others to average its error with (the relative error of a larger
+// tensor is a norm over its elements, in which a few outliers weigh little). Its error is the
+// worst case of one element: every 16-bit value on its path (here the stored activation and the
+// stored top gradient of a one-unit layer) is rounded from an f32 pre-image on the device and a
+// double one in the reference, and where the two straddle a rounding midpoint they land one
+// 16-bit step apart, up to 2u relative each; with the result's own rounding, 5u. (Issue 12:
+// MlpWithLoss_1x1x1 f16 reached 3.6u on fc2's weight gradient, in the plain and the epilogue
+// forms, against the 3u above.)
+double tolerance(DType t, std::size_t values) {
+  if (t == DType::F32 || values != 1) return tolerance(t);
+  return 5 * unit_roundoff(t) + kF32Tolerance;
+}
+
 // How far from a ReLU's kink (relative to the rms of that output) the two sides may disagree
 // on its side: the plain form's extra rounding of x W (about u |b| where x W ~ -b) and the
 // rounding differences of the layer's inputs carried through W. Measured up to 3.8u in the host
@@ -363,12 +376,14 @@ int run_and_compare(const LayerCase& c, DType dtype, const RunOptions& o, std::m
   int against_mask = 0;
   const int kinks = align_relu_kinks(cpu, gpu, dtype, what, &against_mask);
   if (o.check) o.check(cpu, gpu);
-  const double tol = tolerance(dtype);
+  // The tolerance of a compared tensor, by its number of values.
+  auto tol = [dtype](const std::vector<double>& v) { return tolerance(dtype, v.size()); };
   const auto outs_cpu = cpu.outputs();
   const auto forward_scale = sums_scale(cpu, false);
   for (const auto& out : outs_cpu) {
-    expect_close(gpu.values(out->name()), cpu.values(out->name()), tol,
-                 what + " forward " + out->name(), scale_of(forward_scale, out->name()));
+    const auto want = cpu.values(out->name());
+    expect_close(gpu.values(out->name()), want, tol(want), what + " forward " + out->name(),
+                 scale_of(forward_scale, out->name()));
   }
   // Losses start from their loss value; other outputs get upstream gradients.
   for (const auto& out : outs_cpu) {
@@ -388,16 +403,18 @@ int run_and_compare(const LayerCase& c, DType dtype, const RunOptions& o, std::m
   const auto backward_scale = sums_scale(cpu, true);
   for (const auto& in : cpu.inputs()) {
     if (!in->requires_grad()) continue;
-    expect_close(gpu.grad(in->name()), cpu.grad(in->name()), tol,
-                 what + " gradient of " + in->name());
+    const auto want = cpu.grad(in->name());
+    expect_close(gpu.grad(in->name()), want, tol(want), what + " gradient of " + in->name());
   }
   for (const auto& p : cpu.store().parameters()) {
     if (!p->trainable()) {
-      expect_close(to_doubles(gpu.store().find(p->name())->value()), to_doubles(p->value()), tol,
+      const auto want = to_doubles(p->value());
+      expect_close(to_doubles(gpu.store().find(p->name())->value()), want, tol(want),
                    what + " buffer " + p->name());
       continue;
     }
-    expect_close(to_doubles(gpu.store().find(p->name())->grad()), to_doubles(p->grad()), tol,
+    const auto want = to_doubles(p->grad());
+    expect_close(to_doubles(gpu.store().find(p->name())->grad()), want, tol(want),
                  what + " gradient of " + p->name(), scale_of(backward_scale, p->name()));
   }
   if (o.print || kinks > 0) {
