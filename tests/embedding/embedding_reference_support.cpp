@@ -10,8 +10,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ember/core/stream.hpp"
 #include "ember/distributed/collectives.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
+#include "ember/embedding/place_guard.hpp"
+#include "ember/tensor/ops.hpp"
 
 namespace ember::embedding::testing {
 
@@ -50,6 +53,26 @@ CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place) {
       Tensor::from_vector(h.keys.empty() ? std::vector<std::int64_t>{0} : h.keys).to(key_dtype);
   return CsrTensor(Tensor::from_vector(h.offsets, place), keys.to(place),
                    static_cast<std::int64_t>(h.keys.size()));
+}
+
+// Queues long writes on the compute stream to blocks that go back to its pool at once (the
+// caching allocator hands them to the stream's next requests while the writes still run), and
+// returns an event recorded before them: "the keys are ready" (Problem::busy_compute).
+Event queue_busy_work(Place place) {
+  PlaceGuard guard(place);
+  const StreamHandle s = current_stream(place.device());
+  Event ready = Event::create(place.device());
+  ready.record(s);
+  std::vector<Tensor> blocks;
+  for (int i = 0; i < 16; ++i)  // 1 MiB: the small pool
+    blocks.push_back(Tensor::empty({1 << 18}, DType::F32, place));
+  for (int i = 0; i < 4; ++i)  // 16 MiB: the large pool
+    blocks.push_back(Tensor::empty({1 << 22}, DType::F32, place));
+  for (int pass = 0; pass < 100; ++pass) {
+    for (const Tensor& b : blocks)
+      ops::fill(b, 0.0, s);
+  }
+  return ready;
 }
 
 }  // namespace
@@ -104,7 +127,12 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
               ++next;
             if (problem.prefetch && next < steps) {
               const std::int64_t nb = problem.batches[next].batch / D;
-              emb.prefetch(csr[next], r * nb, nb);
+              if (problem.busy_compute && cuda) {
+                const Event ready = queue_busy_work(comm.place());
+                emb.prefetch(csr[next], r * nb, nb, &ready);
+              } else {
+                emb.prefetch(csr[next], r * nb, nb);
+              }
             }
           }
           rows[r][t] = emb.rows_in_use();

@@ -30,6 +30,10 @@ struct Problem {
   float loss_scaler = 1.0f;
   // Host tables: each training step prefetches the next training batch, as the session does.
   bool prefetch = false;
+  // GPU, with prefetch: each prefetch is told its keys are ready by an event, as the session's
+  // pipeline does, while the compute stream still runs long writes to memory already freed on
+  // the host (what a step leaves behind at scale).
+  bool busy_compute = false;
   // Runs steps [first_step, batches.size()) only, loading the model from load_before first and
   // saving it to save_after at the end (when given).
   std::size_t first_step = 0;

@@ -118,6 +118,33 @@ TEST(HostCacheGpuRanks, AllDevicesWithACacheMatchOneCpuRank) {
   }
 }
 
+// The session's order at scale: a prefetch whose keys are ready (an event) while the compute
+// stream still runs a step whose memory is already freed on the host. The prepared batch's
+// buffers come new from the compute stream's pool and must not be written before that step is
+// done (issue 13: an illegal address on Criteo Kaggle, gone with CUDA_LAUNCH_BLOCKING=1).
+TEST(HostCacheGpuPrefetch, ABusyComputeStreamLeavesThePreparedBatchIntact) {
+  EMBER_REQUIRE_NCCL();
+  auto rng = ember::testing::make_rng();
+  for (EmbeddingType type : kTypes) {
+    EmbeddingConfig config =
+        cache_config(type, Combiner::Sum, rng(), testing::cache_slot_sizes(), 32);
+    if (type == EmbeddingType::DistributedSlotHash) {  // as large as the key range (see above)
+      std::int64_t keys = 0;
+      for (std::int64_t size : testing::cache_slot_sizes())
+        keys += size;
+      config.max_vocabulary_size_per_gpu = keys;
+    }
+    Problem p = make_cache_problem(
+        config, cache_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), 16, rng, 64);
+    const auto whole = testing::run_ranks(p, 1, true);
+    Problem busy = with_storage(p, 0.05, true);
+    busy.busy_compute = true;
+    testing::expect_identical_runs(testing::run_ranks(busy, 1, true), whole,
+                                   std::string(embedding_type_name(type)) +
+                                       ", cache 5 %, prefetch beside a busy compute stream");
+  }
+}
+
 // "auto" with less free device memory than the table needs: the rows go to the host with the
 // largest cache that fits, and training matches the CPU's whole table. The device's memory is
 // taken up first, leaving the reserve (device_reserve_bytes) plus half the table.

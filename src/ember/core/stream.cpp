@@ -141,7 +141,20 @@ void synchronize_stream(StreamHandle stream) {
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+void wait_for_stream(StreamHandle waiter, StreamHandle first, int device) {
+  if (waiter == nullptr || first == nullptr || waiter == first) return;
+  // A fresh event: it may be destroyed while the wait is pending (CUDA keeps it until done).
+  Event done = Event::create(device);
+  done.record(first);
+  done.block(waiter);
+}
+
 #else
+
+void wait_for_stream(StreamHandle waiter, StreamHandle first, int) {
+  if (waiter == nullptr || first == nullptr || waiter == first) return;
+  throw_cuda_unavailable("wait_for_stream");
+}
 
 Stream Stream::create(int, int) {
   throw_cuda_unavailable("Stream::create");

@@ -71,6 +71,11 @@ StreamHandle default_stream(int device);
 // compute stream's kernels (the input pipeline's batch copies go here).
 StreamHandle copy_stream(int device);
 void synchronize_stream(StreamHandle stream);
+// Makes `waiter` wait, on the device, for the work queued on `first` so far (nothing when either
+// is null or they are the same stream). What a stream needs before it touches memory just
+// allocated from another stream's pool: the caching device allocator gives a block freed on
+// `first` to `first`'s next request at once, while kernels queued there may still use it.
+void wait_for_stream(StreamHandle waiter, StreamHandle first, int device);
 
 // Sets the current thread's current stream for `device` until the guard goes.
 class StreamGuard {

@@ -170,13 +170,17 @@ std::byte* HostBackedRows::host(int column) const {
   return host_[static_cast<std::size_t>(column)]->bytes();
 }
 
-void HostBackedRows::grow(Tensor& buffer, std::size_t bytes, Place place) {
+void HostBackedRows::grow(Tensor& buffer, std::size_t bytes, Place place, StreamHandle user) {
   if (buffer.defined() && static_cast<std::size_t>(buffer.numel()) >= bytes) return;
   // Rare (the buffers only grow): wait until nothing uses the old buffer any more.
   if (buffer.defined() && on_device()) synchronize_device(place_.device());
   buffer =
       Tensor::empty({static_cast<std::int64_t>(std::max<std::size_t>(bytes + bytes / 4, kAlign))},
                     DType::U8, place);
+  // Device memory comes from the current (compute) stream's pool, which hands out a block freed
+  // on the host while its kernels may still be queued: a buffer first written on another stream
+  // (`user`) waits for them.
+  if (place.is_cuda()) wait_for_stream(user, current_stream(place.device()), place.device());
 }
 
 HostBackedRows::Staging& HostBackedRows::free_staging() {
@@ -223,7 +227,7 @@ void HostBackedRows::stage(CachePlan& plan) {
   grow(st.upload, zero_copy ? l.index_bytes : l.total,
        on_device() ? Place::pinned() : Place::host());
   if (on_device()) {
-    grow(st.device, l.total, place_);
+    grow(st.device, l.total, place_, prepare_.handle());
   } else {
     st.device = st.upload;
   }

@@ -134,7 +134,7 @@ class HostBackedRows {
   bool on_device() const { return place_.is_cuda(); }
   Staging& free_staging();
   void absorb_writebacks();
-  void grow(Tensor& buffer, std::size_t bytes, Place place);
+  void grow(Tensor& buffer, std::size_t bytes, Place place, StreamHandle user = nullptr);
   void write_back(std::span<const std::int64_t> rows, const std::int64_t* slots_at_place,
                   const std::int64_t* rows_at_place, std::span<const std::int64_t> slots,
                   StreamHandle stream);

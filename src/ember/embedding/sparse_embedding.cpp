@@ -5,6 +5,7 @@
 #include <functional>
 #include <numeric>
 
+#include "ember/core/allocator.hpp"
 #include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
@@ -175,10 +176,19 @@ std::vector<std::string> SparseEmbedding::state_names() const {
   return {};
 }
 
-Tensor SparseEmbedding::scratch(const std::string& name, std::int64_t numel, DType dtype) {
+Tensor SparseEmbedding::scratch(const std::string& name, std::int64_t numel, DType dtype,
+                                StreamHandle user) {
   Tensor& t = scratch_[name];
   if (!t.defined() || t.dtype() != dtype || t.numel() < std::max<std::int64_t>(numel, 1)) {
+    const StreamHandle own = stream();
+    const bool elsewhere = user != nullptr && user != own;
+    // The old block goes back to the current stream's pool, which reuses it at once: not
+    // before the work `user` has queued with it is done.
+    if (elsewhere && t.defined()) default_allocator(place_).record_use(t.data(), user);
     t = Tensor::empty({std::max<std::int64_t>(numel, 1) + numel / 4}, dtype, place_);
+    // The new block may be one the current stream's queued kernels still use (freed on the
+    // host already): `user` must not write it before they are done.
+    if (elsewhere) wait_for_stream(user, own, place_.device());
   }
   return t.slice(0, 0, numel);
 }
@@ -247,10 +257,10 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
   EMBER_CHECK(b->bags < INT32_MAX, where(), ": ", b->bags,
               " (sample, slot) pairs in one batch on one rank exceed 2^31 - 1");
   const std::int64_t nnz = batch.nnz();
-  b->local_offsets = scratch(tag + "local_offsets", b->bags + 1, DType::I64);
-  b->local_keys = scratch(tag + "local_keys", nnz, config_.key_dtype);
-  b->entry_bag = scratch(tag + "entry_bag", nnz, DType::I64);
-  b->scale = scratch(tag + "scale", b->bags, DType::F32);
+  b->local_offsets = scratch(tag + "local_offsets", b->bags + 1, DType::I64, stream);
+  b->local_keys = scratch(tag + "local_keys", nnz, config_.key_dtype, stream);
+  b->entry_bag = scratch(tag + "entry_bag", nnz, DType::I64, stream);
+  b->scale = scratch(tag + "scale", b->bags, DType::F32, stream);
   const Tensor keys = batch.values();
   dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
@@ -258,16 +268,16 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
         a, keys.data<Key>(), b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
         b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream);
   });
-  b->rows = scratch(tag + "rows", b->entries, DType::I64);
+  b->rows = scratch(tag + "rows", b->entries, DType::I64, stream);
   lookup(*b, training, stream, start_rows);
 
   // A host table always needs the distinct rows (to make them resident).
   const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
   if (training || lazy || !start_rows) {
-    b->sorted_bags = scratch(tag + "sorted_bags", b->entries, DType::I32);
-    b->unique_rows = scratch(tag + "unique_rows", b->entries, DType::I64);
-    b->segment_offsets = scratch(tag + "segment_offsets", b->entries + 1, DType::I64);
-    b->unique_count = scratch(tag + "unique_count", 1, DType::I64);
+    b->sorted_bags = scratch(tag + "sorted_bags", b->entries, DType::I32, stream);
+    b->unique_rows = scratch(tag + "unique_rows", b->entries, DType::I64, stream);
+    b->segment_offsets = scratch(tag + "segment_offsets", b->entries + 1, DType::I64, stream);
+    b->unique_count = scratch(tag + "unique_count", 1, DType::I64, stream);
     kernels::on(place_).segments(
         b->rows.data<std::int64_t>(), b->entry_bag.data<std::int64_t>(), b->entries, capacity_,
         b->sorted_bags.data<std::int32_t>(), b->unique_rows.data<std::int64_t>(),
@@ -319,6 +329,8 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
         if (place_.is_cuda()) {
           onehot_bad_host_ = Tensor::empty({3}, DType::I64, Place::pinned());
           onehot_bad_ready_ = Event::create(place_.device());
+          // From the current stream's pool, written on `stream` (see scratch()).
+          wait_for_stream(stream, current_stream(place_.device()), place_.device());
         }
       }
       kernels::on(place_).keys<Key>().onehot_rows(

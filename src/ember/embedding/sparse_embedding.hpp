@@ -133,7 +133,11 @@ class SparseEmbedding {
   // One-hot: where each owned slot's keys begin, its size, its first local row, and the key of
   // every local row.
   void build_onehot_geometry();
-  Tensor scratch(const std::string& name, std::int64_t numel, DType dtype);
+  // A buffer kept between batches, grown when too small. `user`: the stream that uses it when
+  // not the current one (a host table's prepare stream): new memory comes from the current
+  // stream's pool, so `user` first waits for the work queued there.
+  Tensor scratch(const std::string& name, std::int64_t numel, DType dtype,
+                 StreamHandle user = nullptr);
   StreamHandle stream() const;
   // Raises the errors of earlier batches found on the device (GPU ranks).
   void check_deferred_errors();
