@@ -13,7 +13,11 @@
 // Options: --iters N (measured iterations, default 30), --ratios 0.02,0.1,0.25,
 //   --scale F (every slot's vocabulary x F: e.g. --scale 8 makes ~97 GB of fp32 embeddings, more
 //   than an 80 GB H100; the device run is then reported as not fitting), --pageable (host table
-//   in pageable memory), --policy lru|lfu|lfu_history, --mixed (mixed precision), --dir DIR.
+//   in pageable memory), --policy lru|lfu|lfu_history, --mixed (mixed precision), --dir DIR,
+//   --display N (the session's display and cache lines every N steps, printed as they come: to
+//   see how far a slow or stuck run got; the figures then average windows of N steps).
+// Each run's start and end are printed (flushed) as they happen, so a run that does not finish
+// is named.
 // Ends with "SUMMARY |" lines (scripts/gpu-check gathers them); the target is the issue's: at
 // 10 % cached, >= 0.75x the all-on-device samples/s.
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -53,6 +58,7 @@ struct Args {
   bool mixed = false;
   std::string policy;
   std::string dir;
+  std::int64_t display = 0;  // 0: one window per warm-up, session lines not shown
 };
 
 struct Outcome {
@@ -83,15 +89,18 @@ double steady_mean(const std::vector<T>& windows, F value) {
   return sum / static_cast<double>(windows.size() - first);
 }
 
-Outcome run_one(const std::string& label, const nlohmann::json& j, const std::string& where) {
+Outcome run_one(const std::string& label, const nlohmann::json& j, const std::string& where,
+                bool live) {
   Outcome o;
   o.label = label;
   const auto t0 = Clock::now();
+  std::printf("[%s] starting\n", label.c_str());
+  std::fflush(stdout);
   try {
     train::SessionOptions so;
     so.progress = false;
     std::ostringstream sink;  // the session's own lines (the cache lines among them)
-    so.out = &sink;
+    so.out = live ? static_cast<std::ostream*>(&std::cout) : &sink;
     train::Session s(train::parse_model_config(j, where), so);
     const train::TrainResult r = s.train();
     o.rate = steady_mean(r.rates, [](double x) { return x; });
@@ -113,6 +122,9 @@ Outcome run_one(const std::string& label, const nlohmann::json& j, const std::st
     o.failure = "an exception that is not a std::exception";
   }
   o.seconds = seconds_since(t0);
+  std::printf("[%s] %s after %.1f s\n", label.c_str(), o.failure.empty() ? "done" : "failed",
+              o.seconds);
+  std::fflush(stdout);
   return o;
 }
 
@@ -183,7 +195,7 @@ int run(const Args& a, const fs::path& dir) {
     d["source"] = desc.train.file_list;
   }
   j["solver"]["max_iter"] = iterations;
-  j["solver"]["display"] = a.warmup;
+  j["solver"]["display"] = a.display > 0 ? a.display : a.warmup;
   j["solver"]["eval_interval"] = 0;
   j["solver"]["device"] = gpu ? "cuda" : "cpu";
   j["solver"].erase("eval_metrics");
@@ -194,12 +206,13 @@ int run(const Args& a, const fs::path& dir) {
   {
     nlohmann::json whole = j;
     whole["layers"][embedding]["storage"] = {{"location", "device"}};
-    runs.push_back(run_one("device (whole table)", whole, config_path.string()));
+    runs.push_back(run_one("device (whole table)", whole, config_path.string(), a.display > 0));
   }
   for (double ratio : a.ratios) {
     nlohmann::json host = j;
     host["layers"][embedding]["storage"] = storage(a, ratio);
-    runs.push_back(run_one("host, cache " + percent(ratio), host, config_path.string()));
+    runs.push_back(
+        run_one("host, cache " + percent(ratio), host, config_path.string(), a.display > 0));
   }
 
   std::printf("\n%s, batch %lld, %lld iterations (the first %lld not measured), %s%s\n",
@@ -297,11 +310,13 @@ int main(int argc, char** argv) {
       a.policy = argv[++i];
     } else if (s == "--dir" && more) {
       a.dir = argv[++i];
+    } else if (s == "--display" && more) {
+      a.display = std::stoll(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: bench_host_cache [--quick] [--iters N] [--ratios R1,R2,...] "
                    "[--scale F] [--pageable] [--policy lru|lfu|lfu_history] [--mixed] "
-                   "[--dir DIR]\n");
+                   "[--dir DIR] [--display N]\n");
       return 2;
     }
   }
