@@ -148,6 +148,10 @@ class Session {
   class TrainingLoop;
   // Process 0's part of save(): config.json, meta.json, the commit.
   void write_checkpoint_files(CheckpointWriter& writer);
+  // train_step()'s loop: checks the loss of a step not checked yet (before a save), or ends
+  // (before a load: the next step reads from where the checkpoint stopped).
+  void settle_stepping();
+  void end_stepping();
   ModelConfig config_;
   SessionOptions options_;
   std::unique_ptr<Impl> impl_;
