@@ -48,16 +48,9 @@ LabelRange binary_labels() {
   return r;
 }
 
+// Batches of 5 rows.
 std::vector<Sample> read_all(NormFileReader& reader, const BatchLayout& layout) {
-  std::vector<Sample> out;
-  HostBatch batch(layout, 5);
-  while (!reader.done()) {
-    batch.clear();
-    reader.read(batch);
-    for (auto& s : datatest::samples_of(batch))
-      out.push_back(std::move(s));
-  }
-  return out;
+  return datatest::read_remaining(reader, layout, 5);
 }
 
 TEST(BadSamples, NormLabelOutsideTheLossRangeNamesFileSampleAndColumn) {

@@ -30,16 +30,9 @@ using datatest::SampleShape;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// Batches of 16 rows.
 std::vector<Sample> read_all(NormFileReader& reader, const BatchLayout& layout) {
-  std::vector<Sample> out;
-  HostBatch batch(layout, 16);
-  while (!reader.done()) {
-    batch.clear();
-    reader.read(batch);
-    for (auto& s : datatest::samples_of(batch))
-      out.push_back(std::move(s));
-  }
-  return out;
+  return datatest::read_remaining(reader, layout, 16);
 }
 
 DType other(DType key) {

@@ -194,13 +194,10 @@ std::vector<Sample> samples_of(const Batch& batch) {
   return out;
 }
 
-std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& shape,
-                                   CheckMode check, DType key_type) {
-  const BatchLayout layout = layout_for(shape, key_type);
-  NormFileReader reader(layout, check);
-  reader.open(path);
+std::vector<Sample> read_remaining(NormFileReader& reader, const BatchLayout& layout,
+                                   std::int64_t batch_rows) {
   std::vector<Sample> out;
-  HostBatch batch(layout, 7);
+  HostBatch batch(layout, batch_rows);
   while (!reader.done()) {
     batch.clear();
     reader.read(batch);
@@ -208,6 +205,14 @@ std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& s
       out.push_back(std::move(s));
   }
   return out;
+}
+
+std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& shape,
+                                   CheckMode check, DType key_type) {
+  const BatchLayout layout = layout_for(shape, key_type);
+  NormFileReader reader(layout, check);
+  reader.open(path);
+  return read_remaining(reader, layout, 7);
 }
 
 }  // namespace ember::data::datatest

@@ -14,6 +14,7 @@
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/host_batch.hpp"
+#include "ember/data/norm_reader.hpp"
 
 namespace ember::data::datatest {
 
@@ -53,6 +54,11 @@ void write_raw(const std::string& path, const std::vector<Sample>& samples,
 // device's share; keys from device 0's global CSR, which must equal every other device's).
 std::vector<Sample> samples_of(const HostBatch& batch);
 std::vector<Sample> samples_of(const Batch& batch);
+
+// Every sample an open reader has left, read in batches of `batch_rows` (odd sizes cross the
+// reader's chunks at other places).
+std::vector<Sample> read_remaining(NormFileReader& reader, const BatchLayout& layout,
+                                   std::int64_t batch_rows);
 
 // Reads every sample of a Norm file through NormFileReader.
 std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& shape,

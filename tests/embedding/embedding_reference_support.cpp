@@ -18,6 +18,17 @@
 
 namespace ember::embedding::testing {
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << embedding_type_name(c.type) << " with " << c.ranks << " rank(s)";
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const char* t = info.param.type == EmbeddingType::DistributedSlotHash ? "Distributed"
+                  : info.param.type == EmbeddingType::LocalizedSlotHash ? "LocalizedHash"
+                                                                        : "OneHot";
+  return std::string(t) + "_D" + std::to_string(info.param.ranks);
+}
+
 HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
                        std::mt19937_64& rng) {
   HostBatch h;

@@ -3,16 +3,29 @@
 // threads over in-process (host) or NCCL (CUDA) communicators.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 
 namespace ember::embedding::testing {
+
+// A parameterised test's case: an embedding type on a number of ranks, printed and named by
+// gtest as "<type> with <D> rank(s)" and "<Distributed|LocalizedHash|OneHot>_D<D>".
+struct Case {
+  EmbeddingType type;
+  int ranks;
+};
+void PrintTo(const Case& c, std::ostream* os);
+std::string case_name(const ::testing::TestParamInfo<Case>& info);
 
 // A global batch as host vectors (keys carry slot offsets; rows b * slot_num + s).
 struct HostBatch {

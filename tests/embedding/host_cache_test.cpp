@@ -28,21 +28,8 @@ optim::OptimizerConfig optimizer(optim::OptimizerType type, optim::UpdateType up
   return testing::cache_optimizer(type, update);
 }
 
-struct Case {
-  EmbeddingType type;
-  int ranks;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << embedding_type_name(c.type) << " with " << c.ranks << " rank(s)";
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const char* t = info.param.type == EmbeddingType::DistributedSlotHash ? "Distributed"
-                  : info.param.type == EmbeddingType::LocalizedSlotHash ? "LocalizedHash"
-                                                                        : "OneHot";
-  return std::string(t) + "_D" + std::to_string(info.param.ranks);
-}
+using testing::Case;
+using testing::case_name;
 
 class HostCache : public ::testing::TestWithParam<Case> {};
 

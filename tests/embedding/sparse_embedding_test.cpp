@@ -66,21 +66,8 @@ Problem make_problem(const EmbeddingConfig& c, const optim::OptimizerConfig& o, 
   return p;
 }
 
-struct Case {
-  EmbeddingType type;
-  int ranks;
-};
-
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << embedding_type_name(c.type) << " with " << c.ranks << " rank(s)";
-}
-
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const char* t = info.param.type == EmbeddingType::DistributedSlotHash ? "Distributed"
-                  : info.param.type == EmbeddingType::LocalizedSlotHash ? "LocalizedHash"
-                                                                        : "OneHot";
-  return std::string(t) + "_D" + std::to_string(info.param.ranks);
-}
+using testing::Case;
+using testing::case_name;
 
 class ShardedEmbedding : public ::testing::TestWithParam<Case> {};
 

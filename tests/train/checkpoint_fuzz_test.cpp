@@ -31,14 +31,6 @@ double fuzz_seconds() {
   return env != nullptr && *env != '\0' ? std::atof(env) : 3.0;
 }
 
-SessionOptions quiet() {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.progress = false;
-  o.out = &sink;
-  return o;
-}
-
 std::vector<fs::path> files_of(const fs::path& dir) {
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
@@ -86,7 +78,7 @@ TEST(CheckpointFuzz, DamagedCheckpointsLoadOrFailWithAnEmberError) {
   const ModelConfig config = tiny_config(json, *data, 256, 2, {"solver.max_eval_batches=1"});
   ember::testing::ScratchDir dir;
   {
-    Session s(config, quiet());
+    Session s(config, quiet_options());
     (void)s.train();
     s.save(dir / "pristine");
   }
@@ -106,7 +98,7 @@ TEST(CheckpointFuzz, DamagedCheckpointsLoadOrFailWithAnEmberError) {
         file.string() + " " + damage(work / file, rng) + (rehash ? ", meta.json rehashed" : "");
     if (rehash) rehash_checkpoint(work);
     try {
-      Session s(config, quiet());
+      Session s(config, quiet_options());
       s.load(work);
       (void)s.evaluate();
       ++loaded;

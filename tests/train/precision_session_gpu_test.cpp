@@ -15,22 +15,6 @@ namespace {
 
 using namespace testing_support;
 
-std::vector<double> losses_of(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& [it, loss] : r.losses)
-    out.push_back(loss);
-  return out;
-}
-
-SessionOptions on_gpu() {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.progress = false;
-  o.out = &sink;
-  o.device = "cuda";
-  return o;
-}
-
 TEST(PrecisionSessionGpu, GraphReplayGivesTheEagerLossesBitwise) {
   EMBER_REQUIRE_GPU();
   const auto json = sample_config("dlrm");
@@ -39,11 +23,11 @@ TEST(PrecisionSessionGpu, GraphReplayGivesTheEagerLossesBitwise) {
                             "solver.enable_tf32_compute=true"}) {
     // The heuristic's cuBLASLt algorithms (no timing), so that both sessions multiply alike.
     const char* fixed = "solver.algorithm_search=false";
-    Session eager(tiny_config(json, *data, 256, 20, {extra, fixed}), on_gpu());
+    Session eager(tiny_config(json, *data, 256, 20, {extra, fixed}), quiet_options("cuda"));
     const auto want = losses_of(eager.train());
     const EvalResult want_eval = eager.evaluate();
     for (const char* key : {"solver.cuda_graph=true", "solver.holistic_cuda_graph=true"}) {
-      Session graph(tiny_config(json, *data, 256, 20, {extra, fixed, key}), on_gpu());
+      Session graph(tiny_config(json, *data, 256, 20, {extra, fixed, key}), quiet_options("cuda"));
       const auto got = losses_of(graph.train());
       EXPECT_EQ(graph.cuda_graph_status(), "replaying") << extra << " " << key;
       ASSERT_EQ(got.size(), want.size());
@@ -59,9 +43,9 @@ TEST(PrecisionSessionGpu, DropoutRunsWithoutAGraphAndSaysWhy) {
   EMBER_REQUIRE_GPU();
   const auto json = sample_config("dcn");
   auto data = make_dataset(json, 4000);
-  Session eager(tiny_config(json, *data, 256, 6), on_gpu());
+  Session eager(tiny_config(json, *data, 256, 6), quiet_options("cuda"));
   const auto want = losses_of(eager.train());
-  Session s(tiny_config(json, *data, 256, 6, {"solver.cuda_graph=true"}), on_gpu());
+  Session s(tiny_config(json, *data, 256, 6, {"solver.cuda_graph=true"}), quiet_options("cuda"));
   EXPECT_NE(s.cuda_graph_status().find("(Dropout) draws a new mask"), std::string::npos)
       << s.cuda_graph_status();
   EXPECT_EQ(losses_of(s.train()), want);
@@ -72,14 +56,14 @@ TEST(PrecisionSessionGpu, SixteenBitTablesTrainCloseToF32Tables) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 16000);
   for (const char* mixed : {"solver.mixed_precision=false", "solver.mixed_precision=1024"}) {
-    Session f32(tiny_config(json, *data, 256, 40, {mixed}), on_gpu());
+    Session f32(tiny_config(json, *data, 256, 40, {mixed}), quiet_options("cuda"));
     const auto want = losses_of(f32.train());
     const double want_auc = f32.evaluate().auc;
     for (const char* dtype : {"\"f16\"", "\"bf16\""}) {
       Session s(tiny_config(json, *data, 256, 40,
                             {mixed, std::string("solver.embedding_dtype=") + dtype,
                              "solver.cuda_graph=true"}),
-                on_gpu());
+                quiet_options("cuda"));
       const auto got = losses_of(s.train());
       ASSERT_EQ(got.size(), want.size());
       for (std::size_t i = 0; i < got.size(); ++i) {

@@ -15,32 +15,16 @@ namespace {
 
 using namespace testing_support;
 
-std::vector<double> losses_of(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& [it, loss] : r.losses)
-    out.push_back(loss);
-  return out;
-}
-
-SessionOptions quiet() {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.progress = false;
-  o.out = &sink;
-  o.device = "cpu";
-  return o;
-}
-
 TEST(PrecisionSession, SixteenBitTablesTrainCloseToF32Tables) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 16000);
-  Session f32(tiny_config(json, *data, 256, 40), quiet());
+  Session f32(tiny_config(json, *data, 256, 40), quiet_options("cpu"));
   const auto want = losses_of(f32.train());
   const EvalResult want_eval = f32.evaluate();
   for (const char* dtype : {"f16", "bf16"}) {
     Session s(tiny_config(json, *data, 256, 40,
                           {std::string("solver.embedding_dtype=\"") + dtype + "\""}),
-              quiet());
+              quiet_options("cpu"));
     EXPECT_EQ(s.config().embeddings.at(0).value_dtype,
               std::string(dtype) == "f16" ? DType::F16 : DType::BF16);
     const auto got = losses_of(s.train());
@@ -57,11 +41,12 @@ TEST(PrecisionSession, SixteenBitTablesTrainCloseToF32Tables) {
 TEST(PrecisionSession, CudaGraphOnTheCpuRunsWithoutAGraphAndSaysWhy) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 4000);
-  Session plain(tiny_config(json, *data, 128, 6), quiet());
+  Session plain(tiny_config(json, *data, 128, 6), quiet_options("cpu"));
   EXPECT_EQ(plain.cuda_graph_status(), "off");
   const auto want = losses_of(plain.train());
   for (const char* key : {"cuda_graph", "holistic_cuda_graph", "use_holistic_cuda_graph"}) {
-    Session s(tiny_config(json, *data, 128, 6, {std::string("solver.") + key + "=true"}), quiet());
+    Session s(tiny_config(json, *data, 128, 6, {std::string("solver.") + key + "=true"}),
+              quiet_options("cpu"));
     EXPECT_NE(s.cuda_graph_status().find("off: training runs on the CPU"), std::string::npos)
         << key << ": " << s.cuda_graph_status();
     EXPECT_EQ(losses_of(s.train()), want) << key;

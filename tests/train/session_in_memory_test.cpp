@@ -15,15 +15,6 @@ namespace {
 
 using namespace testing_support;
 
-SessionOptions quiet(int ranks) {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.cpu_ranks = ranks;
-  o.progress = false;
-  o.out = &sink;
-  return o;
-}
-
 // `rows` samples for the configuration's Data layer: random dense features and one key per slot.
 struct Samples {
   std::vector<float> dense;
@@ -73,10 +64,10 @@ TEST(SessionInMemory, TrainStepGivesTrainsLossesStepByStep) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 3000);
   for (int ranks : {1, 2}) {
-    Session whole(tiny_config(json, *data, 256, 9), quiet(ranks));
+    Session whole(tiny_config(json, *data, 256, 9), quiet_options("", ranks));
     const TrainResult expected = whole.train();
     ASSERT_EQ(expected.losses.size(), 9u);
-    Session steps(tiny_config(json, *data, 256, 9), quiet(ranks));
+    Session steps(tiny_config(json, *data, 256, 9), quiet_options("", ranks));
     EXPECT_FALSE(steps.current_loss().has_value());
     for (const auto& [iteration, loss] : expected.losses) {
       ASSERT_TRUE(steps.train_step());
@@ -89,9 +80,9 @@ TEST(SessionInMemory, TrainStepGivesTrainsLossesStepByStep) {
 TEST(SessionInMemory, StepsThenTrainContinueOneRun) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 3000);
-  Session whole(tiny_config(json, *data, 256, 8), quiet(1));
+  Session whole(tiny_config(json, *data, 256, 8), quiet_options("", 1));
   const TrainResult expected = whole.train();
-  Session parts(tiny_config(json, *data, 256, 8), quiet(1));
+  Session parts(tiny_config(json, *data, 256, 8), quiet_options("", 1));
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(parts.train_step());
   const TrainResult rest = parts.train();
@@ -107,7 +98,7 @@ TEST(SessionInMemory, PredictSamplesAgreeAcrossRanksAndBatchSizes) {
   json["layers"][1]["sparse_embedding_hparam"]["workspace_size_per_gpu_in_mb"] = 4;
   auto data = make_dataset(json, 3000);
   const ModelConfig config = tiny_config(json, *data, 64, 4);
-  Session one(config, quiet(1)), two(config, quiet(2));
+  Session one(config, quiet_options("", 1)), two(config, quiet_options("", 2));
   (void)one.train();
   ember::testing::ScratchDir dir;
   one.save(dir / "m");
@@ -132,7 +123,7 @@ TEST(SessionInMemory, WrongArraysAreRefusedNamingTheNumbers) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 1000);
   const ModelConfig config = tiny_config(json, *data, 64, 1);
-  Session s(config, quiet(1));
+  Session s(config, quiet_options("", 1));
   Samples samples = random_samples(config, 4, 1);
   EMBER_EXPECT_THROW_WITH(s.predict_samples(samples.arrays(5)), ConfigError,
                           "5 samples of 13 dense features need 65 dense values, got 52");
@@ -147,7 +138,7 @@ TEST(SessionInMemory, WrongArraysAreRefusedNamingTheNumbers) {
 TEST(SessionInMemory, DenseWeightsRoundTripAndAreChecked) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 1000);
-  Session s(tiny_config(json, *data, 64, 1), quiet(2));
+  Session s(tiny_config(json, *data, 64, 1), quiet_options("", 2));
   std::vector<DenseWeight> weights = s.dense_weights();
   ASSERT_FALSE(weights.empty());
   for (auto& w : weights)

@@ -21,15 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace testing_support;
 
-SessionOptions quiet(int ranks = 1) {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.cpu_ranks = ranks;
-  o.progress = false;
-  o.out = &sink;
-  return o;
-}
-
 std::vector<char> bytes_of(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -71,12 +62,12 @@ TEST(SessionRobustness, ANonFiniteLossStopsTrainingNamingTheIteration) {
   ember::testing::ScratchDir dir;
   for (int ranks : {1, 2}) {
     {
-      Session s(tiny_config(json, *data, 256, 3), quiet(ranks));
+      Session s(tiny_config(json, *data, 256, 3), quiet_options("", ranks));
       (void)s.train();
       s.save(dir / "m");
     }
     poison_first_value(dir / "m", "dense.model");
-    Session s(tiny_config(json, *data, 256, 8), quiet(ranks));
+    Session s(tiny_config(json, *data, 256, 8), quiet_options("", ranks));
     s.load(dir / "m");
     EMBER_EXPECT_THROW_WITH(s.train(), Error, "the loss is nan at iteration 4");
     EMBER_EXPECT_THROW_WITH(s.train(), Error, "solver.nan_policy");
@@ -89,7 +80,7 @@ TEST(SessionRobustness, SkippedBatchesApplyNoDenseOrSparseUpdateAndAreCounted) {
   for (int ranks : {1, 2}) {
     ember::testing::ScratchDir dir;
     {
-      Session s(tiny_config(json, *data, 256, 3), quiet(ranks));
+      Session s(tiny_config(json, *data, 256, 3), quiet_options("", ranks));
       (void)s.train();
       s.save(dir / "before");
     }
@@ -97,7 +88,7 @@ TEST(SessionRobustness, SkippedBatchesApplyNoDenseOrSparseUpdateAndAreCounted) {
     poison_first_value(dir / "before", "dense.model");
     const std::vector<std::string> skip = {"solver.nan_policy=skip"};
     {
-      Session s(tiny_config(json, *data, 256, 8, skip), quiet(ranks));
+      Session s(tiny_config(json, *data, 256, 8, skip), quiet_options("", ranks));
       s.load(dir / "before");
       const TrainResult r = s.train();
       EXPECT_EQ(r.iterations, 8);
@@ -113,7 +104,7 @@ TEST(SessionRobustness, SkippedBatchesApplyNoDenseOrSparseUpdateAndAreCounted) {
     EXPECT_EQ(bytes_of(embedding_dir(dir / "before") / "optimizer_step"),
               bytes_of(embedding_dir(dir / "after") / "optimizer_step"));
     // The count survives a checkpoint, and resuming checks the optimizers' steps against it.
-    Session resumed(tiny_config(json, *data, 256, 10, skip), quiet(ranks));
+    Session resumed(tiny_config(json, *data, 256, 10, skip), quiet_options("", ranks));
     resumed.load(dir / "after");
     EXPECT_EQ(resumed.skipped_batches(), 5);
     EXPECT_EQ(resumed.train().skipped_batches, 2);
@@ -126,12 +117,12 @@ TEST(SessionRobustness, EvaluatingAModelWithNanWeightsEndsWithANanAuc) {
   auto data = make_dataset(json, 4000);
   ember::testing::ScratchDir dir;
   {
-    Session s(tiny_config(json, *data, 256, 2), quiet());
+    Session s(tiny_config(json, *data, 256, 2), quiet_options("", 1));
     (void)s.train();
     s.save(dir / "m");
   }
   poison_first_value(dir / "m", "dense.model");
-  Session s(tiny_config(json, *data, 256, 2), quiet());
+  Session s(tiny_config(json, *data, 256, 2), quiet_options("", 1));
   s.load(dir / "m", /*with_optimizer_states=*/false);
   const EvalResult r = s.evaluate();
   EXPECT_TRUE(std::isnan(r.auc));
@@ -146,7 +137,7 @@ TEST(SessionRobustness, ACheckpointOfAnotherShapeIsRefusedEvenWithTheSameSizes) 
   auto data = make_dataset(json, 2000);
   ember::testing::ScratchDir dir;
   {
-    Session s(tiny_config(json, *data, 256, 2), quiet());
+    Session s(tiny_config(json, *data, 256, 2), quiet_options("", 1));
     (void)s.train();
     s.save(dir / "a");
   }
@@ -154,12 +145,12 @@ TEST(SessionRobustness, ACheckpointOfAnotherShapeIsRefusedEvenWithTheSameSizes) 
   const std::vector<std::string> other = {"layers.fc1.fc_param.num_output=52",
                                           "layers.fc2.fc_param.num_output=40"};
   {
-    Session b(tiny_config(json, *data, 256, 2, other), quiet());
+    Session b(tiny_config(json, *data, 256, 2, other), quiet_options("", 1));
     b.save(dir / "b");
   }
   ASSERT_EQ(fs::file_size(dir / "a" / "dense.model"), fs::file_size(dir / "b" / "dense.model"));
   for (bool states : {true, false}) {
-    Session b(tiny_config(json, *data, 256, 2, other), quiet());
+    Session b(tiny_config(json, *data, 256, 2, other), quiet_options("", 1));
     EMBER_EXPECT_THROW_WITH(b.load(dir / "a", states), DataError, "holds another model");
     EMBER_EXPECT_THROW_WITH(b.load(dir / "a", states), DataError,
                             "'fc1.weight' [13,64] there but 'fc1.weight' [13,52]");
@@ -168,7 +159,7 @@ TEST(SessionRobustness, ACheckpointOfAnotherShapeIsRefusedEvenWithTheSameSizes) 
   Session c(tiny_config(json, *data, 256, 2,
                         {"layers.sparse_embedding1.sparse_embedding_hparam.embedding_vec_size=8",
                          "layers.fc3.fc_param.num_output=8"}),
-            quiet());
+            quiet_options("", 1));
   EMBER_EXPECT_THROW_WITH(c.load(dir / "a"), DataError,
                           "embedding 'sparse_embedding1' has 26 slots of 16 there but 26 slots "
                           "of 8");
@@ -182,14 +173,14 @@ TEST(SessionRobustness, KeepSnapshotsKeepsTheNewestAndNothingElseIsTouched) {
   fs::create_directories(dir / "ckpt_snapshot_99");  // not a checkpoint
   std::ofstream(dir / "ckpt_snapshot_99" / "notes.txt") << "mine";
   {
-    Session s(tiny_config(json, *data, 256, 1), quiet());
+    Session s(tiny_config(json, *data, 256, 1), quiet_options("", 1));
     (void)s.train();
     s.save(dir / "other_snapshot_1");  // another prefix
   }
   Session s(tiny_config(json, *data, 256, 10,
                         {"solver.snapshot=2", "solver.keep_snapshots=2",
                          "solver.snapshot_prefix=" + prefix}),
-            quiet());
+            quiet_options("", 1));
   (void)s.train();
   for (int it : {2, 4, 6}) {
     EXPECT_FALSE(fs::exists(prefix + "snapshot_" + std::to_string(it))) << it;
@@ -203,7 +194,7 @@ TEST(SessionRobustness, KeepSnapshotsKeepsTheNewestAndNothingElseIsTouched) {
   Session one(tiny_config(json, *data, 256, 4,
                           {"solver.snapshot=1", "solver.keep_snapshots=1",
                            "solver.snapshot_prefix=" + (dir / "one_").string()}),
-              quiet());
+              quiet_options("", 1));
   (void)one.train();
   int kept = 0;
   for (const auto& e : fs::directory_iterator(dir.path())) {
@@ -218,7 +209,7 @@ TEST(SessionRobustness, AStopRequestEndsAfterTheStepWithASnapshot) {
   auto data = make_dataset(json, 4000);
   ember::testing::ScratchDir dir;
   std::atomic<bool> stop{true};  // asked before the first step: one step, then the snapshot
-  SessionOptions o = quiet();
+  SessionOptions o = quiet_options("", 1);
   o.run_dir = dir.path();
   o.stop_requested = &stop;
   Session s(tiny_config(json, *data, 256, 50), o);
@@ -227,7 +218,7 @@ TEST(SessionRobustness, AStopRequestEndsAfterTheStepWithASnapshot) {
   EXPECT_EQ(r.iterations, 1);
   EXPECT_EQ(r.interrupt_snapshot, dir / "snapshot_1");
   EXPECT_FALSE(r.last_eval.has_value());  // no final evaluation on the way out
-  Session resumed(tiny_config(json, *data, 256, 50), quiet());
+  Session resumed(tiny_config(json, *data, 256, 50), quiet_options("", 1));
   resumed.load(r.interrupt_snapshot);
   EXPECT_EQ(resumed.iteration(), 1);
 }
@@ -235,7 +226,7 @@ TEST(SessionRobustness, AStopRequestEndsAfterTheStepWithASnapshot) {
 TEST(SessionRobustness, TheLastLossIsReportedWhenNoDisplayLineFellInTheRun) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 2000);
-  Session s(tiny_config(json, *data, 256, 5, {"solver.display=100"}), quiet());
+  Session s(tiny_config(json, *data, 256, 5, {"solver.display=100"}), quiet_options("", 1));
   const TrainResult r = s.train();
   EXPECT_TRUE(r.losses.empty());
   ASSERT_TRUE(r.last_loss.has_value());
@@ -250,7 +241,7 @@ TEST(SessionRobustness, ExportPredictionsPrefixWritesHugeCtrsFilesPerEvaluation)
   const std::string prefix = (dir / "pred").string();
   Session s(tiny_config(json, *data, 256, 10,
                         {"solver.eval_interval=5", "solver.export_predictions_prefix=" + prefix}),
-            quiet());
+            quiet_options("", 1));
   (void)s.train();
   auto numbers = [](const std::string& path) {
     std::ifstream in(path);
@@ -285,7 +276,7 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
   auto data = make_dataset(json, 4000);
   ember::testing::ScratchDir dir;
   {
-    Session a(tiny_config(json, *data, 256, 5), quiet());
+    Session a(tiny_config(json, *data, 256, 5), quiet_options("", 1));
     (void)a.train();
     a.save(dir / "a");
   }
@@ -298,7 +289,7 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
       "solver.sparse_opt_states_file=[" + quoted(emb) + "]"};
   for (int ranks : {1, 2}) {
     {
-      Session b(tiny_config(json, *data, 256, 5, files), quiet(ranks));
+      Session b(tiny_config(json, *data, 256, 5, files), quiet_options("", ranks));
       b.save(dir / "b");
     }
     for (const char* file : {"dense.model", "dense_opt_states.model"}) {
@@ -310,7 +301,7 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
   }
   // Without the state files the states start at zero: the files above did the loading.
   {
-    Session c(tiny_config(json, *data, 256, 5, {files[0], files[1]}), quiet());
+    Session c(tiny_config(json, *data, 256, 5, {files[0], files[1]}), quiet_options("", 1));
     c.save(dir / "c");
     EXPECT_NE(bytes_of(a / "dense_opt_states.model"),
               bytes_of(dir / "c" / "dense_opt_states.model"));
@@ -319,16 +310,17 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
   EMBER_EXPECT_THROW_WITH(
       Session(tiny_config(json, *data, 256, 5,
                           {"solver.dense_opt_states_file=" + (a / "dense.model").string()}),
-              quiet()),
+              quiet_options("", 1)),
       DataError, "2 optimizer state slot(s) need");
-  EMBER_EXPECT_THROW_WITH(Session(tiny_config(json, *data, 256, 5, {files[3]}), quiet()),
-                          ConfigError, "sparse_opt_states_file needs solver.sparse_model_file");
+  EMBER_EXPECT_THROW_WITH(
+      Session(tiny_config(json, *data, 256, 5, {files[3]}), quiet_options("", 1)), ConfigError,
+      "sparse_opt_states_file needs solver.sparse_model_file");
   fs::copy(emb, dir / "states");
   fs::remove(dir / "states" / "adam_v");
   EMBER_EXPECT_THROW_WITH(Session(tiny_config(json, *data, 256, 5,
                                               {files[1], "solver.sparse_opt_states_file=[" +
                                                              quoted(dir / "states") + "]"}),
-                                  quiet()),
+                                  quiet_options("", 1)),
                           DataError, "no 'adam_v' file");
 }
 
@@ -338,7 +330,7 @@ TEST(SessionRobustness, AMetricsLogThatCannotBeWrittenEndsTheRun) {
   ember::testing::ScratchDir dir;
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   fs::create_symlink("/dev/full", dir / "metrics.csv");
-  SessionOptions o = quiet();
+  SessionOptions o = quiet_options("", 1);
   o.run_dir = dir.path();
   EMBER_EXPECT_THROW_WITH(Session(tiny_config(json, *data, 256, 5), o), DataError,
                           "cannot write the run log");

@@ -19,22 +19,6 @@ namespace {
 
 using namespace testing_support;
 
-std::vector<double> losses_of(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& [it, loss] : r.losses)
-    out.push_back(loss);
-  return out;
-}
-
-SessionOptions quiet(int ranks = 1) {
-  static std::ostringstream sink;
-  SessionOptions o;
-  o.cpu_ranks = ranks;
-  o.progress = false;
-  o.out = &sink;
-  return o;
-}
-
 double mean(const std::vector<double>& v, std::size_t from, std::size_t to) {
   double s = 0;
   for (std::size_t i = from; i < to; ++i)
@@ -46,7 +30,7 @@ TEST(Session, EverySampleConfigTrainsAndItsLossFalls) {
   for (const char* name : {"dlrm", "deepfm", "wide_and_deep", "dcn"}) {
     const auto json = sample_config(name);
     auto data = make_dataset(json, 16000);
-    Session session(tiny_config(json, *data, 256, 50), quiet());
+    Session session(tiny_config(json, *data, 256, 50), quiet_options("", 1));
     const auto losses = losses_of(session.train());
     ASSERT_EQ(losses.size(), 50u) << name;
     for (double l : losses)
@@ -67,7 +51,7 @@ TEST(Session, SeveralCpuRanksGiveTheLossesOfOne) {
     }
     std::vector<double> one;
     for (int ranks : {1, 2, 3, 4}) {
-      Session session(tiny_config(json, *data, 240, 12), quiet(ranks));
+      Session session(tiny_config(json, *data, 240, 12), quiet_options("", ranks));
       EXPECT_EQ(session.ranks(), ranks);
       const auto losses = losses_of(session.train());
       if (ranks == 1) {
@@ -89,18 +73,18 @@ TEST(Session, ResumeEqualsUninterrupted) {
   for (int ranks : {1, 2}) {
     std::vector<double> straight;
     {
-      Session s(tiny_config(json, *data, 256, 20), quiet(ranks));
+      Session s(tiny_config(json, *data, 256, 20), quiet_options("", ranks));
       straight = losses_of(s.train());
     }
     ember::testing::ScratchDir ckpt;
     {
-      Session s(tiny_config(json, *data, 256, 10), quiet(ranks));
+      Session s(tiny_config(json, *data, 256, 10), quiet_options("", ranks));
       const auto first = losses_of(s.train());
       for (std::size_t i = 0; i < first.size(); ++i)
         EXPECT_DOUBLE_EQ(first[i], straight[i]);
       s.save(ckpt / "at10");
     }
-    Session resumed(tiny_config(json, *data, 256, 20), quiet(ranks));
+    Session resumed(tiny_config(json, *data, 256, 20), quiet_options("", ranks));
     resumed.load(ckpt / "at10");
     EXPECT_EQ(resumed.iteration(), 10);
     const TrainResult r = resumed.train();
@@ -117,7 +101,7 @@ TEST(Session, ResumeEqualsUninterrupted) {
 TEST(Session, EvaluationAndPredictionAgree) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 8000);
-  Session s(tiny_config(json, *data, 256, 15), quiet());
+  Session s(tiny_config(json, *data, 256, 15), quiet_options("", 1));
   (void)s.train();
   const EvalResult eval = s.evaluate();
   ember::testing::ScratchDir dir;
@@ -149,7 +133,7 @@ TEST(Session, CorruptOrTruncatedCheckpointsAreRefusedAndEarlierOnesStayIntact) {
   auto data = make_dataset(json, 4000);
   ember::testing::ScratchDir dir;
   {
-    Session s(tiny_config(json, *data, 256, 5), quiet());
+    Session s(tiny_config(json, *data, 256, 5), quiet_options("", 1));
     (void)s.train();
     s.save(dir / "a");
     {
@@ -163,7 +147,7 @@ TEST(Session, CorruptOrTruncatedCheckpointsAreRefusedAndEarlierOnesStayIntact) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   }
   auto expect_refused = [&](const std::filesystem::path& ckpt, const char* needle) {
-    Session s(tiny_config(json, *data, 256, 5), quiet());
+    Session s(tiny_config(json, *data, 256, 5), quiet_options("", 1));
     try {
       s.load(ckpt);
       ADD_FAILURE() << "loaded " << ckpt;
@@ -193,7 +177,7 @@ TEST(Session, CorruptOrTruncatedCheckpointsAreRefusedAndEarlierOnesStayIntact) {
   std::filesystem::remove(dir / "d" / "meta.json");
   expect_refused(dir / "d", "meta.json");
   // The first checkpoint is intact and loads.
-  Session s(tiny_config(json, *data, 256, 5), quiet());
+  Session s(tiny_config(json, *data, 256, 5), quiet_options("", 1));
   s.load(dir / "a");
   EXPECT_EQ(s.iteration(), 5);
 }
@@ -204,12 +188,12 @@ TEST(Session, SaveAndLoadGiveTheSameEvaluation) {
   ember::testing::ScratchDir dir;
   EvalResult before;
   {
-    Session s(tiny_config(json, *data, 256, 8), quiet());
+    Session s(tiny_config(json, *data, 256, 8), quiet_options("", 1));
     (void)s.train();
     before = s.evaluate();
     s.save(dir / "m");
   }
-  Session fresh(tiny_config(json, *data, 256, 8), quiet());
+  Session fresh(tiny_config(json, *data, 256, 8), quiet_options("", 1));
   fresh.load(dir / "m", /*with_optimizer_states=*/false);
   const EvalResult after = fresh.evaluate();
   EXPECT_EQ(after.samples, before.samples);
@@ -225,7 +209,7 @@ TEST(Session, AucTargetStopsTrainingAndSnapshotsAreWritten) {
   Session s(tiny_config(json, *data, 256, 100,
                         {"solver.eval_interval=10", "solver.eval_metrics=[\"AUC:0.5\"]",
                          "solver.snapshot=5", "solver.snapshot_prefix=" + prefix}),
-            quiet());
+            quiet_options("", 1));
   const TrainResult r = s.train();
   EXPECT_TRUE(r.reached_auc_target);
   EXPECT_EQ(r.iterations, 10);
@@ -244,7 +228,7 @@ TEST(Session, EpochsModeSeesEveryFullBatchOnce) {
   auto j = c.json;
   j["solver"].erase("max_iter");
   j["solver"]["num_epochs"] = 2;
-  Session s(parse_model_config(j, "test"), quiet());
+  Session s(parse_model_config(j, "test"), quiet_options("", 1));
   EXPECT_EQ(s.train().iterations, 22);
 }
 
@@ -256,14 +240,15 @@ TEST(Session, ModelErrorsAtBuildTimeNameTheLayerAndShapes) {
     if (layer["name"] == "fc3") layer["fc_param"]["num_output"] = 12;
   }
   try {
-    Session s(tiny_config(json, *data, 256, 1), quiet());
+    Session s(tiny_config(json, *data, 256, 1), quiet_options("", 1));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("interaction1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("12"), std::string::npos) << e.what();
   }
   // The batch must split evenly over the ranks.
-  EXPECT_THROW(Session(tiny_config(sample_config("dlrm"), *data, 250, 1), quiet(3)), ConfigError);
+  EXPECT_THROW(Session(tiny_config(sample_config("dlrm"), *data, 250, 1), quiet_options("", 3)),
+               ConfigError);
 }
 
 }  // namespace

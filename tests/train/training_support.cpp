@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "ember/data/datagen.hpp"
 #include "ember/train/checkpoint.hpp"
@@ -118,6 +119,23 @@ void poison_first_value(const std::filesystem::path& dir, const std::string& fil
     f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
   }
   rehash_checkpoint(dir);
+}
+
+SessionOptions quiet_options(const std::string& device, int cpu_ranks) {
+  static std::ostringstream sink;
+  SessionOptions o;
+  o.progress = false;
+  o.out = &sink;
+  o.device = device;
+  if (cpu_ranks > 0) o.cpu_ranks = cpu_ranks;
+  return o;
+}
+
+std::vector<double> losses_of(const TrainResult& r) {
+  std::vector<double> out;
+  for (const auto& [iteration, loss] : r.losses)
+    out.push_back(loss);
+  return out;
 }
 
 }  // namespace ember::train::testing_support

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/train/model_config.hpp"
+#include "ember/train/session.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::train::testing_support {
@@ -47,5 +48,12 @@ void rehash_checkpoint(const std::filesystem::path& dir);
 
 // Sets the first f32 of `file` (a checkpoint's dense.model, say) to NaN and rehashes `dir`.
 void poison_first_value(const std::filesystem::path& dir, const std::string& file);
+
+// Options for a session that shows nothing (its lines go to a sink): on `device` ("" leaves the
+// configuration's), with `cpu_ranks` CPU ranks (0 leaves the configuration's).
+SessionOptions quiet_options(const std::string& device = "", int cpu_ranks = 0);
+
+// A run's losses at its display points, in order.
+std::vector<double> losses_of(const TrainResult& r);
 
 }  // namespace ember::train::testing_support
