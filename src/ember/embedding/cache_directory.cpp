@@ -1,11 +1,25 @@
 #include "ember/embedding/cache_directory.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "ember/core/error.hpp"
 
 namespace ember::embedding {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the time since `last` to `ms` and moves `last` to now.
+void lap(double& ms, Clock::time_point& last) {
+  const Clock::time_point now = Clock::now();
+  ms += std::chrono::duration<double, std::milli>(now - last).count();
+  last = now;
+}
+
+}  // namespace
 
 CacheDirectory::CacheDirectory(std::int64_t rows, std::int64_t slots, EvictionPolicy policy,
                                bool materialized, std::string where, std::string raise_hint)
@@ -50,6 +64,7 @@ void CacheDirectory::unpin(std::int32_t slot) {
 }
 
 CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training) {
+  Clock::time_point t = Clock::now();
   CachePlan p;
   p.id = next_plan_++;
   p.training = training;
@@ -77,6 +92,7 @@ CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training
       p.new_rows.push_back(r);
     }
   }
+  lap(times_.lookup_ms, t);
   const auto need = static_cast<std::int64_t>(p.fetch_rows.size() + p.new_rows.size());
   const std::int64_t pinned_now = pinned_count_;
   const auto free_slots = static_cast<std::int64_t>(free_.size());
@@ -94,6 +110,7 @@ CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training
     pin(s);
     policy_->touch(s, row_in_[s]);
   }
+  lap(times_.pin_ms, t);
   // Slots for the misses and the new rows: free ones first, then victims.
   std::vector<std::int32_t> slots;
   slots.reserve(static_cast<std::size_t>(need));
@@ -107,6 +124,7 @@ CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training
     EMBER_CHECK(static_cast<std::int64_t>(victims.size() + slots.size()) == need, where_,
                 ": the eviction policy found ", victims.size(), " of ", need - slots.size(),
                 " victims (", eviction_policy_name(policy_kind_), ")");
+    lap(times_.victims_ms, t);
     for (const std::int32_t s : victims) {
       const std::int64_t v = row_in_[s];
       p.evict_rows.push_back(v);
@@ -116,6 +134,9 @@ CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training
       policy_->remove(s, v);
       slots.push_back(s);
     }
+    lap(times_.evict_ms, t);
+  } else {
+    lap(times_.victims_ms, t);
   }
   std::size_t next = 0;
   for (const std::int64_t r : p.fetch_rows) {
@@ -130,6 +151,8 @@ CachePlan CacheDirectory::plan(std::span<const std::int64_t> rows, bool training
     p.pinned.push_back(s);
     place(r, s, true);
   }
+  lap(times_.place_ms, t);
+  ++times_.plans;
   return p;
 }
 

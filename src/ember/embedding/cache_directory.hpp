@@ -35,6 +35,17 @@ struct CachePlan {
   int staging = -1;  // the staging buffer holding its rows (host_backed_rows.hpp), -1: none
 };
 
+// Host time spent in plan(), summed over plans, by part (for measuring: bench_cache_plan).
+struct PlanTimes {
+  std::int64_t plans = 0;
+  double lookup_ms = 0;   // where each of the batch's rows is
+  double pin_ms = 0;      // the hits pinned and touched
+  double victims_ms = 0;  // slots for the misses: free ones, then the policy's victims
+  double evict_ms = 0;    // the victims' rows leave
+  double place_ms = 0;    // the misses and new rows placed and admitted
+  double total_ms() const { return lookup_ms + pin_ms + victims_ms + evict_ms + place_ms; }
+};
+
 class CacheDirectory {
  public:
   // Where a row is when it has no slot.
@@ -79,6 +90,7 @@ class CacheDirectory {
   // Empties the cache: appends every cached (row, slot) that holds data (for writing back),
   // forgets waiting new rows and pins, and makes every slot free.
   void clear(std::vector<std::int64_t>& rows, std::vector<std::int64_t>& slots);
+  const PlanTimes& times() const { return times_; }
 
  private:
   std::int32_t take_free_slot();
@@ -96,6 +108,7 @@ class CacheDirectory {
   std::int64_t high_water_ = 0, materialized_ = 0;
   std::int64_t pinned_count_ = 0;  // slots with pins
   std::uint64_t next_plan_ = 1;
+  PlanTimes times_;
   std::string where_, raise_hint_;
 };
 

@@ -32,6 +32,8 @@
 
 namespace ember::embedding {
 
+struct StagingLayout;
+
 // The columns of one table row: its values (the dtype is a parameter: f32 today, 16-bit storage
 // later), the optimizer's state columns (f32) and the step the row is current to (Global,
 // LazyGlobal).
@@ -129,7 +131,6 @@ class HostBackedRows {
 
  private:
   struct Staging;
-  struct Layout;
   void allocate_host(std::int64_t rows);
   bool on_device() const { return place_.is_cuda(); }
   Staging& free_staging();
@@ -138,7 +139,8 @@ class HostBackedRows {
   void write_back(std::span<const std::int64_t> rows, const std::int64_t* slots_at_place,
                   const std::int64_t* rows_at_place, std::span<const std::int64_t> slots,
                   StreamHandle stream);
-  void gather_host(std::span<const std::int64_t> rows, std::byte* out, const Layout& layout) const;
+  void gather_host(std::span<const std::int64_t> rows, std::byte* out,
+                   const StagingLayout& layout) const;
 
   RowColumns columns_;
   std::int64_t rows_;
