@@ -21,6 +21,7 @@
 // not measured, default 10 as bench_host_cache), --batches N (measured, default 30), --alpha A,
 // --batch B, --seed S, --repeat N (runs per ratio, the fastest reported: for a shared machine).
 #include <omp.h>
+#include <time.h>
 
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,14 @@ struct Args {
   std::uint64_t seed = 1;
   int repeat = 1;  // runs per ratio; the fastest is reported (the machine may be shared)
 };
+
+// The process's CPU time (every thread's): on a shared machine the wall time of a batch also
+// counts the time other programs had the cores.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -111,8 +120,7 @@ std::vector<std::vector<std::int64_t>> make_batches(const Args& a,
 }
 
 struct Totals {
-  double readback = 0, lists = 0, release = 0;
-  PlanTimes plan;
+  double readback = 0, lists = 0, release = 0, cpu = 0;
   double distinct = 0, hits = 0, fetched = 0, evicted = 0;
 };
 
@@ -125,11 +133,11 @@ std::uint64_t digest(std::uint64_t h, const std::vector<std::int64_t>& v) {
 
 struct Result {
   std::int64_t slots = 0;
-  double setup = 0, readback = 0, lookup = 0, pin = 0, victims = 0, evict = 0, place = 0, lists = 0,
-         release = 0;
+  double setup = 0, readback = 0, lookup = 0, pin = 0, victims = 0, evict = 0, place = 0,
+         queues = 0, lists = 0, release = 0, cpu = 0;
   double distinct = 0, hit_rate = 0, fetched = 0, evicted = 0;
   std::uint64_t digest = 0;
-  double plan() const { return lookup + pin + victims + evict + place; }
+  double plan() const { return lookup + pin + victims + evict + place + queues; }
   double total() const { return readback + plan() + lists + release; }
 };
 
@@ -151,6 +159,7 @@ Result run(const Args& a, const std::vector<std::vector<std::int64_t>>& batches,
     if (static_cast<std::int64_t>(b) == a.warmup) before = dir.times();
     const std::vector<std::int64_t>& unique = batches[b];
     pinned.assign(unique.begin(), unique.end());
+    const double cpu0 = cpu_ms();
     auto tb = Clock::now();
     std::vector<std::int64_t> read(pinned.size());
     std::copy_n(pinned.data(), pinned.size(), read.begin());
@@ -165,6 +174,7 @@ Result run(const Args& a, const std::vector<std::vector<std::int64_t>>& batches,
     dir.started(p);
     dir.release(p);
     const double release = ms_since(tb);
+    const double cpu = cpu_ms() - cpu0;
     for (const auto* v :
          {&p.fetch_rows, &p.fetch_slots, &p.evict_rows, &p.evict_slots, &p.new_rows, &p.new_slots})
       h = digest(h, *v);
@@ -172,6 +182,7 @@ Result run(const Args& a, const std::vector<std::vector<std::int64_t>>& batches,
     t.readback += readback;
     t.lists += lists;
     t.release += release;
+    t.cpu += cpu;
     t.distinct += static_cast<double>(unique.size());
     t.hits += static_cast<double>(p.hits);
     t.fetched += static_cast<double>(p.fetch_rows.size());
@@ -188,8 +199,10 @@ Result run(const Args& a, const std::vector<std::vector<std::int64_t>>& batches,
   r.victims = (after.victims_ms - before.victims_ms) / n;
   r.evict = (after.evict_ms - before.evict_ms) / n;
   r.place = (after.place_ms - before.place_ms) / n;
+  r.queues = (after.queues_ms - before.queues_ms) / n;
   r.lists = t.lists / n;
   r.release = t.release / n;
+  r.cpu = t.cpu / n;
   r.distinct = t.distinct / n;
   r.hit_rate = t.hits / std::max(1.0, t.distinct);
   r.fetched = t.fetched / n;
@@ -206,9 +219,9 @@ void report(const Args& a, double ratio, const Result& r) {
       r.hit_rate, r.fetched, r.evicted, r.setup);
   std::printf(
       "  ms/batch: readback %.2f | plan %.2f (lookup %.2f, pin %.2f, victims %.2f, evict %.2f, "
-      "place %.2f) | lists %.2f | release %.2f | total %.2f\n",
-      r.readback, r.plan(), r.lookup, r.pin, r.victims, r.evict, r.place, r.lists, r.release,
-      r.total());
+      "place %.2f, queues %.2f) | lists %.2f | release %.2f | total %.2f (CPU time %.2f)\n",
+      r.readback, r.plan(), r.lookup, r.pin, r.victims, r.evict, r.place, r.queues, r.lists,
+      r.release, r.total(), r.cpu);
   std::printf("  plan digest %016llx\n", static_cast<unsigned long long>(r.digest));
   std::printf(
       "SUMMARY | embedding | host cache's host work per batch (%g %% cache, %s, %d threads) | "
