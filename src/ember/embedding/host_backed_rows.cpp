@@ -20,6 +20,12 @@ constexpr std::size_t kAlign = 256;
 // Rows per chunk of whole-table work (saving, catching up): 64 Ki rows, some 32-100 MB.
 constexpr std::int64_t kChunkRows = 65536;
 constexpr std::size_t kStallPairs = 8;
+// The prepare stream's priority, above the compute stream's (0): the host waits for the distinct
+// rows of the batch prepared ahead (SparseEmbedding::read_unique_rows) while the step before it
+// runs; at equal priority the few small kernels that find them queue behind that step's kernels,
+// and the host's bookkeeping would start only when the step is nearly over. -1 is a valid
+// priority on every GPU with priorities (CUDA clamps values outside the device's range anyway).
+constexpr int kPreparePriority = -1;
 
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -79,7 +85,7 @@ HostBackedRows::HostBackedRows(const RowColumns& columns, std::int64_t rows,
     s = std::make_unique<Staging>();
   if (on_device()) {
     const int d = place_.device();
-    prepare_ = Stream::create(d);
+    prepare_ = Stream::create(d, kPreparePriority);
     writeback_ = Stream::create(d);
     evicted_ready_ = Event::create(d);
     writeback_done_ = Event::create(d);
