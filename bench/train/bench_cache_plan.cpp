@@ -137,6 +137,8 @@ struct Result {
          queues = 0, lists = 0, release = 0, cpu = 0;
   double distinct = 0, hit_rate = 0, fetched = 0, evicted = 0;
   std::uint64_t digest = 0;
+  std::int64_t compactions = 0;
+  double compact = 0;  // ms, all of them
   double plan() const { return lookup + pin + victims + evict + place + queues; }
   double total() const { return readback + plan() + lists + release; }
 };
@@ -200,6 +202,8 @@ Result run(const Args& a, const std::vector<std::vector<std::int64_t>>& batches,
   r.evict = (after.evict_ms - before.evict_ms) / n;
   r.place = (after.place_ms - before.place_ms) / n;
   r.queues = (after.queues_ms - before.queues_ms) / n;
+  r.compactions = after.compactions - before.compactions;
+  r.compact = after.compact_ms - before.compact_ms;
   r.lists = t.lists / n;
   r.release = t.release / n;
   r.cpu = t.cpu / n;
@@ -222,7 +226,9 @@ void report(const Args& a, double ratio, const Result& r) {
       "place %.2f, queues %.2f) | lists %.2f | release %.2f | total %.2f (CPU time %.2f)\n",
       r.readback, r.plan(), r.lookup, r.pin, r.victims, r.evict, r.place, r.queues, r.lists,
       r.release, r.total(), r.cpu);
-  std::printf("  plan digest %016llx\n", static_cast<unsigned long long>(r.digest));
+  std::printf("  queue logs compacted %lld times (%.1f ms in all); plan digest %016llx\n",
+              static_cast<long long>(r.compactions), r.compact,
+              static_cast<unsigned long long>(r.digest));
   std::printf(
       "SUMMARY | embedding | host cache's host work per batch (%g %% cache, %s, %d threads) | "
       "%.2f ms | - | -\n",

@@ -4,7 +4,8 @@
 // OpenMP thread counts: the plans, and the record after every step, must be the same. The
 // reference keeps a stamp per slot and sorts the slots for every eviction: slow and obviously
 // right. Also the pieces the directory is built from: the policy's logs stay bounded, the chunks
-// of a loop cover it in order, and large arrays keep their values.
+// of a loop cover it in order, large arrays keep their values; and the staging lists written from
+// a plan.
 #include <omp.h>
 
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "ember/embedding/cache_directory.hpp"
 #include "ember/embedding/host_chunks.hpp"
 #include "ember/embedding/large_page_allocator.hpp"
+#include "ember/embedding/staging_layout.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::embedding {
@@ -415,7 +417,55 @@ TEST(HostChunks, ChunksCoverTheLoopInOrder) {
       ASSERT_TRUE(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
     }
     EXPECT_GE(chunk_count(n), 1u);
-    EXPECT_LE(chunk_count(n), std::max<std::size_t>(1, n / kRowsPerChunk));
+    EXPECT_LE(chunk_count(n),
+              std::max<std::size_t>(1, n / kRowsPerChunk));  // chunks are worth the threads
+  }
+}
+
+TEST(StagingLists, EveryListAndTheMapChangesInOrder) {
+  auto rng = ember::testing::make_rng();
+  RowColumns columns;
+  columns.width = 3;
+  columns.states = 1;
+  for (int threads : {1, 3}) {
+    ThreadCount use(threads);
+    for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{40009}}) {
+      CachePlan p;
+      auto fill = [&](std::vector<std::int64_t>& v, std::size_t n) {
+        for (std::size_t i = 0; i < n; ++i)
+          v.push_back(static_cast<std::int64_t>(rng() % 1000003));
+      };
+      fill(p.evict_rows, size);
+      fill(p.evict_slots, size);
+      fill(p.fetch_rows, size + 3);
+      fill(p.fetch_slots, size + 3);
+      fill(p.new_rows, size / 2);
+      fill(p.new_slots, size / 2);
+      const StagingLayout l = StagingLayout::of(columns, p);
+      ASSERT_EQ(l.m, static_cast<std::int64_t>(size + 3));
+      std::vector<std::byte> buffer(l.total);
+      write_staging_lists(p, l, buffer.data());
+      auto list = [&](std::size_t at, std::size_t n) {
+        const auto* v = reinterpret_cast<const std::int64_t*>(buffer.data() + at);
+        return std::vector<std::int64_t>(v, v + n);
+      };
+      EXPECT_EQ(list(l.evict_rows, size), p.evict_rows);
+      EXPECT_EQ(list(l.evict_slots, size), p.evict_slots);
+      EXPECT_EQ(list(l.fetch_rows, size + 3), p.fetch_rows);
+      EXPECT_EQ(list(l.fetch_slots, size + 3), p.fetch_slots);
+      EXPECT_EQ(list(l.new_rows, size / 2), p.new_rows);
+      EXPECT_EQ(list(l.new_slots, size / 2), p.new_slots);
+      // The map's changes: victims leave (-1), then the fetched rows and the new rows arrive.
+      std::vector<std::int64_t> rows = p.evict_rows, values(size, -1);
+      rows.insert(rows.end(), p.fetch_rows.begin(), p.fetch_rows.end());
+      values.insert(values.end(), p.fetch_slots.begin(), p.fetch_slots.end());
+      rows.insert(rows.end(), p.new_rows.begin(), p.new_rows.end());
+      values.insert(values.end(), p.new_slots.begin(), p.new_slots.end());
+      EXPECT_EQ(list(l.map_rows, rows.size()), rows);
+      const auto* map_values = reinterpret_cast<const std::int32_t*>(buffer.data() + l.map_values);
+      for (std::size_t i = 0; i < values.size(); ++i)
+        ASSERT_EQ(map_values[i], values[i]) << "entry " << i << " of " << values.size();
+    }
   }
 }
 

@@ -147,24 +147,45 @@ std::int64_t CacheDirectory::look_up(std::span<const std::int64_t> rows, CachePl
       look_up_chunk<false>(chunk, p.training, look_ups_[c]);
     }
   });
+  // The chunks' lists joined in order, each chunk copying its own.
   std::int64_t pinned_hits = 0;
+  std::size_t hits = 0, fetches = 0, news = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    const LookUp& l = look_ups_[c];
+    LookUp& l = look_ups_[c];
     if (l.error != SIZE_MAX) cannot_plan(rows[chunk_begin(n, chunks, c) + l.error]);
     p.lookups += l.lookups;
-    p.hits += static_cast<std::int64_t>(l.hits.size());
     pinned_hits += l.pinned_hits;
-    p.pinned.insert(p.pinned.end(), l.hits.begin(), l.hits.end());
-    hit_rows_.insert(hit_rows_.end(), l.hit_rows.begin(), l.hit_rows.end());
-    p.fetch_rows.insert(p.fetch_rows.end(), l.fetch_rows.begin(), l.fetch_rows.end());
-    p.new_rows.insert(p.new_rows.end(), l.new_rows.begin(), l.new_rows.end());
+    l.at = {hits, fetches, news};
+    hits += l.hits.size();
+    fetches += l.fetch_rows.size();
+    news += l.new_rows.size();
   }
+  p.hits = static_cast<std::int64_t>(hits);
+  p.pinned.resize(hits);
+  hit_rows_.resize(hits);
+  p.fetch_rows.resize(fetches);
+  p.new_rows.resize(news);
+  for_each_chunk(n, chunks, [&](std::size_t c, std::size_t, std::size_t) {
+    const LookUp& l = look_ups_[c];
+    std::copy(l.hits.begin(), l.hits.end(),
+              p.pinned.begin() + static_cast<std::ptrdiff_t>(l.at[0]));
+    std::copy(l.hit_rows.begin(), l.hit_rows.end(),
+              hit_rows_.begin() + static_cast<std::ptrdiff_t>(l.at[0]));
+    std::copy(l.fetch_rows.begin(), l.fetch_rows.end(),
+              p.fetch_rows.begin() + static_cast<std::ptrdiff_t>(l.at[1]));
+    std::copy(l.new_rows.begin(), l.new_rows.end(),
+              p.new_rows.begin() + static_cast<std::ptrdiff_t>(l.at[2]));
+  });
   return pinned_hits;
 }
 
 void CacheDirectory::append_entries() {
   policy_.append(entries_, entry_queues_);
-  policy_.compact_if_due(slots_.data(), cached());
+  const Clock::time_point t = Clock::now();
+  if (policy_.compact_if_due(slots_.data(), cached())) {
+    ++times_.compactions;
+    times_.compact_ms += std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  }
 }
 
 void CacheDirectory::pin_hits(CachePlan& p) {

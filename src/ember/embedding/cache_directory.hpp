@@ -11,6 +11,7 @@
 // than unpinned slots) throws and changes nothing.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -39,12 +40,14 @@ struct CachePlan {
 // Host time spent in plan(), summed over plans, by part (for measuring: bench_cache_plan).
 struct PlanTimes {
   std::int64_t plans = 0;
-  double lookup_ms = 0;   // where each of the batch's rows is
-  double pin_ms = 0;      // the hits pinned and touched
-  double victims_ms = 0;  // slots for the misses: free ones, then the policy's victims
-  double evict_ms = 0;    // the victims' rows leave
-  double place_ms = 0;    // the misses and new rows placed and admitted
-  double queues_ms = 0;   // the policy's queues: entries appended, logs compacted
+  double lookup_ms = 0;          // where each of the batch's rows is
+  double pin_ms = 0;             // the hits pinned and touched
+  double victims_ms = 0;         // slots for the misses: free ones, then the policy's victims
+  double evict_ms = 0;           // the victims' rows leave
+  double place_ms = 0;           // the misses and new rows placed and admitted
+  double queues_ms = 0;          // the policy's queues: entries appended, logs compacted
+  std::int64_t compactions = 0;  // of the logs, and their time (part of queues_ms)
+  double compact_ms = 0;
   double total_ms() const {
     return lookup_ms + pin_ms + victims_ms + evict_ms + place_ms + queues_ms;
   }
@@ -113,7 +116,8 @@ class CacheDirectory {
     std::vector<std::int32_t> hits;
     std::vector<std::int64_t> hit_rows, fetch_rows, new_rows;
     std::int64_t lookups = 0, pinned_hits = 0;
-    std::size_t error = SIZE_MAX;  // the first row that cannot be planned
+    std::size_t error = SIZE_MAX;     // the first row that cannot be planned
+    std::array<std::size_t, 3> at{};  // where its hits, fetches and new rows go in the plan
   };
 
   std::int32_t take_free_slot();

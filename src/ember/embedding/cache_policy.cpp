@@ -14,7 +14,7 @@ namespace {
 constexpr std::int64_t kCompactAt = 4;
 constexpr std::int64_t kSlack = 4096;
 // How far ahead a walk over a log prefetches the slot records.
-constexpr std::size_t kAhead = 16;
+constexpr std::size_t kAhead = 64;
 
 bool live(const QueueEntry& e, const CacheSlot* table, int q) {
   const CacheSlot& rec = table[e.slot];
@@ -79,28 +79,57 @@ void CachePolicy::victims(std::int64_t n, const CacheSlot* table, std::vector<st
     const std::vector<QueueEntry>& log = queue.log;
     // Stale entries before the first live one are dropped on the way.
     bool front = true;
-    for (std::size_t i = queue.head; i < log.size() && taken < n; ++i) {
-      if (i + kAhead < log.size()) __builtin_prefetch(&table[log[i + kAhead].slot]);
-      const QueueEntry& e = log[i];
-      if (!live(e, table, q)) {
-        if (front) {
-          queue.head = i + 1;
-          --entries_;
-        }
-        continue;
+    // The log is walked in stretches of about twice the victims still wanted (most entries near
+    // the head are live and not pinned), each split into chunks walked on several threads; the
+    // chunks' finds are then taken in order, so the victims are those of a walk from the head.
+    for (std::size_t i = queue.head; i < log.size() && taken < n;) {
+      const std::size_t length =
+          std::min(log.size() - i,
+                   std::max<std::size_t>(kRowsPerChunk, 2 * static_cast<std::size_t>(n - taken)));
+      const std::size_t chunks = chunk_count(length);
+      if (walks_.size() < chunks) walks_.resize(chunks);
+      for (std::size_t c = 0; c < chunks; ++c) {
+        walks_[c].found.clear();
+        walks_[c].found.reserve(chunk_begin(length, chunks, c + 1) -
+                                chunk_begin(length, chunks, c));
+        walks_[c].first_live = SIZE_MAX;
       }
-      front = false;
-      if (table[e.slot].pins != 0) continue;
-      out.push_back(e.slot);
-      ++taken;
+      const QueueEntry* stretch = log.data() + i;
+      const auto limit = static_cast<std::size_t>(n - taken);  // no chunk needs to find more
+      for_each_chunk(length, chunks, [&](std::size_t c, std::size_t begin, std::size_t end) {
+        Walk& w = walks_[c];
+        for (std::size_t k = begin; k < end && w.found.size() < limit; ++k) {
+          if (k + kAhead < end) __builtin_prefetch(&table[stretch[k + kAhead].slot]);
+          const QueueEntry& e = stretch[k];
+          if (!live(e, table, q)) continue;
+          if (w.first_live == SIZE_MAX) w.first_live = k;
+          if (table[e.slot].pins == 0) w.found.push_back(e.slot);
+        }
+      });
+      for (std::size_t c = 0; c < chunks && taken < n; ++c) {
+        const Walk& w = walks_[c];
+        if (front) {
+          // Up to the first live entry (or the whole chunk) the entries are stale: dropped.
+          const std::size_t stale =
+              w.first_live != SIZE_MAX ? w.first_live : chunk_begin(length, chunks, c + 1);
+          entries_ -= static_cast<std::int64_t>(i + stale - queue.head);
+          queue.head = i + stale;
+          front = w.first_live == SIZE_MAX;
+        }
+        const auto take =
+            std::min<std::size_t>(w.found.size(), static_cast<std::size_t>(n - taken));
+        out.insert(out.end(), w.found.begin(), w.found.begin() + static_cast<std::ptrdiff_t>(take));
+        taken += static_cast<std::int64_t>(take);
+      }
+      i += length;
     }
   }
 }
 
-void CachePolicy::compact_if_due(const CacheSlot* table, std::int64_t occupied) {
+bool CachePolicy::compact_if_due(const CacheSlot* table, std::int64_t occupied) {
   if (entries_ > kCompactAt * occupied + kSlack) {
     compact(table);
-    return;
+    return true;
   }
   // Entries dropped at the heads are given back once they are most of a log.
   for (Queue& queue : queues_) {
@@ -110,6 +139,7 @@ void CachePolicy::compact_if_due(const CacheSlot* table, std::int64_t occupied) 
       queue.head = 0;
     }
   }
+  return false;
 }
 
 void CachePolicy::compact(const CacheSlot* table) {

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -80,8 +81,9 @@ class CachePolicy {
   // Appends up to n occupied slots that are not pinned, least valuable first. They stay in the
   // policy until removed.
   void victims(std::int64_t n, const CacheSlot* table, std::vector<std::int32_t>& out);
-  // Drops the stale entries when the logs hold more than twice the `occupied` slots' entries.
-  void compact_if_due(const CacheSlot* table, std::int64_t occupied);
+  // Drops the stale entries when the logs hold too many for the `occupied` slots; true when it
+  // did.
+  bool compact_if_due(const CacheSlot* table, std::int64_t occupied);
   // Forgets every slot (the cache was emptied; the caller resets the records). Row histories
   // (lfu_history) stay.
   void clear();
@@ -112,6 +114,13 @@ class CachePolicy {
   std::vector<std::uint8_t> keep_;
   std::vector<std::size_t> kept_;
   std::vector<QueueEntry> compacted_;
+  // victims()'s finds per chunk of a stretch of a log: the slots that may go, and where the
+  // first live entry is.
+  struct Walk {
+    std::vector<std::int32_t> found;
+    std::size_t first_live = SIZE_MAX;
+  };
+  std::vector<Walk> walks_;
 };
 
 }  // namespace ember::embedding

@@ -16,10 +16,13 @@ namespace ember::embedding {
 // Rows per chunk at least: below this one thread does the loop.
 inline constexpr std::size_t kRowsPerChunk = 8192;
 
-// How many chunks a loop over n rows is split into: 1 .. OpenMP's thread count.
+// How many chunks a loop over n rows is split into: 1 on one thread, else up to four per thread
+// (the threads take them as they come: one held up by another program does not hold up the
+// loop).
 inline std::size_t chunk_count(std::size_t n) {
   const auto threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
-  return std::clamp<std::size_t>(n / kRowsPerChunk, 1, threads);
+  if (threads == 1) return 1;
+  return std::clamp<std::size_t>(n / kRowsPerChunk, 1, 4 * threads);
 }
 
 // Chunk c of `chunks` over [0, n): [chunk_begin(n, chunks, c), chunk_begin(n, chunks, c + 1)).
@@ -36,7 +39,7 @@ void for_each_chunk(std::size_t n, std::size_t chunks, F&& f) {
     return;
   }
   const auto count = static_cast<std::ptrdiff_t>(chunks);
-#pragma omp parallel for schedule(static, 1)
+#pragma omp parallel for schedule(dynamic, 1)
   for (std::ptrdiff_t c = 0; c < count; ++c) {
     const auto u = static_cast<std::size_t>(c);
     f(u, chunk_begin(n, chunks, u), chunk_begin(n, chunks, u + 1));
