@@ -256,7 +256,7 @@ TEST(HybridEmbeddingGpu, AllDevicesMatchCpuRanks) {
   auto rng = ember::testing::make_rng();
   for (optim::OptimizerType ot : {optim::OptimizerType::Adam, optim::OptimizerType::MomentumSGD}) {
     for (optim::UpdateType ut : kUpdates) {
-      const testing::Problem onehot = problem(ot, ut, 128, 64 * 6, rng);
+      const testing::Problem onehot = problem(ot, ut, 128, 48 * D, rng);
       const testing::Problem hybrid = as_hybrid(onehot, 60);
       const std::string what = std::string(optim::optimizer_name(ot)) + "/" +
                                optim::update_type_name(ut) + " on " + std::to_string(D) + " GPU(s)";
