@@ -180,6 +180,12 @@ class SparseEmbedding {
   void make_hybrid();
   Tensor hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                         bool training);
+  // Its steps: each bag's rows (and the data errors), what goes to and comes from each rank
+  // (the forward's one wait), the rows grouped for the update and LazyGlobal's catch-up.
+  void find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b, bool training,
+                        const std::string& tag);
+  void plan_hybrid_exchange(Batch& b, const std::string& tag);
+  void group_hybrid_rows(Batch& b, bool training, const std::string& tag);
   // The infrequent vectors' gradients back to their owners ([entries, vec_size] at the owner).
   Tensor hybrid_exchange_backward(const Tensor& grad);
   // The frequent rows' step: local gradient sums, their all-reduce, the optimizer.

@@ -21,6 +21,8 @@ struct HybridBatch {
   Tensor frequent_rows;         // [local_bags]: the bag's frequent index, or -1
   Tensor local_used;            // i32 [F]: 1 at each frequent index this rank's samples use
   Tensor recv_rows;             // the output row of each infrequent vector received, in order
+  // hybrid_rows' other outputs (HybridRows), read within the forward.
+  Tensor expect, owned_rows, used;
   std::vector<std::int64_t> send_counts, recv_counts;  // vectors to / from each rank
   // The frequent entries grouped by row (one entry per local bag, rows -1 first).
   Tensor sorted_bags, unique_rows, segment_offsets, unique_count;

@@ -153,29 +153,13 @@ void SparseEmbedding::throw_hybrid_error(std::int64_t bag, std::int64_t key,
                  late);
 }
 
-Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
-                                       std::int64_t local_size, bool training) {
-  std::int64_t B = 0;
-  check_batch(batch, local_offset, local_size, &B);
+void SparseEmbedding::find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b,
+                                       bool training, const std::string& tag) {
   Hybrid& h = *hybrid_;
-  const std::int64_t S = config_.slot_num, V = config_.vec_size, F = h.frequent;
-  const int D = comm_.size();
+  HybridBatch& hb = *b.hybrid;
+  const std::int64_t S = config_.slot_num, F = h.frequent, nnz = batch.nnz();
   const auto owned_count = static_cast<std::int64_t>(owned_slots_.size());
-  const std::int64_t local_bags = local_size * S, owned_bags = B * owned_count;
-  const std::int64_t nnz = batch.nnz();
-  EMBER_CHECK(B * S < INT32_MAX, where(), ": ", B * S,
-              " (sample, slot) pairs in one batch exceed 2^31 - 1");
-  const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
-  const std::string tag = training ? "train/" : "eval/";
   const StreamHandle s = stream();
-  auto b = std::make_unique<Batch>();
-  b->hybrid = std::make_unique<HybridBatch>();
-  HybridBatch& hb = *b->hybrid;
-  b->global_batch = B;
-  b->local_size = local_size;
-  hb.local_bags = local_bags;
-
-  // 1. Each key's frequent index, then the rank's rows.
   Tensor frequent_of_key;
   if (F > 0 && nnz > 0) {
     frequent_of_key = scratch(tag + "frequent_of_key", nnz, DType::I64);
@@ -184,22 +168,21 @@ Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t loca
   kernels::HybridArgs a;
   a.offsets = batch.row_offsets().data<std::int64_t>();
   a.frequent = ptr<std::int64_t>(frequent_of_key);
-  a.batch = B;
+  a.batch = b.global_batch;
   a.slot_num = S;
   a.local_offset = local_offset;
-  a.local_size = local_size;
-  a.ranks = D;
+  a.local_size = b.local_size;
+  a.ranks = comm_.size();
   a.rank = comm_.rank();
   a.slot_begin = h.slot_begin.data<std::int64_t>();
   a.local_base = h.local_base.data<std::int64_t>();
   a.owned_count = owned_count;
-  hb.frequent_rows = scratch(tag + "frequent_rows", local_bags, DType::I64);
-  const Tensor expect = scratch(tag + "expect", local_bags, DType::I64);
-  const Tensor owned_rows = scratch(tag + "owned_rows", owned_bags, DType::I64);
-  Tensor used;
-  if (lazy && F > 0) {
-    used = scratch(tag + "used", F, DType::I32);
-    ops::fill(used, 0.0, s);
+  hb.frequent_rows = scratch(tag + "frequent_rows", hb.local_bags, DType::I64);
+  hb.expect = scratch(tag + "expect", hb.local_bags, DType::I64);
+  hb.owned_rows = scratch(tag + "owned_rows", b.global_batch * owned_count, DType::I64);
+  if (optimizer_.update_type == optim::UpdateType::LazyGlobal && F > 0) {
+    hb.used = scratch(tag + "used", F, DType::I32);
+    ops::fill(hb.used, 0.0, s);
   }
   if (training && F > 0) {
     hb.local_used = scratch("train/local_used", F, DType::I32);
@@ -214,14 +197,14 @@ Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t loca
   }
   kernels::HybridRows out;
   out.frequent_rows = hb.frequent_rows.data<std::int64_t>();
-  out.expect = expect.data<std::int64_t>();
-  out.owned_rows = owned_rows.data<std::int64_t>();
-  out.used = ptr<std::int32_t>(used);
+  out.expect = hb.expect.data<std::int64_t>();
+  out.owned_rows = hb.owned_rows.data<std::int64_t>();
+  out.used = ptr<std::int32_t>(hb.used);
   out.local_used = ptr<std::int32_t>(hb.local_used);
   out.bad = onehot_bad_.data<std::int64_t>();
   const Tensor keys = batch.values();
-  dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag_type) {
-    using Key = typename decltype(tag_type)::type;
+  dispatch_key(config_.key_dtype, "embedding keys", [&](auto key_type) {
+    using Key = typename decltype(key_type)::type;
     kernels::on(place_).keys<Key>().hybrid_rows(a, keys.data<Key>(), out, s);
   });
   if (place_.is_cuda()) {
@@ -234,98 +217,141 @@ Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t loca
     const auto* bad = onehot_bad_.data<std::int64_t>();
     if (bad[0] >= 0) throw_hybrid_error(bad[0], bad[1], bad[2]);
   }
+}
 
-  // 2. What this rank sends (owned infrequent bags, by sample) and receives (by peer).
-  build_exchange_index(local_size);
-  if (h.bounds_for != local_size) {
+void SparseEmbedding::plan_hybrid_exchange(Batch& b, const std::string& tag) {
+  Hybrid& h = *hybrid_;
+  HybridBatch& hb = *b.hybrid;
+  const std::int64_t S = config_.slot_num, Bl = b.local_size;
+  const int D = comm_.size();
+  const auto owned_count = static_cast<std::int64_t>(owned_slots_.size());
+  const std::int64_t owned_bags = b.global_batch * owned_count;
+  const StreamHandle s = stream();
+  build_exchange_index(Bl);
+  if (h.bounds_for != Bl) {
+    // Sends: the owned bags of peer q's samples; receipts: the bags of peer p's slots.
     std::vector<std::int64_t> send(static_cast<std::size_t>(D) + 1), recv(send.size(), 0);
     for (int p = 0; p <= D; ++p)
-      send[p] = p * local_size * owned_count;
+      send[p] = p * Bl * owned_count;
     for (int p = 0; p < D; ++p) {
       const std::int64_t owned_by_p = p < S ? (S - p + D - 1) / D : 0;
-      recv[p + 1] = recv[p] + local_size * owned_by_p;
+      recv[p + 1] = recv[p] + Bl * owned_by_p;
     }
     h.send_bounds = Tensor::from_vector(send, place_);
     h.recv_bounds = Tensor::from_vector(recv, place_);
-    h.bounds_for = local_size;
+    h.bounds_for = Bl;
   }
   const Tensor send_bags = scratch(tag + "send_bags", owned_bags, DType::I64);
-  hb.recv_rows = scratch(tag + "recv_rows", local_bags, DType::I64);
+  hb.recv_rows = scratch(tag + "recv_rows", hb.local_bags, DType::I64);
   const Tensor counts = scratch(tag + "counts", 2 * D, DType::I64);
   const kernels::KernelTable& k = kernels::on(place_);
-  k.select_items(owned_rows.data<std::int64_t>(), nullptr, owned_bags, -1, INT64_MAX,
+  k.select_items(hb.owned_rows.data<std::int64_t>(), nullptr, owned_bags, -1, INT64_MAX,
                  h.send_bounds.data<std::int64_t>(), D, send_bags.data<std::int64_t>(),
                  counts.data<std::int64_t>(), s);
-  k.select_items(expect.data<std::int64_t>(), backward_index_.data<std::int64_t>(), local_bags, 1,
-                 1, h.recv_bounds.data<std::int64_t>(), D, hb.recv_rows.data<std::int64_t>(),
-                 counts.data<std::int64_t>() + D, s);
+  k.select_items(hb.expect.data<std::int64_t>(), backward_index_.data<std::int64_t>(),
+                 hb.local_bags, 1, 1, h.recv_bounds.data<std::int64_t>(), D,
+                 hb.recv_rows.data<std::int64_t>(), counts.data<std::int64_t>() + D, s);
+  // The forward's one wait: all_to_all_v takes its counts on the host.
   const std::vector<std::int64_t> both = counts.to(Place::host(), s).to_vector<std::int64_t>();
   hb.send_counts.assign(both.begin(), both.begin() + D);
   hb.recv_counts.assign(both.begin() + D, both.end());
   const std::int64_t N =
       std::accumulate(hb.send_counts.begin(), hb.send_counts.end(), std::int64_t{0});
-  const std::int64_t M =
-      std::accumulate(hb.recv_counts.begin(), hb.recv_counts.end(), std::int64_t{0});
-  b->bags = b->entries = N;
-  b->rows = scratch(tag + "rows", N, DType::I64);
+  b.bags = b.entries = N;
+  b.rows = scratch(tag + "rows", N, DType::I64);
   if (N > 0) {
-    k.move_rows(b->rows.data(), nullptr, owned_rows.data(), send_bags.data<std::int64_t>(), N,
+    k.move_rows(b.rows.data(), nullptr, hb.owned_rows.data(), send_bags.data<std::int64_t>(), N,
                 sizeof(std::int64_t), s);
   }
-  b->scale = sequence(h.ones, std::max(N, local_bags), DType::F32, place_);
+}
 
-  // 3. Rows grouped for the update and LazyGlobal's catch-up (the frequent rows that the whole
-  // global batch uses, the same on every rank, and the owned rows this rank sends).
+void SparseEmbedding::group_hybrid_rows(Batch& b, bool training, const std::string& tag) {
+  Hybrid& h = *hybrid_;
+  HybridBatch& hb = *b.hybrid;
+  const std::int64_t F = h.frequent, N = b.entries, V = config_.vec_size;
+  const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
+  const StreamHandle s = stream();
+  const kernels::KernelTable& k = kernels::on(place_);
   if (training || lazy) {
-    b->sorted_bags = scratch(tag + "sorted_bags", N, DType::I32);
-    b->unique_rows = scratch(tag + "unique_rows", N, DType::I64);
-    b->segment_offsets = scratch(tag + "segment_offsets", N + 1, DType::I64);
-    b->unique_count = scratch(tag + "unique_count", 1, DType::I64);
-    k.segments(b->rows.data<std::int64_t>(),
-               sequence(h.iota64, N, DType::I64, place_).data<std::int64_t>(), N, capacity_,
-               b->sorted_bags.data<std::int32_t>(), b->unique_rows.data<std::int64_t>(),
-               b->segment_offsets.data<std::int64_t>(), b->unique_count.data<std::int64_t>(), s);
+    b.sorted_bags = scratch(tag + "sorted_bags", N, DType::I32);
+    b.unique_rows = scratch(tag + "unique_rows", N, DType::I64);
+    b.segment_offsets = scratch(tag + "segment_offsets", N + 1, DType::I64);
+    b.unique_count = scratch(tag + "unique_count", 1, DType::I64);
+    k.segments(b.rows.data<std::int64_t>(), h.iota64.data<std::int64_t>(), N, capacity_,
+               b.sorted_bags.data<std::int32_t>(), b.unique_rows.data<std::int64_t>(),
+               b.segment_offsets.data<std::int64_t>(), b.unique_count.data<std::int64_t>(), s);
   }
   if (training && F > 0) {
-    hb.sorted_bags = scratch("train/frequent_sorted_bags", local_bags, DType::I32);
-    hb.unique_rows = scratch("train/frequent_unique_rows", local_bags, DType::I64);
-    hb.segment_offsets = scratch("train/frequent_offsets", local_bags + 1, DType::I64);
+    hb.sorted_bags = scratch("train/frequent_sorted_bags", hb.local_bags, DType::I32);
+    hb.unique_rows = scratch("train/frequent_unique_rows", hb.local_bags, DType::I64);
+    hb.segment_offsets = scratch("train/frequent_offsets", hb.local_bags + 1, DType::I64);
     hb.unique_count = scratch("train/frequent_count", 1, DType::I64);
-    k.segments(hb.frequent_rows.data<std::int64_t>(),
-               sequence(h.iota64, local_bags, DType::I64, place_).data<std::int64_t>(), local_bags,
+    k.segments(hb.frequent_rows.data<std::int64_t>(), h.iota64.data<std::int64_t>(), hb.local_bags,
                F, hb.sorted_bags.data<std::int32_t>(), hb.unique_rows.data<std::int64_t>(),
                hb.segment_offsets.data<std::int64_t>(), hb.unique_count.data<std::int64_t>(), s);
   }
-  kernels::Values frequent_values = table_values();
-  frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
-  const kernels::RowStates frequent_states{ptr<float>(h.state0), ptr<float>(h.state1),
-                                           ptr<std::int64_t>(h.last_step)};
-  if (lazy) {
-    const kernels::LazyParams lp = lazy_params(step_);
-    if (N > 0) {
-      k.catch_up_rows(b->unique_rows.data<std::int64_t>(), N, b->unique_count.data<std::int64_t>(),
-                      table_values(), V, row_states(), step_, lp, s);
-    }
-    if (F > 0) {
-      const Tensor rows = scratch(tag + "used_rows", F, DType::I64);
-      k.flagged_rows(used.data<std::int32_t>(), F, rows.data<std::int64_t>(), s);
-      k.catch_up_rows(rows.data<std::int64_t>(), F, nullptr, frequent_values, V, frequent_states,
-                      step_, lp, s);
-    }
+  if (!lazy) return;
+  // LazyGlobal: the owned rows this rank sends, and the frequent rows the whole global batch
+  // uses (the same set on every rank, so the replicas stay identical).
+  const kernels::LazyParams lp = lazy_params(step_);
+  if (N > 0) {
+    k.catch_up_rows(b.unique_rows.data<std::int64_t>(), N, b.unique_count.data<std::int64_t>(),
+                    table_values(), V, row_states(), step_, lp, s);
   }
+  if (F > 0) {
+    const Tensor rows = scratch(tag + "used_rows", F, DType::I64);
+    k.flagged_rows(hb.used.data<std::int32_t>(), F, rows.data<std::int64_t>(), s);
+    kernels::Values values = table_values();
+    values.data = h.values.data();
+    k.catch_up_rows(rows.data<std::int64_t>(), F, nullptr, values, V,
+                    kernels::RowStates{ptr<float>(h.state0), ptr<float>(h.state1),
+                                       ptr<std::int64_t>(h.last_step)},
+                    step_, lp, s);
+  }
+}
 
-  // 4. Pooling and the exchange.
+Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
+                                       std::int64_t local_size, bool training) {
+  std::int64_t B = 0;
+  check_batch(batch, local_offset, local_size, &B);
+  Hybrid& h = *hybrid_;
+  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+  EMBER_CHECK(B * S < INT32_MAX, where(), ": ", B * S,
+              " (sample, slot) pairs in one batch exceed 2^31 - 1");
+  const std::string tag = training ? "train/" : "eval/";
+  const StreamHandle s = stream();
+  auto b = std::make_unique<Batch>();
+  b->hybrid = std::make_unique<HybridBatch>();
+  HybridBatch& hb = *b->hybrid;
+  b->global_batch = B;
+  b->local_size = local_size;
+  hb.local_bags = local_size * S;
+  // The constants this batch reads, sized once (a bag is at most one entry).
+  const std::int64_t most = std::max({hb.local_bags, B * S, h.frequent});
+  sequence(h.iota64, most + 1, DType::I64, place_);
+  sequence(h.ones, most, DType::F32, place_);
+  b->scale = h.ones;
+
+  find_hybrid_rows(batch, local_offset, *b, training, tag);
+  plan_hybrid_exchange(*b, tag);
+  group_hybrid_rows(*b, training, tag);
+
+  // Pooling (one entry per bag: offsets 0, 1, 2, ...) and the exchange of infrequent vectors.
+  const kernels::KernelTable& k = kernels::on(place_);
+  const std::int64_t N = b->entries;
+  const std::int64_t M =
+      std::accumulate(hb.recv_counts.begin(), hb.recv_counts.end(), std::int64_t{0});
   Tensor result = Tensor::empty({local_size, S, V}, DType::F32, place_);
-  if (local_bags > 0) {
-    k.pool(sequence(h.iota64, local_bags + 1, DType::I64, place_).data<std::int64_t>(),
-           hb.frequent_rows.data<std::int64_t>(), b->scale.data<float>(), local_bags,
-           frequent_values, V, result.data<float>(), s);
+  if (hb.local_bags > 0) {
+    kernels::Values frequent_values = table_values();
+    frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
+    k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
+           h.ones.data<float>(), hb.local_bags, frequent_values, V, result.data<float>(), s);
   }
   const Tensor send = scratch(tag + "send", N * V, DType::F32);
   if (N > 0) {
-    k.pool(sequence(h.iota64, N + 1, DType::I64, place_).data<std::int64_t>(),
-           b->rows.data<std::int64_t>(), b->scale.data<float>(), N, table_values(), V,
-           send.data<float>(), s);
+    k.pool(h.iota64.data<std::int64_t>(), b->rows.data<std::int64_t>(), h.ones.data<float>(), N,
+           table_values(), V, send.data<float>(), s);
   }
   const Tensor recv = scratch(tag + "recv", M * V, DType::F32);
   std::vector<std::int64_t> send_counts = hb.send_counts, recv_counts = hb.recv_counts;
