@@ -68,7 +68,7 @@ void StreamUseTracker::record_use(StreamUses& b, StreamHandle stream,
   }
 }
 
-bool StreamUseTracker::defer_free(StreamUses& b, std::size_t bytes) noexcept {
+bool StreamUseTracker::defer_used_elsewhere(StreamUses& b, std::size_t bytes) noexcept {
   if (!b.unusable && b.used_elsewhere()) {
     const char* why = nullptr;
     try {
