@@ -4,7 +4,7 @@
 
 namespace ember::detail {
 
-CachingBlock* BlockPool::new_block() {
+CachingBlock* BlockPool::new_block_slow() {
   if (spare_ == nullptr) {
     constexpr std::size_t kChunk = 64;
     chunks_.push_back(std::make_unique<CachingBlock[]>(kChunk));
@@ -21,18 +21,6 @@ CachingBlock* BlockPool::new_block() {
   return b;
 }
 
-void BlockPool::recycle(CachingBlock* b) noexcept {
-  b->ptr = nullptr;
-  b->size = b->requested = 0;
-  b->stream = nullptr;
-  b->prev = b->next = nullptr;
-  b->allocated = b->cached = false;
-  b->growing = nullptr;
-  b->clear_uses();
-  b->next_spare = spare_;
-  spare_ = b;
-}
-
 void BlockPool::cache(CachingBlock* b) noexcept {
   b->set_node.value() = b;
   b->position = pool_of(b).insert(std::move(b->set_node)).position;
@@ -42,14 +30,6 @@ void BlockPool::cache(CachingBlock* b) noexcept {
 void BlockPool::uncache(CachingBlock* b) noexcept {
   b->set_node = pool_of(b).extract(b->position);
   b->cached = false;
-}
-
-CachingBlock* BlockPool::best_fit(bool small, std::size_t size) {
-  FreeSet& pool = small ? small_ : large_;
-  key_.size = size;
-  key_.ptr = nullptr;
-  auto it = pool.lower_bound(&key_);
-  return it == pool.end() ? nullptr : *it;
 }
 
 namespace {

@@ -120,16 +120,38 @@ class BlockPool {
   BlockPool& operator=(const BlockPool&) = delete;
 
   // A cleared block struct, with its tree node (may throw: host memory for bookkeeping);
-  // recycle() takes it back.
-  CachingBlock* new_block();
-  void recycle(CachingBlock* b) noexcept;
+  // recycle() takes it back. Inline, as best_fit(): every cached pair calls them.
+  CachingBlock* new_block() {
+    if (spare_ == nullptr || spare_->set_node.empty()) return new_block_slow();
+    CachingBlock* b = spare_;
+    spare_ = b->next_spare;
+    b->next_spare = nullptr;
+    return b;
+  }
+  void recycle(CachingBlock* b) noexcept {
+    b->ptr = nullptr;
+    b->size = b->requested = 0;
+    b->stream = nullptr;
+    b->prev = b->next = nullptr;
+    b->allocated = b->cached = false;
+    b->growing = nullptr;
+    b->clear_uses();
+    b->next_spare = spare_;
+    spare_ = b;
+  }
 
   // Into and out of the free set of the block's pool.
   void cache(CachingBlock* b) noexcept;
   void uncache(CachingBlock* b) noexcept;
   // The smallest cached block of the pool with at least `size` bytes (the lowest address among
   // equals), left in the pool; null when there is none.
-  CachingBlock* best_fit(bool small, std::size_t size);
+  CachingBlock* best_fit(bool small, std::size_t size) {
+    FreeSet& pool = small ? small_ : large_;
+    key_.size = size;
+    key_.ptr = nullptr;
+    auto it = pool.lower_bound(&key_);
+    return it == pool.end() ? nullptr : *it;
+  }
   // Hands out the first `size` (rounded) bytes of the cached block `f`: returns the block that
   // holds them, out of the pool, and leaves the rest of `f` cached when it is worth keeping
   // (all of `f` is handed out otherwise). Throws (host memory for bookkeeping only) before
@@ -174,6 +196,8 @@ class BlockPool {
 
  private:
   FreeSet& pool_of(const CachingBlock* b) { return b->small ? small_ : large_; }
+  // new_block() when no spare struct with a tree node is at hand.
+  CachingBlock* new_block_slow();
   // Gives the cached block `b` a new size and address, in place where its neighbours in the
   // tree's order allow, else by moving it.
   void rekey(CachingBlock* b, std::size_t size, char* ptr) noexcept;

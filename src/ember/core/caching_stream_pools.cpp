@@ -24,11 +24,6 @@ StreamPool::~StreamPool() {
     backend.free(s);
 }
 
-void StreamPool::release_block(CachingBlock* b, bool counted) {
-  if (!counted) shard.released(b->size);
-  blocks.merge_and_cache(b);
-}
-
 void StreamPool::poll() {
   uses.poll([this](StreamUses& u) { release_block(static_cast<CachingBlock*>(&u), false); });
 }

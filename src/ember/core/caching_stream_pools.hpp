@@ -58,7 +58,10 @@ struct alignas(64) StreamPool {
 
   // A freed block no stream uses any more goes back to its pool, merged with free neighbours.
   // `counted`: the counters already know it is no longer active.
-  void release_block(CachingBlock* b, bool counted);
+  void release_block(CachingBlock* b, bool counted) {
+    if (!counted) shard.released(b->size);
+    blocks.merge_and_cache(b);
+  }
   // Returns the waiting blocks whose events have completed.
   void poll();
   // Waits for every pending event and returns the blocks (out-of-memory path only).

@@ -7,14 +7,6 @@
 
 namespace ember::detail {
 
-void StreamUses::clear_uses() noexcept {
-  streams.clear();
-  uses.clear();
-  pending_events = 0;
-  unusable = false;
-  prev_waiting = next_waiting = nullptr;
-}
-
 StreamUseTracker::StreamUseTracker(DeviceBackend& backend, std::string owner)
     : backend_(backend), owner_(std::move(owner)) {}
 

@@ -52,7 +52,13 @@ struct StreamUses {
   // Any use on another stream recorded so far.
   bool used_elsewhere() const { return !streams.empty() || !uses.empty(); }
   // For a block struct that is recycled: no uses, nothing pending.
-  void clear_uses() noexcept;
+  void clear_uses() noexcept {
+    streams.clear();
+    uses.clear();
+    pending_events = 0;
+    unusable = false;
+    prev_waiting = next_waiting = nullptr;
+  }
 };
 
 // The freed blocks that wait for other streams, with their events, for one allocator. Not
