@@ -101,9 +101,9 @@ inline bool BlockLess::operator()(const CachingBlock* a, const CachingBlock* b) 
 //
 // Splitting and merging keep the tree still where they can. A cached allocate/free pair splits
 // a block and merges it back: done as "take the block out, put the rest in; take the rest out,
-// put the whole in", that is four rebalancing tree operations, a third of a pair's time on the
-// development machine. But the rest of a split takes the place of the block it came from, and
-// a merged block the place of its free neighbour, in the tree's order as long as no other block
+// put the whole in", that is four rebalancing tree operations, about a quarter of a pair's time
+// on the development machine. But the rest of a split takes the place of the block it came from,
+// and a merged block the place of its free neighbour, in the tree's order as long as no other block
 // lies between the old and the new key; then the free block's struct stays in its tree node and
 // only its size and address change (rekey()), and the pair touches the tree not at all. Which
 // struct stands for which block is the only difference: the free blocks, their sizes and

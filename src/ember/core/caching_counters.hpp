@@ -82,7 +82,7 @@ class CachingCounters {
     // Within the budget: the shard's figure plus its budget stays the same. Four scalars, not
     // an array of deltas: the compiler built such an array on the stack and read it back in
     // 16-byte loads, which cannot be forwarded from the 8-byte stores that wrote it (a stall of
-    // a dozen cycles or more at every allocation and free: a third of a cached pair's time in
+    // a dozen cycles or more at every allocation and free: a sixth of a cached pair's time in
     // perf on the development machine).
     void apply(std::int64_t allocated, std::int64_t requested, std::int64_t active,
                std::int64_t blocks) {
