@@ -60,7 +60,9 @@ TEST(CachingLiveBlocks, MatchesAReferenceUnderRandomUse) {
       char* p = address();
       auto it = ref.find(p);
       ASSERT_EQ(live.find(p), it == ref.end() ? nullptr : it->second);
-      if (it == ref.end()) ASSERT_EQ(live.extract(p), nullptr);
+      if (it == ref.end()) {
+        ASSERT_EQ(live.extract(p), nullptr);
+      }
     }
     ASSERT_EQ(live.size(), ref.size());
     if (op % 20000 == 0) {

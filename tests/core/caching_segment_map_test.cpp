@@ -176,7 +176,9 @@ TEST(CachingSegmentMap, RandomRangesMatchAReference) {
       map.remove(at(it->first));
       ref.ranges.erase(it);
     }
-    if (op % 50 == 0) ASSERT_NO_FATAL_FAILURE(expect_agrees(map, ref, rng));
+    if (op % 50 == 0) {
+      ASSERT_NO_FATAL_FAILURE(expect_agrees(map, ref, rng));
+    }
   }
   ASSERT_NO_FATAL_FAILURE(expect_agrees(map, ref, rng));
 }

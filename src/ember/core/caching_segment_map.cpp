@@ -14,7 +14,7 @@ SegmentMap::SegmentMap() {
 SegmentMap::~SegmentMap() = default;
 
 std::uint32_t SegmentMap::find_locked(std::uintptr_t a) const noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto it = ranges_.upper_bound(a);
   if (it == ranges_.begin()) return 0;
   --it;
@@ -86,7 +86,7 @@ void SegmentMap::add(const void* base, std::size_t bytes, std::uint32_t id) {
   const auto begin = reinterpret_cast<std::uintptr_t>(base);
   const std::uintptr_t end = begin + bytes;
   EMBER_CHECK(bytes > 0 && end > begin, "SegmentMap: empty or wrapping range at ", base);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   // Everything that can fail first: the exact map's entry, then the tree's nodes.
   auto [it, inserted] = ranges_.emplace(begin, Range{end, id});
   EMBER_CHECK(inserted, "SegmentMap: a range at ", base, " is registered already");
@@ -104,7 +104,7 @@ void SegmentMap::add(const void* base, std::size_t bytes, std::uint32_t id) {
 
 void SegmentMap::remove(const void* base) noexcept {
   const auto begin = reinterpret_cast<std::uintptr_t>(base);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto it = ranges_.find(begin);
   if (it == ranges_.end()) return;
   const std::uintptr_t end = it->second.end;

@@ -32,6 +32,8 @@
 #include <mutex>
 #include <vector>
 
+#include "ember/core/spin_mutex.hpp"
+
 namespace ember::detail {
 
 class SegmentMap {
@@ -100,7 +102,7 @@ class SegmentMap {
   // with `id` or removed (`id` 0). Under the lock; the nodes exist (made by add()).
   void rewrite(std::uintptr_t begin, std::uintptr_t end, std::uint64_t id) noexcept;
 
-  mutable std::mutex mutex_;                // guards ranges_ and every write of the tree
+  mutable SpinMutex mutex_;                 // guards ranges_ and every write of the tree
   std::map<std::uintptr_t, Range> ranges_;  // base -> end, id: the exact map
   std::array<std::atomic<Mid*>, std::size_t{1} << (kAddressBits - kTopShift)> top_;
   std::vector<std::unique_ptr<Mid>> mids_;
