@@ -15,6 +15,20 @@ namespace {
 using detail::kChunk;
 using detail::load;
 using detail::value_width;
+// n PLAIN values of type Raw from p to floats at out[0], out[stride], ...
+template <class Raw>
+void plain_to_floats(const std::byte* p, float* out, std::ptrdiff_t stride, std::size_t n) {
+  constexpr std::size_t kPerLine = 64 / sizeof(Raw);
+  for (std::size_t i0 = 0; i0 < n; i0 += kPerLine) {
+    detail::prefetch_ahead(p + sizeof(Raw) * i0);
+    const std::size_t end = std::min(n, i0 + kPerLine);
+    for (std::size_t i = i0; i < end; ++i) {
+      out[static_cast<std::ptrdiff_t>(i) * stride] =
+          static_cast<float>(load<Raw>(p + sizeof(Raw) * i));
+    }
+  }
+}
+
 }  // namespace
 
 void ColumnCursor::check_no_nulls(std::int64_t n) {
@@ -97,29 +111,21 @@ void ColumnCursor::decode_floats(float* out, std::ptrdiff_t stride, std::size_t 
     fail(cat("page ", page_index_ - 1, " holds ", plain_left_ / width,
              " values, fewer than its header claims"));
   }
-  const std::byte* p = plain_;
+  const bool u = binding_->is_unsigned;
   switch (type_) {
     case PhysicalType::Float:
-      for (std::size_t i = 0; i < n; ++i)
-        out[static_cast<std::ptrdiff_t>(i) * stride] = load<float>(p + 4 * i);
+      plain_to_floats<float>(plain_, out, stride, n);
       break;
     case PhysicalType::Double:
-      for (std::size_t i = 0; i < n; ++i)
-        out[static_cast<std::ptrdiff_t>(i) * stride] = static_cast<float>(load<double>(p + 8 * i));
+      plain_to_floats<double>(plain_, out, stride, n);
       break;
     case PhysicalType::Int32:
-      for (std::size_t i = 0; i < n; ++i) {
-        out[static_cast<std::ptrdiff_t>(i) * stride] =
-            binding_->is_unsigned ? static_cast<float>(load<std::uint32_t>(p + 4 * i))
-                                  : static_cast<float>(load<std::int32_t>(p + 4 * i));
-      }
+      u ? plain_to_floats<std::uint32_t>(plain_, out, stride, n)
+        : plain_to_floats<std::int32_t>(plain_, out, stride, n);
       break;
     default:
-      for (std::size_t i = 0; i < n; ++i) {
-        out[static_cast<std::ptrdiff_t>(i) * stride] =
-            binding_->is_unsigned ? static_cast<float>(load<std::uint64_t>(p + 8 * i))
-                                  : static_cast<float>(load<std::int64_t>(p + 8 * i));
-      }
+      u ? plain_to_floats<std::uint64_t>(plain_, out, stride, n)
+        : plain_to_floats<std::int64_t>(plain_, out, stride, n);
   }
   plain_ += n * width;
   plain_left_ -= n * width;
@@ -203,11 +209,17 @@ bool ColumnCursor::read_keys_fast(Key* dst, std::ptrdiff_t stride, std::int64_t 
   const auto convert = [&](auto raw_type) {
     using Raw = decltype(raw_type);
     const std::int64_t lo = range.min, hi = range.max, offset = range.offset;
+    const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
     bool bad = false;
-    for (std::int64_t i = 0; i < m; ++i) {
-      const auto v = static_cast<std::int64_t>(load<Raw>(plain_ + sizeof(Raw) * i));
-      bad |= (v < lo) | (v > hi);
-      dst[i * stride] = static_cast<Key>(v + offset);
+    constexpr std::int64_t kPerLine = 64 / sizeof(Raw);
+    for (std::int64_t i0 = 0; i0 < m; i0 += kPerLine) {
+      detail::prefetch_ahead(plain_ + sizeof(Raw) * i0);
+      const std::int64_t end = std::min(m, i0 + kPerLine);
+      for (std::int64_t i = i0; i < end; ++i) {
+        const auto v = static_cast<std::int64_t>(load<Raw>(plain_ + sizeof(Raw) * i));
+        bad |= static_cast<std::uint64_t>(v) - static_cast<std::uint64_t>(lo) > span;
+        dst[i * stride] = static_cast<Key>(v + offset);
+      }
     }
     if (bad) [[unlikely]] {
       for (std::int64_t i = 0; i < m; ++i) {
