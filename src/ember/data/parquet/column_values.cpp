@@ -42,22 +42,30 @@ void ColumnCursor::check_no_nulls(std::int64_t n) {
   }
 }
 
+void ColumnCursor::next_indices(std::uint32_t* idx, std::size_t n, std::size_t dict_size) {
+  if (indices_.get(idx, n) != n) {
+    fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
+  }
+  // One pass that vectorises (an OR of comparisons; a running maximum of unsigned values does
+  // not, before SSE4.1); the worst index is looked for only for the message.
+  const auto size = static_cast<std::uint32_t>(std::min<std::size_t>(dict_size, 0xffffffffu));
+  std::uint32_t past = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    past |= static_cast<std::uint32_t>(idx[i] >= size);
+  if (past != 0) [[unlikely]] {
+    const std::uint32_t worst = *std::max_element(idx, idx + n);
+    fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
+             dict_size, " entries"));
+  }
+}
+
 void ColumnCursor::decode_raw_ints(std::int64_t* out, std::size_t n) {
   if (values_ == Values::Dictionary) {
     index_scratch_.resize(std::max(index_scratch_.size(), std::min(n, kChunk)));
     const auto dict_size = static_cast<std::uint32_t>(dict_ints_.size());
     for (std::size_t done = 0; done < n;) {
       const std::size_t m = std::min(n - done, kChunk);
-      if (indices_.get(index_scratch_.data(), m) != m) {
-        fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-      }
-      std::uint32_t worst = 0;
-      for (std::size_t i = 0; i < m; ++i)
-        worst = std::max(worst, index_scratch_[i]);
-      if (worst >= dict_size) {
-        fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-                 dict_size, " entries"));
-      }
+      next_indices(index_scratch_.data(), m, dict_size);
       for (std::size_t i = 0; i < m; ++i)
         out[done + i] = dict_ints_[index_scratch_[i]];
       done += m;
@@ -89,16 +97,7 @@ void ColumnCursor::decode_floats(float* out, std::ptrdiff_t stride, std::size_t 
     const auto dict_size = static_cast<std::uint32_t>(dict_floats_.size());
     for (std::size_t done = 0; done < n;) {
       const std::size_t m = std::min(n - done, kChunk);
-      if (indices_.get(index_scratch_.data(), m) != m) {
-        fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-      }
-      std::uint32_t worst = 0;
-      for (std::size_t i = 0; i < m; ++i)
-        worst = std::max(worst, index_scratch_[i]);
-      if (worst >= dict_size) {
-        fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-                 dict_size, " entries"));
-      }
+      next_indices(index_scratch_.data(), m, dict_size);
       float* o = out + static_cast<std::ptrdiff_t>(done) * stride;
       for (std::size_t i = 0; i < m; ++i)
         o[static_cast<std::ptrdiff_t>(i) * stride] = dict_floats_[index_scratch_[i]];
@@ -186,16 +185,7 @@ bool ColumnCursor::read_keys_fast(Key* dst, std::ptrdiff_t stride, std::int64_t 
     if (table == nullptr) return false;
     index_scratch_.resize(std::max<std::size_t>(index_scratch_.size(), kChunk));
     std::uint32_t* idx = index_scratch_.data();
-    if (indices_.get(idx, static_cast<std::size_t>(m)) != static_cast<std::size_t>(m)) {
-      fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-    }
-    std::uint32_t worst = 0;
-    for (std::int64_t i = 0; i < m; ++i)
-      worst = std::max(worst, idx[i]);
-    if (worst >= dict_ints_.size()) {
-      fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-               dict_ints_.size(), " entries"));
-    }
+    next_indices(idx, static_cast<std::size_t>(m), dict_ints_.size());
     for (std::int64_t i = 0; i < m; ++i)
       dst[i * stride] = table[idx[i]];
     return true;
