@@ -1,6 +1,7 @@
 // bench_data's Parquet part. The DLRM set is written again as Parquet (Ember's writer, the same
 // samples and keys): SNAPPY with INT64 keys (the writers' default), SNAPPY with INT32 keys,
-// uncompressed, and ZSTD, each where this build writes it. Each is read by one thread and set
+// uncompressed, ZSTD, and SNAPPY with keys folded into vocabularies of 10000 (dictionary pages),
+// each where this build writes it. Each is read by one thread and set
 // against Norm's parser and against the limit its pages set: decoding the same pages with the
 // codec alone (libsnappy, Ember's own SNAPPY decoder, libzstd) or, for uncompressed pages, one
 // read of every byte. Then the pipeline into host batches (and cuda:0), and DuckDB reading the
@@ -45,10 +46,12 @@ using namespace ember::data;
 namespace {
 
 // The one-hot DLRM set again as Parquet in HugeCTR's layout (its own folder): the same samples
-// and keys (stored as they are, no slot_size_array), Ember's writer with `codec`.
+// and keys (stored as they are, no slot_size_array), Ember's writer with `codec`. With a
+// `vocabulary`, slot s's keys are folded into [s * 100000, s * 100000 + vocabulary), so that they
+// repeat and the writer stores dictionary pages.
 Dataset write_parquet_dataset(const fs::path& dir, const std::string& name, std::int64_t samples,
                               int files, int threads, parquet::Codec codec,
-                              parquet::PhysicalType key_type = parquet::PhysicalType::Int64) {
+                              parquet::PhysicalType key_type, std::int64_t vocabulary) {
   const fs::path folder = dir / name;
   fs::create_directories(folder);
   Dataset d;
@@ -77,6 +80,10 @@ Dataset write_parquet_dataset(const fs::path& dir, const std::string& name, std:
         for (std::int64_t i = begin; i < end; ++i) {
           draw_sample(i, 1, label, dense, nnz, keys);
           keys64.assign(keys.begin(), keys.end());
+          for (std::size_t k = 0; k < keys64.size() && vocabulary > 0; ++k) {
+            const auto base = static_cast<std::int64_t>(k) * 100000;
+            keys64[k] = base + (keys64[k] - base) % vocabulary;
+          }
           w.write(label, dense, nnz, keys64);
         }
         w.close();
@@ -325,36 +332,40 @@ void bench_page_limits(const Dataset& d, double parser_rate, std::vector<std::st
 void bench_parquet(const fs::path& dir, double norm_rate, const Args& a,
                    std::vector<std::string>& summary) {
   // The writers' default first (SNAPPY where this build writes it; the GPU machines lack
-  // libsnappy and write uncompressed), then INT32 keys, uncompressed and ZSTD.
+  // libsnappy and write uncompressed), then INT32 keys, uncompressed, ZSTD, and keys from
+  // vocabularies of 10000 (dictionary pages).
   struct Case {
     const char* name;
     parquet::Codec codec;
-    parquet::PhysicalType keys;
+    parquet::PhysicalType keys = parquet::PhysicalType::Int64;
+    std::int64_t vocabulary = 0;
   };
   const parquet::Codec codec = parquet::default_write_codec();
-  std::vector<Case> cases = {{"dlrm_parquet", codec, parquet::PhysicalType::Int64},
+  std::vector<Case> cases = {{"dlrm_parquet", codec},
                              {"dlrm_parquet_int32", codec, parquet::PhysicalType::Int32}};
   if (codec != parquet::Codec::Uncompressed) {
-    cases.push_back(
-        {"dlrm_parquet_uncompressed", parquet::Codec::Uncompressed, parquet::PhysicalType::Int64});
+    cases.push_back({"dlrm_parquet_uncompressed", parquet::Codec::Uncompressed});
   }
   if (parquet::codec_supported(parquet::Codec::Zstd)) {
-    cases.push_back({"dlrm_parquet_zstd", parquet::Codec::Zstd, parquet::PhysicalType::Int64});
+    cases.push_back({"dlrm_parquet_zstd", parquet::Codec::Zstd});
   }
+  cases.push_back({"dlrm_parquet_dictionary", codec, parquet::PhysicalType::Int64, 10000});
   const auto t0 = Clock::now();
   std::vector<Dataset> sets;
   for (const Case& c : cases) {
-    sets.push_back(write_parquet_dataset(dir, c.name, a.samples, 16, a.threads, c.codec, c.keys));
+    sets.push_back(write_parquet_dataset(dir, c.name, a.samples, 16, a.threads, c.codec, c.keys,
+                                         c.vocabulary));
     std::printf("generated %s: %.0f MB\n", c.name, static_cast<double>(sets.back().bytes) / 1e6);
   }
   std::printf("(Parquet sets written in %.1f s)\n", seconds_since(t0));
   ParserRate default_rate;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Dataset& d = sets[i];
-    std::printf("%s (%.0f bytes/sample, %s, %s keys%s):\n", d.name.c_str(),
+    std::printf("%s (%.0f bytes/sample, %s, %s keys%s%s):\n", d.name.c_str(),
                 static_cast<double>(d.bytes) / static_cast<double>(d.samples),
                 std::string(parquet::to_string(cases[i].codec)).c_str(),
                 cases[i].keys == parquet::PhysicalType::Int32 ? "INT32" : "INT64",
+                cases[i].vocabulary > 0 ? " in dictionary pages (10000 per slot)" : "",
                 i == 0 ? ", Ember's writer default" : "");
     const ParserRate rate = bench_parquet_parser(d, norm_rate, summary);
     if (i == 0) default_rate = rate;
