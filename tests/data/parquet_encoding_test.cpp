@@ -173,8 +173,8 @@ const char* decode(const Bytes& data, Bytes& out, std::size_t expected) {
   out.assign(expected + 64, std::byte{0x5a});
   const char* problem = snappy_decode(data.data(), data.size(), out.data(), expected);
   for (std::size_t i = expected; i < out.size(); ++i) {
-    EXPECT_EQ(out[i], std::byte{0x5a}) << "the decoder wrote " << i - expected
-                                       << " bytes past its output";
+    EXPECT_EQ(out[i], std::byte{0x5a})
+        << "the decoder wrote " << i - expected << " bytes past its output";
   }
   out.resize(expected);
   return problem;
