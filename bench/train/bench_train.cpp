@@ -2,19 +2,24 @@
 // (configs/dlrm_criteo_kaggle.json: 26 one-hot tables, 23.8 M rows of width 128, bottom MLP
 // 512-256-128, top MLP 1024-1024-512-256-1, batch 65536, SGD), reading synthetic data already on
 // disk through the input pipeline, in every precision mode: fp32, tf32, mixed f16, mixed bf16,
-// mixed f16 with f16 embedding tables, and that with cuda_graph. In the same run the same model in
-// plain PyTorch (nn.EmbeddingBag with sparse gradients, SGD; fp32, tf32, autocast f16 and bf16,
-// eager, and f16 and bf16 under torch.compile), fed batches it has already staged on the GPU (no
-// input pipeline: the most favourable case for PyTorch). Then DCN, DeepFM and Wide&Deep (configs/)
-// at batch 65536 in fp32 and mixed precision (Ember only).
+// mixed f16 with f16 embedding tables, and that with cuda_graph; each mode's roofline (FLOPs and
+// bytes per sample from the model against the device's peaks). In the same run the same model in
+// plain PyTorch (bench/train/torch_ctr_train.py: nn.EmbeddingBag with sparse gradients, SGD;
+// fp32, tf32, autocast f16 and bf16, eager, and f16 and bf16 under torch.compile), fed batches it
+// has already staged on the GPU (no input pipeline: the most favourable case for PyTorch). Then
+// DCN, DeepFM and Wide&Deep (configs/) at batch 65536 in fp32 and mixed precision, against the
+// same models in PyTorch (fp32, autocast f16 and bf16 eager, f16 and bf16 under torch.compile).
 //
-//   build/bench/bench_train            GPU run (about 3 minutes on an H100)
+//   build/bench/bench_train            GPU run
 //   build/bench/bench_train --quick    CPU run of configs/dlrm.json on this machine
-// Options: --iters N (measured iterations), --no-torch, --no-compile (PyTorch eager only),
-// --dlrm-only (no DCN / DeepFM / Wide&Deep), --no-auc / --auc-only (the AUC of f32 against
-// f16 and bf16 embedding tables on a learnable generated dataset, each rounding), --dir DIR
-// (dataset location).
-// Ends with "SUMMARY |" lines.
+// Options: --iters N (measured iterations), --models LIST (dlrm, dcn, deepfm, wide_and_deep;
+// default all; --dlrm-only is --models dlrm), --parts (after each Ember run, a profiling pass of
+// --parts-steps N steps, 20 by default, timed by part: data, embedding forward, each part of the
+// dense network forward and backward, optimizer, embedding backward and update), --no-torch,
+// --no-compile (PyTorch eager only), --no-auc / --auc-only (the AUC of f32 against f16 and bf16
+// embedding tables on a learnable generated dataset, each rounding), --dir DIR (dataset
+// location), --costs (only the FLOPs and bytes a sample costs each model in each precision, and
+// the H100's roofline limits: nothing trained, no device needed). Ends with "SUMMARY |" lines.
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +31,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -33,13 +39,17 @@
 
 #include "ember/core/device.hpp"
 #include "ember/core/openmp_policy.hpp"
+#include "ember/core/part_timer.hpp"
 #include "ember/data/datagen.hpp"
 #include "ember/train/session.hpp"
+#include "train/step_report.hpp"
 
 namespace fs = std::filesystem;
 using namespace ember;
 
 namespace {
+
+const char* const kOtherModels[] = {"dcn", "deepfm", "wide_and_deep"};
 
 struct Args {
   bool quick = false;
@@ -47,8 +57,11 @@ struct Args {
   std::int64_t iters = 40;
   std::int64_t warmup = 10;
   bool compile = true;  // PyTorch also under torch.compile
-  bool others = true;   // DCN, DeepFM, Wide&Deep too
+  std::set<std::string> models = {"dlrm", "dcn", "deepfm", "wide_and_deep"};
   std::int64_t other_batch = 65536;
+  bool costs = false;  // only the models' costs per sample (no training)
+  bool parts = false;  // a profiling pass by part after each Ember run
+  std::int64_t parts_steps = 20;
   bool auc = true;  // the AUC of f32 against 16-bit tables
   bool auc_only = false;
   std::int64_t auc_iters = 150;  // CPU (--quick) steps of the AUC comparison
@@ -58,6 +71,10 @@ struct Args {
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
+}
+
+fs::path config_path(const std::string& name) {
+  return fs::path(EMBER_SOURCE_DIR) / "configs" / (name + ".json");
 }
 
 // Steady-state samples/s: the display windows after the first (warm-up) one.
@@ -80,32 +97,11 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-int run_quick(const Args& a, const fs::path& dir) {
-  // The CPU: the demo-sized DLRM of configs/dlrm.json on this machine's cores.
-  const nlohmann::json base = read_json(fs::path(EMBER_SOURCE_DIR) / "configs" / "dlrm.json");
-  data::DatagenOptions o;
-  data::apply_model_config(base, "configs/dlrm.json", o);
-  o.out_dir = (dir / "dlrm").string();
-  o.samples = 400000;
-  o.eval_samples = 4096;
-  const auto desc = data::generate_dataset(o);
-  nlohmann::json j = base;
-  j["layers"][0]["source"] = desc.train.file_list;
-  j["layers"][0]["eval_source"] = "";
-  j["solver"]["max_iter"] = 300;
-  j["solver"]["display"] = 50;
-  j["solver"]["eval_interval"] = 0;
-  j["solver"]["device"] = "cpu";
-  train::SessionOptions so;
-  so.progress = false;
-  train::Session s(train::parse_model_config(j, "configs/dlrm.json"), so);
-  const train::TrainResult r = s.train();
-  const double rate = steady_rate(r);
-  std::printf("\nCPU (%u hardware threads), configs/dlrm.json, batch 1024: %.0f samples/s\n",
-              std::thread::hardware_concurrency(), rate);
-  std::printf("SUMMARY | train | DLRM demo config on the CPU, samples/s | %.0f | - | -\n", rate);
-  (void)a;
-  return 0;
+std::string join(const std::vector<std::int64_t>& values) {
+  std::string s;
+  for (std::int64_t v : values)
+    s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
 }
 
 // Ember's precision modes, as solver settings over the configuration's own.
@@ -126,22 +122,84 @@ std::vector<Mode> ember_modes() {
   };
 }
 
-// One Ember run of `j` with `mode`'s solver settings: steady samples/s, or 0 and the reason.
-double run_ember(nlohmann::json j, const Mode& mode, const std::string& where, std::string& error,
-                 std::string* graph_status = nullptr) {
+bench::Arithmetic arithmetic_of(const nlohmann::json& solver) {
+  if (solver.contains("mixed_precision")) return bench::Arithmetic::Half;
+  return solver.contains("enable_tf32_compute") ? bench::Arithmetic::TF32 : bench::Arithmetic::F32;
+}
+
+bench::CostOptions cost_options(const nlohmann::json& solver, std::int64_t batch) {
+  bench::CostOptions o;
+  o.batch = batch;
+  if (solver.contains("mixed_precision")) o.activation_bytes = 2;
+  if (solver.contains("embedding_dtype") && solver["embedding_dtype"] != "f32") o.table_bytes = 2;
+  return o;
+}
+
+struct EmberRun {
+  double rate = 0;  // steady samples/s; 0 when it failed
+  std::string error, graph_status;
+  bench::SampleCost cost;
+};
+
+// One Ember run of `j` with `mode`'s solver settings; with --parts, then a profiling pass of the
+// same session (two steps to let the restarted input pipeline fill, then the timed steps).
+EmberRun run_ember(const Args& a, nlohmann::json j, const Mode& mode, const std::string& what,
+                   const std::string& where, bool summary) {
   for (const auto& [key, value] : mode.solver.items())
     j["solver"][key] = value;
+  EmberRun run;
   try {
     train::SessionOptions so;
     so.progress = false;
-    train::Session s(train::parse_model_config(j, where), so);
-    const double rate = steady_rate(s.train());
-    if (graph_status != nullptr) *graph_status = s.cuda_graph_status();
-    return rate;
+    const train::ModelConfig config = train::parse_model_config(j, where);
+    const std::int64_t batch = config.solver.batchsize;
+    run.cost = bench::sample_cost(config, cost_options(mode.solver, batch));
+    train::Session s(config, so);
+    run.rate = steady_rate(s.train());
+    run.graph_status = s.cuda_graph_status();
+    if (a.parts) {
+      const bool gpu = j["solver"].value("device", std::string()) == "cuda";
+      PartTimer timer(gpu ? Place::cuda(0) : Place::host());
+      for (int i = 0; i < 2; ++i)
+        s.train_step();
+      s.set_part_timer(&timer);
+      for (std::int64_t i = 0; i < a.parts_steps; ++i)
+        s.train_step();
+      s.set_part_timer(nullptr);
+      bench::print_parts(what, timer.collect(), timer.steps(), batch, run.rate, gpu, summary);
+    }
   } catch (const std::exception& e) {
-    error = e.what();
-    return 0;
+    run.error = e.what();
+    run.rate = 0;
   }
+  return run;
+}
+
+int run_quick(const Args& a, const fs::path& dir) {
+  // The CPU: the demo-sized DLRM of configs/dlrm.json on this machine's cores.
+  const nlohmann::json base = read_json(config_path("dlrm"));
+  data::DatagenOptions o;
+  data::apply_model_config(base, "configs/dlrm.json", o);
+  o.out_dir = (dir / "dlrm").string();
+  o.samples = 400000;
+  o.eval_samples = 4096;
+  const auto desc = data::generate_dataset(o);
+  nlohmann::json j = base;
+  j["layers"][0]["source"] = desc.train.file_list;
+  j["layers"][0]["eval_source"] = "";
+  j["solver"]["max_iter"] = 300;
+  j["solver"]["display"] = 50;
+  j["solver"]["eval_interval"] = 0;
+  j["solver"]["device"] = "cpu";
+  const EmberRun r = run_ember(a, j, Mode{"fp32", {}}, "DLRM demo config on the CPU, fp32",
+                               "configs/dlrm.json", false);
+  if (r.rate <= 0) throw std::runtime_error(r.error);
+  std::printf("\nCPU (%u hardware threads), configs/dlrm.json, batch 1024: %.0f samples/s\n",
+              std::thread::hardware_concurrency(), r.rate);
+  bench::print_roofline("DLRM demo config, fp32", r.cost, r.rate, nullptr, bench::Arithmetic::F32,
+                        false);
+  std::printf("SUMMARY | train | DLRM demo config on the CPU, samples/s | %.0f | - | -\n", r.rate);
+  return 0;
 }
 
 struct TorchRun {
@@ -149,19 +207,20 @@ struct TorchRun {
   bool compiled = false;
   double rate = 0;
   std::string error;
+  std::string name() const { return mode + (compiled ? " torch.compile" : " eager"); }
 };
 
-std::vector<TorchRun> run_torch(const Args& a, const std::string& data, std::int64_t batch,
-                                const std::vector<std::int64_t>& slot_sizes) {
-  std::string sizes;
-  for (std::int64_t v : slot_sizes)
-    sizes += (sizes.empty() ? "" : ",") + std::to_string(v);
-  const std::string cmd = "python3 " + std::string(EMBER_SOURCE_DIR) +
-                          "/bench/train/torch_dlrm_train.py --json --modes fp32,tf32,f16,bf16" +
-                          (a.compile ? " --compile f16,bf16" : "") + " --data " + data +
-                          " --batch " + std::to_string(batch) + " --iters " +
-                          std::to_string(a.iters) + " --warmup " + std::to_string(a.warmup) +
-                          " --slot-sizes " + sizes + " 2>&1";
+// The PyTorch peer of `model` (bench/train/torch_ctr_train.py) on the Raw file `data`.
+std::vector<TorchRun> run_torch(const Args& a, const std::string& model, const fs::path& config,
+                                const std::string& data, std::int64_t batch,
+                                const std::vector<std::int64_t>& slot_sizes,
+                                const std::string& modes, const std::string& compiled) {
+  const std::string cmd =
+      "python3 " + std::string(EMBER_SOURCE_DIR) +
+      "/bench/train/torch_ctr_train.py --json --model " + model + " --config " + config.string() +
+      " --modes " + modes + (a.compile ? " --compile " + compiled : "") + " --data " + data +
+      " --batch " + std::to_string(batch) + " --iters " + std::to_string(a.iters) + " --warmup " +
+      std::to_string(a.warmup) + " --slot-sizes " + join(slot_sizes) + " 2>&1";
   const std::string out = run_capture(cmd);
   std::vector<TorchRun> runs;
   std::istringstream lines(out);
@@ -171,17 +230,42 @@ std::vector<TorchRun> run_torch(const Args& a, const std::string& data, std::int
     runs.push_back({r.value("mode", ""), r.value("compiled", false), r.value("samples_per_s", 0.0),
                     r.value("error", "")});
   }
-  if (runs.empty()) std::printf("PyTorch peer failed:\n%s\n", out.c_str());
+  if (runs.empty()) std::printf("PyTorch peer of %s failed:\n%s\n", model.c_str(), out.c_str());
   return runs;
 }
 
-int run_gpu(const Args& a, const fs::path& dir) {
-  const fs::path config_path = fs::path(EMBER_SOURCE_DIR) / "configs" / "dlrm_criteo_kaggle.json";
-  const nlohmann::json base = read_json(config_path);
+bool torch_available(const Args& a) {
+  static const bool importable = std::system("python3 -c 'import torch' > /dev/null 2>&1") == 0;
+  return a.torch && importable;
+}
+
+// The peak figures of the device trained on, printed once.
+const bench::DevicePeaks* device_peaks() {
+  static const bench::DevicePeaks* peaks = [] {
+    const std::string name = device_name(0);
+    const bench::DevicePeaks* p = bench::peaks_for(name);
+    if (p != nullptr) {
+      std::printf(
+          "\nRoofline peaks for %s (as %s): HBM %.0f GB/s, f32 %.1f TFLOP/s, tf32 tensor %.1f, "
+          "f16/bf16 tensor %.1f (%s)\n",
+          name.c_str(), p->model, p->hbm_gb_per_s, p->f32_tflops, p->tf32_tflops, p->half_tflops,
+          bench::peaks_source());
+    } else {
+      std::printf("\nNo peak figures for %s: the rooflines give the costs per sample only\n",
+                  name.c_str());
+    }
+    return p;
+  }();
+  return peaks;
+}
+
+int run_dlrm(const Args& a, const fs::path& dir) {
+  const fs::path path = config_path("dlrm_criteo_kaggle");
+  const nlohmann::json base = read_json(path);
   const std::int64_t batch = base["solver"]["batchsize"].get<std::int64_t>();
   const std::int64_t iterations = a.warmup + a.iters;
   data::DatagenOptions o;
-  data::apply_model_config(base, config_path.string(), o);
+  data::apply_model_config(base, path.string(), o);
   o.out_dir = (dir / "kaggle").string();
   o.samples = batch * (iterations + 2);
   o.eval_samples = batch;
@@ -210,21 +294,26 @@ int run_gpu(const Args& a, const fs::path& dir) {
   std::printf("\nDLRM Criteo-Kaggle, batch %lld, samples/s (ms per iteration):\n",
               static_cast<long long>(batch));
   double best_mixed = 0, tf32 = 0;
-  for (const Mode& mode : ember_modes()) {
-    std::string error, graph;
-    const double rate = run_ember(j, mode, config_path.string(), error, &graph);
-    if (rate <= 0) {
-      std::printf("  Ember   %-36s fails: %s\n", mode.name, error.c_str());
+  std::vector<std::pair<const Mode*, EmberRun>> done;
+  const std::vector<Mode> modes = ember_modes();
+  for (const Mode& mode : modes) {
+    const std::string what = std::string("DLRM ") + mode.name;
+    const bool summary = mode.name == std::string("fp32") || mode.name == std::string("mixed f16");
+    const EmberRun r = run_ember(a, j, mode, what, path.string(), summary);
+    if (r.rate <= 0) {
+      std::printf("  Ember   %-36s fails: %s\n", mode.name, r.error.c_str());
       std::printf("SUMMARY | train | DLRM %s, Ember samples/s | fails | - | -\n", mode.name);
       continue;
     }
-    std::printf("  Ember   %-36s %7.3f M (%.2f ms)%s\n", mode.name, rate / 1e6,
-                1e3 * static_cast<double>(batch) / rate,
-                mode.solver.contains("cuda_graph") ? (" [graph: " + graph + "]").c_str() : "");
+    std::printf(
+        "  Ember   %-36s %7.3f M (%.2f ms)%s\n", mode.name, r.rate / 1e6,
+        1e3 * static_cast<double>(batch) / r.rate,
+        mode.solver.contains("cuda_graph") ? (" [graph: " + r.graph_status + "]").c_str() : "");
     std::printf("SUMMARY | train | DLRM %s, Ember samples/s | %.3f M | - | -\n", mode.name,
-                rate / 1e6);
-    if (std::string(mode.name).rfind("mixed", 0) == 0) best_mixed = std::max(best_mixed, rate);
-    if (std::string(mode.name) == "tf32") tf32 = rate;
+                r.rate / 1e6);
+    if (std::string(mode.name).rfind("mixed", 0) == 0) best_mixed = std::max(best_mixed, r.rate);
+    if (std::string(mode.name) == "tf32") tf32 = r.rate;
+    done.emplace_back(&mode, r);
   }
   std::printf(
       "SUMMARY | train | DLRM mixed precision (best), Ember samples/s | %.3f M | >= 15 M | %s\n",
@@ -232,21 +321,30 @@ int run_gpu(const Args& a, const fs::path& dir) {
   std::printf("SUMMARY | train | DLRM tf32, Ember samples/s | %.3f M | >= 8 M | %s\n", tf32 / 1e6,
               tf32 >= 8e6 ? "yes" : "no");
 
-  if (!a.torch || std::system("python3 -c 'import torch' > /dev/null 2>&1") != 0) {
+  const bench::DevicePeaks* peaks = device_peaks();
+  std::printf(
+      "DLRM roofline by mode (one key per slot; ideal traffic, see docs/performance.md):\n");
+  for (const auto& [mode, r] : done) {
+    const std::string name = mode->name;
+    bench::print_roofline("DLRM " + name, r.cost, r.rate, peaks, arithmetic_of(mode->solver),
+                          name == "fp32" || name == "tf32" || name == "mixed f16");
+  }
+
+  if (!torch_available(a)) {
     std::printf("PyTorch: not run\n");
     std::printf("SUMMARY | train | Ember mixed / PyTorch best | n/a | >= 4x | no\n");
     return 0;
   }
   double torch_best = 0;
-  for (const TorchRun& r : run_torch(a, desc.train.files.front(), batch, desc.slot_size_array)) {
-    const std::string name = r.mode + (r.compiled ? " torch.compile" : " eager");
+  for (const TorchRun& r : run_torch(a, "dlrm", path, desc.train.files.front(), batch,
+                                     desc.slot_size_array, "fp32,tf32,f16,bf16", "f16,bf16")) {
     if (!r.error.empty() || r.rate <= 0) {
-      std::printf("  PyTorch %-36s fails: %s\n", name.c_str(), r.error.c_str());
+      std::printf("  PyTorch %-36s fails: %s\n", r.name().c_str(), r.error.c_str());
       continue;
     }
-    std::printf("  PyTorch %-36s %7.3f M (%.2f ms)\n", name.c_str(), r.rate / 1e6,
+    std::printf("  PyTorch %-36s %7.3f M (%.2f ms)\n", r.name().c_str(), r.rate / 1e6,
                 1e3 * static_cast<double>(batch) / r.rate);
-    std::printf("SUMMARY | train | DLRM %s, PyTorch samples/s | %.3f M | - | -\n", name.c_str(),
+    std::printf("SUMMARY | train | DLRM %s, PyTorch samples/s | %.3f M | - | -\n", r.name().c_str(),
                 r.rate / 1e6);
     torch_best = std::max(torch_best, r.rate);
   }
@@ -256,42 +354,76 @@ int run_gpu(const Args& a, const fs::path& dir) {
   return 0;
 }
 
-// DCN, DeepFM and Wide&Deep (configs/) at a GPU batch, in fp32 and mixed precision (Ember only:
-// their PyTorch peers are not written yet).
-void run_other_models(const Args& a, const fs::path& dir) {
-  std::printf("\nOther sample models, batch %lld, Ember samples/s:\n",
-              static_cast<long long>(a.other_batch));
-  for (const char* name : {"dcn", "deepfm", "wide_and_deep"}) {
-    const fs::path path = fs::path(EMBER_SOURCE_DIR) / "configs" / (std::string(name) + ".json");
-    const nlohmann::json base = read_json(path);
-    data::DatagenOptions o;
-    data::apply_model_config(base, path.string(), o);
-    o.out_dir = (dir / name).string();
-    o.samples = a.other_batch * (a.warmup + a.iters + 2);
-    o.eval_samples = 1024;
-    const auto desc = data::generate_dataset(o);
-    nlohmann::json j = base;
-    j["layers"][0]["source"] = desc.train.file_list;
-    j["layers"][0]["eval_source"] = "";
-    j["solver"]["batchsize"] = a.other_batch;
-    j["solver"]["batchsize_eval"] = a.other_batch;
-    j["solver"]["max_iter"] = a.warmup + a.iters;
-    j["solver"]["display"] = a.warmup;
-    j["solver"]["eval_interval"] = 0;
-    j["solver"]["device"] = "cuda";
-    for (const Mode& mode : {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}}) {
-      std::string error;
-      const double rate = run_ember(j, mode, path.string(), error);
-      if (rate <= 0) {
-        std::printf("  %-14s %-10s fails: %s\n", name, mode.name, error.c_str());
-        std::printf("SUMMARY | train | %s %s, Ember samples/s | fails | - | -\n", name, mode.name);
-        continue;
-      }
-      std::printf("  %-14s %-10s %7.3f M\n", name, mode.name, rate / 1e6);
-      std::printf("SUMMARY | train | %s %s, Ember samples/s | %.3f M | - | -\n", name, mode.name,
-                  rate / 1e6);
+// DCN, DeepFM and Wide&Deep (configs/) at a GPU batch, in fp32 and mixed precision, against their
+// PyTorch peers (fed the same samples from a Raw twin of the Norm dataset Ember reads).
+void run_other_model(const Args& a, const fs::path& dir, const std::string& name) {
+  const fs::path path = config_path(name);
+  const nlohmann::json base = read_json(path);
+  data::DatagenOptions o;
+  data::apply_model_config(base, path.string(), o);
+  o.out_dir = (dir / name).string();
+  o.samples = a.other_batch * (a.warmup + a.iters + 2);
+  o.eval_samples = 1024;
+  const auto desc = data::generate_dataset(o);
+  nlohmann::json j = base;
+  j["layers"][0]["source"] = desc.train.file_list;
+  j["layers"][0]["eval_source"] = "";
+  j["solver"]["batchsize"] = a.other_batch;
+  j["solver"]["batchsize_eval"] = a.other_batch;
+  j["solver"]["max_iter"] = a.warmup + a.iters;
+  j["solver"]["display"] = a.warmup;
+  j["solver"]["eval_interval"] = 0;
+  j["solver"]["device"] = "cuda";
+  double ember[2] = {0, 0};  // fp32, mixed
+  const Mode modes[] = {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}};
+  for (int m = 0; m < 2; ++m) {
+    const Mode& mode = modes[m];
+    const EmberRun r = run_ember(a, j, mode, name + " " + mode.name, path.string(), false);
+    if (r.rate <= 0) {
+      std::printf("  Ember   %-14s %-22s fails: %s\n", name.c_str(), mode.name, r.error.c_str());
+      std::printf("SUMMARY | train | %s %s, Ember samples/s | fails | - | -\n", name.c_str(),
+                  mode.name);
+      continue;
     }
+    ember[m] = r.rate;
+    std::printf("  Ember   %-14s %-22s %7.3f M\n", name.c_str(), mode.name, r.rate / 1e6);
+    std::printf("SUMMARY | train | %s %s, Ember samples/s | %.3f M | - | -\n", name.c_str(),
+                mode.name, r.rate / 1e6);
+    bench::print_roofline(name + " " + mode.name, r.cost, r.rate, device_peaks(),
+                          arithmetic_of(mode.solver), false);
   }
+  if (!torch_available(a)) {
+    std::printf("SUMMARY | train | %s: Ember mixed / PyTorch best mixed | n/a | >= 3x | no\n",
+                name.c_str());
+    return;
+  }
+  // The same samples as Raw (one key per slot), which the peer reads without parsing Norm.
+  data::DatagenOptions raw = o;
+  raw.format = data::DataFormat::Raw;
+  raw.out_dir = (dir / (name + "-raw")).string();
+  const auto raw_desc = data::generate_dataset(raw);
+  double torch_best[2] = {0, 0};  // fp32, mixed (f16 or bf16)
+  for (const TorchRun& r : run_torch(a, name, path, raw_desc.train.files.front(), a.other_batch,
+                                     raw_desc.slot_size_array, "fp32,f16,bf16", "f16,bf16")) {
+    if (!r.error.empty() || r.rate <= 0) {
+      std::printf("  PyTorch %-14s %-22s fails: %s\n", name.c_str(), r.name().c_str(),
+                  r.error.c_str());
+      continue;
+    }
+    std::printf("  PyTorch %-14s %-22s %7.3f M\n", name.c_str(), r.name().c_str(), r.rate / 1e6);
+    std::printf("SUMMARY | train | %s %s, PyTorch samples/s | %.3f M | - | -\n", name.c_str(),
+                r.name().c_str(), r.rate / 1e6);
+    double& best = torch_best[r.mode == "fp32" ? 0 : 1];
+    best = std::max(best, r.rate);
+  }
+  const double fp32 = torch_best[0] > 0 ? ember[0] / torch_best[0] : 0;
+  const double mixed = torch_best[1] > 0 ? ember[1] / torch_best[1] : 0;
+  std::printf("  %s: Ember / PyTorch: fp32 %.2fx, mixed %.2fx (against PyTorch's best mixed)\n",
+              name.c_str(), fp32, mixed);
+  std::printf("SUMMARY | train | %s: Ember fp32 / PyTorch fp32 | %.2fx | - | -\n", name.c_str(),
+              fp32);
+  std::printf("SUMMARY | train | %s: Ember mixed / PyTorch best mixed | %.2fx | >= 3x | %s\n",
+              name.c_str(), mixed, mixed >= 3 ? "yes" : "no");
 }
 
 // AUC after a fixed number of steps on a learnable generated dataset (configs/dlrm.json's shape),
@@ -346,6 +478,66 @@ void run_auc_comparison(const Args& a, const fs::path& dir, bool gpu) {
   }
 }
 
+// --costs: what a sample costs each model in each precision (from the models alone: nothing is
+// trained, no device is needed), and the roofline's limit on the device named.
+void print_costs(const Args& a) {
+  const bench::DevicePeaks* h100 = bench::peaks_for("H100");
+  std::printf(
+      "Cost per sample from the models (one key per slot); roofline limits on the %s: "
+      "HBM %.0f GB/s, f32 %.1f, tf32 %.1f, f16/bf16 %.1f TFLOP/s (%s)\n",
+      h100->model, h100->hbm_gb_per_s, h100->f32_tflops, h100->tf32_tflops, h100->half_tflops,
+      bench::peaks_source());
+  std::vector<std::pair<std::string, std::int64_t>> models;
+  if (a.models.count("dlrm") > 0) models.emplace_back("dlrm_criteo_kaggle", 0);
+  for (const char* name : kOtherModels) {
+    if (a.models.count(name) > 0) models.emplace_back(name, a.other_batch);
+  }
+  for (const auto& [name, batch_override] : models) {
+    nlohmann::json j = read_json(config_path(name));
+    if (batch_override > 0) j["solver"]["batchsize"] = batch_override;
+    const train::ModelConfig config = train::parse_model_config(j, config_path(name).string());
+    for (const Mode& mode : ember_modes()) {
+      if (mode.solver.contains("cuda_graph")) continue;
+      const bench::SampleCost cost =
+          bench::sample_cost(config, cost_options(mode.solver, config.solver.batchsize));
+      const std::string what = name + " " + mode.name;
+      bench::print_roofline(what, cost, 0, nullptr, arithmetic_of(mode.solver), false);
+      const bench::Arithmetic ar = arithmetic_of(mode.solver);
+      const double peak = ar == bench::Arithmetic::F32    ? h100->f32_tflops
+                          : ar == bench::Arithmetic::TF32 ? h100->tf32_tflops
+                                                          : h100->half_tflops;
+      const double by_memory = h100->hbm_gb_per_s * 1e9 / cost.bytes();
+      const double by_compute = peak * 1e12 / cost.flops();
+      std::printf("    roofline limit: %.1f M samples/s by memory, %.1f M by compute: %s-bound\n",
+                  by_memory / 1e6, by_compute / 1e6, by_memory < by_compute ? "memory" : "compute");
+    }
+  }
+}
+
+int usage() {
+  std::fprintf(
+      stderr,
+      "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
+      "[--parts-steps N] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
+      "[--dir DIR]\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n");
+  return 2;
+}
+
+bool parse_models(const std::string& list, std::set<std::string>& models) {
+  models.clear();
+  std::istringstream in(list);
+  for (std::string m; std::getline(in, m, ',');) {
+    const bool known = m == "dlrm" || std::find(std::begin(kOtherModels), std::end(kOtherModels),
+                                                m) != std::end(kOtherModels);
+    if (!known) {
+      std::fprintf(stderr, "bench_train: --models: unknown model '%s'\n", m.c_str());
+      return false;
+    }
+    models.insert(m);
+  }
+  return !models.empty();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -353,28 +545,39 @@ int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "--quick")
+    const bool value = i + 1 < argc;
+    if (s == "--quick") {
       a.quick = true;
-    else if (s == "--no-torch")
+    } else if (s == "--no-torch") {
       a.torch = false;
-    else if (s == "--no-compile")
+    } else if (s == "--no-compile") {
       a.compile = false;
-    else if (s == "--dlrm-only")
-      a.others = false;
-    else if (s == "--no-auc")
+    } else if (s == "--dlrm-only") {
+      a.models = {"dlrm"};
+    } else if (s == "--models" && value) {
+      if (!parse_models(argv[++i], a.models)) return usage();
+    } else if (s == "--costs") {
+      a.costs = true;
+    } else if (s == "--parts") {
+      a.parts = true;
+    } else if (s == "--parts-steps" && value) {
+      a.parts = true;
+      a.parts_steps = std::stoll(argv[++i]);
+    } else if (s == "--no-auc") {
       a.auc = false;
-    else if (s == "--auc-only")
+    } else if (s == "--auc-only") {
       a.auc_only = true;
-    else if (s == "--iters" && i + 1 < argc)
+    } else if (s == "--iters" && value) {
       a.iters = std::stoll(argv[++i]);
-    else if (s == "--dir" && i + 1 < argc)
+    } else if (s == "--dir" && value) {
       a.dir = argv[++i];
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_train [--quick] [--iters N] [--no-torch] [--no-compile] "
-                   "[--dlrm-only] [--no-auc] [--auc-only] [--dir DIR]\n");
-      return 2;
+    } else {
+      return usage();
     }
+  }
+  if (a.costs) {
+    print_costs(a);
+    return 0;
   }
   const bool gpu = !a.quick && cuda_available();
   const fs::path dir = !a.dir.empty() ? fs::path(a.dir)
@@ -383,8 +586,20 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int rc = 0;
   try {
-    if (!a.auc_only) rc = gpu ? run_gpu(a, dir) : run_quick(a, dir);
-    if (gpu && rc == 0 && a.others && !a.auc_only) run_other_models(a, dir);
+    if (!a.auc_only && !gpu) rc = run_quick(a, dir);
+    if (!a.auc_only && gpu && a.models.count("dlrm") > 0) rc = run_dlrm(a, dir);
+    if (!a.auc_only && gpu && rc == 0) {
+      bool header = false;
+      for (const char* name : kOtherModels) {
+        if (a.models.count(name) == 0) continue;
+        if (!header) {
+          std::printf("\nOther sample models, batch %lld, samples/s:\n",
+                      static_cast<long long>(a.other_batch));
+          header = true;
+        }
+        run_other_model(a, dir, name);
+      }
+    }
     if (rc == 0 && (a.auc || a.auc_only)) run_auc_comparison(a, dir, gpu);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_train: %s\n", e.what());

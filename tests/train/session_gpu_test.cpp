@@ -3,6 +3,7 @@
 // the tree to losses close to f32's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -182,7 +183,7 @@ TEST(SessionGpu, SkippedStepsApplyNoUpdate) {
   }
 }
 
-// A host table with a 5 % device cache on the GPU trains like the whole table on the device: the
+// A host table with an 8 % device cache on the GPU trains like the whole table on the device: the
 // same losses bit for bit (when the whole-table run repeats itself bit for bit, as it should),
 // the same AUC, and the cache's figures in the result; a checkpoint saved with the cache loads on
 // the device and the reverse.
@@ -229,8 +230,16 @@ TEST(SessionGpu, HostCacheTrainsLikeTheWholeTable) {
   EXPECT_NEAR(cached.last_eval->auc, whole.last_eval->auc, repeatable ? 0.0 : 1e-4);
   EXPECT_TRUE(whole.cache.empty());
   ASSERT_EQ(cached.cache.size(), cached.rates.size());
-  EXPECT_GT(cached.cache.back().fetched_per_step + cached.cache.back().new_per_step, 0.0);
-  EXPECT_LT(cached.cache.back().hit_rate, 1.0);
+  // The cache is exercised once warm: some window of the second half of the run both misses and
+  // moves rows. (Not the last window alone: it is the one step at the evaluation, which may prepare
+  // no training batch at all and then reports no lookups.)
+  const std::size_t half = cached.cache.size() / 2;
+  const bool misses =
+      std::any_of(cached.cache.begin() + static_cast<std::ptrdiff_t>(half), cached.cache.end(),
+                  [](const CacheFigures& f) {
+                    return f.hit_rate < 1.0 && f.fetched_per_step + f.new_per_step > 0.0;
+                  });
+  EXPECT_TRUE(misses) << "no window of the second half missed (cache of 8 %)";
   // Checkpoints across locations: the same evaluation from either file, wherever it is loaded.
   for (const auto& [saved, load_with] : {std::pair{"host", device}, std::pair{"device", host}}) {
     Session s(tiny_config(json, *data, 256, 60, load_with), gpu);

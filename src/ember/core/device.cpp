@@ -65,6 +65,13 @@ DeviceMemoryInfo device_memory_info(int device) {
   return {free_bytes, total_bytes};
 }
 
+std::string device_name(int device) {
+  require_cuda_device(device, "device_name");
+  cudaDeviceProp properties{};
+  EMBER_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  return properties.name;
+}
+
 namespace {
 // Enables peer access between every pair of devices that supports it, once per process.
 const std::vector<std::vector<bool>>& peer_matrix() {
@@ -128,6 +135,9 @@ void synchronize_device(int) {
 }
 DeviceMemoryInfo device_memory_info(int) {
   throw_cuda_unavailable("device_memory_info");
+}
+std::string device_name(int) {
+  throw_cuda_unavailable("device_name");
 }
 bool can_access_peer(int, int) {
   throw_cuda_unavailable("can_access_peer");

@@ -5,6 +5,8 @@
 // that needs a device throws CudaUnavailableError.
 #pragma once
 
+#include <string>
+
 // The CUDA runtime's own opaque types, declared here so no CUDA header is needed.
 struct CUstream_st;
 struct CUevent_st;
@@ -53,6 +55,9 @@ struct DeviceMemoryInfo {
   unsigned long long total_bytes = 0;
 };
 DeviceMemoryInfo device_memory_info(int device);
+
+// The device's name as the driver reports it ("NVIDIA H100 80GB HBM3").
+std::string device_name(int device);
 
 // Makes `device` current for the guard's lifetime and restores the previous one after.
 class DeviceGuard {

@@ -28,10 +28,17 @@ constexpr unsigned long kCopyThreadTimerSlackNs = 1000;
 
 DeviceSlot::DeviceSlot(const std::vector<Place>& devices, std::size_t bytes) : devices_(devices) {
   for (const Place& p : devices_) {
+    DeviceGuard guard(p.device());
     memory_.push_back(Allocation::create(p, bytes));
     ready_.push_back(Event::create(p.device()));
     released_.push_back(Event::create(p.device()));
-    release_recorded_.push_back(false);
+    // The memory comes from the pool of this thread's current stream (the compute stream), which
+    // hands out a block freed on the host while kernels queued there may still use it; the copy
+    // stream writes it. So the slot's first copies wait, like every later one, for a release:
+    // the work queued on that stream so far. (A slot made late, while training ran, got a block
+    // the step still wrote: garbage CSR offsets in the next batch, at Criteo-Kaggle scale.)
+    released_.back().record(current_stream(p.device()));
+    release_recorded_.push_back(true);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include "ember/core/error.hpp"
 #include "ember/network/fc_chain.hpp"
+#include "ember/network/layer_parts.hpp"
 #include "ember/network/layer_registry.hpp"
 #include "ember/network/precision.hpp"
 
@@ -41,13 +42,26 @@ void DenseNetwork::bind() {
 }
 
 void DenseNetwork::forward(bool training, StreamHandle stream) {
-  for (LayerPtr& layer : layers_)
-    layer->forward(training, stream);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (timer_ != nullptr) timer_->begin(forward_parts_[i], stream);
+    layers_[i]->forward(training, stream);
+  }
 }
 
 void DenseNetwork::backward(StreamHandle stream) {
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
-    if ((*it)->needs_backward()) (*it)->backward(stream);
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    if (!layers_[i]->needs_backward()) continue;
+    if (timer_ != nullptr) timer_->begin(backward_parts_[i], stream);
+    layers_[i]->backward(stream);
+  }
+}
+
+void DenseNetwork::set_part_timer(PartTimer* timer) {
+  timer_ = timer;
+  if (timer_ == nullptr || !forward_parts_.empty()) return;
+  for (LayerPart part : classify_layer_parts(layers_)) {
+    forward_parts_.push_back(std::string(layer_part_name(part)) + " forward");
+    backward_parts_.push_back(std::string(layer_part_name(part)) + " backward");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/part_timer.hpp"
 #include "ember/network/blob.hpp"
 #include "ember/network/build_context.hpp"
 #include "ember/network/layer.hpp"
@@ -38,10 +39,17 @@ class DenseNetwork {
   // Fully connected pairs fused across layers (CUDA; see fc_chain.hpp).
   int chained_pairs() const { return chained_; }
 
+  // Profiling: with a timer, forward() and backward() open a part before each layer, named
+  // "<part> forward" / "<part> backward" by the layer's part of the model (layer_parts.hpp);
+  // nullptr (the default) times nothing. The timer must outlive its use here.
+  void set_part_timer(PartTimer* timer);
+
  private:
   std::vector<LayerPtr> layers_;
   LossLayer* loss_ = nullptr;
   int chained_ = 0;
+  PartTimer* timer_ = nullptr;
+  std::vector<std::string> forward_parts_, backward_parts_;  // per layer, with a timer
 };
 
 }  // namespace ember::network

@@ -160,12 +160,14 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
   EMBER_CHECK(batch.local_offset == std::min(batch.global_size, rank() * block), "rank ", rank(),
               ": the batch share starts at sample ", batch.local_offset,
               ", not at the equal-block offset ", rank() * block);
+  if (training) begin_part("embedding forward");
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     const std::int64_t slots = config_.embeddings[i].slot_num;
     const CsrTensor keys = pad_rows(batch.sparse.at(embedding_input_[i]), block * ranks * slots, s);
     const Tensor out = embeddings_[i]->forward(keys, rank() * block, block, training);
     fill_rows(in.embeddings[i]->value(), out.slice(0, 0, n), n, s);
   }
+  if (training) begin_part(kDataPart);
   fill_rows(in.label->value(), batch.label, n, s);
   if (in.dense) fill_rows(in.dense->value(), batch.dense, n, s);
 }
@@ -181,17 +183,43 @@ void Replica::prefetch(const data::DeviceBatch& batch) {
   }
 }
 
+void Replica::set_part_timer(PartTimer* timer) {
+  parts_ = timer;
+  if (timer == nullptr) train_.network->set_part_timer(nullptr);
+}
+
+void Replica::begin_part(std::string_view part) {
+  if (parts_ != nullptr) parts_->begin(part, stream());
+}
+
 float Replica::train_step(const data::DeviceBatch& batch) {
   const StreamHandle s = stream();
+  // A captured dense step is timed whole: events inside a graph would not time its replays.
+  if (parts_ != nullptr) train_.network->set_part_timer(dense_graph_ ? nullptr : parts_);
   feed(*train_.inputs, batch, true, s);
+  if (dense_graph_ != nullptr) begin_part("dense forward + backward (CUDA graph)");
   run_dense(s);
   skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
-  if (skipped_) return optimizer_->schedule().current();
-  if (comm_->size() > 1) comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
+  const float lr = skipped_ ? optimizer_->schedule().current() : apply_updates(s);
+  if (parts_ != nullptr) {
+    parts_->end(s);
+    parts_->count_step();
+  }
+  return lr;
+}
+
+float Replica::apply_updates(StreamHandle s) {
+  if (comm_->size() > 1) {
+    begin_part("dense all-reduce");
+    comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
+  }
+  begin_part("dense optimizer");
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+    begin_part("embedding backward");
     const Tensor& g = train_.inputs->embeddings[i]->grad();
     embeddings_[i]->backward(g.dtype() == DType::F32 ? g : ops::cast(g, DType::F32, s));
+    begin_part("embedding update");
     embeddings_[i]->update(loss_scaler_);
   }
   return lr;

@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 #include <vector>
 
+#include "ember/core/part_timer.hpp"
 #include "ember/data/batch.hpp"
 #include "ember/distributed/collectives.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
@@ -42,6 +44,16 @@ class Replica {
 
   // Dense weights from the solver's seed (identical on every rank) and BatchNorm statistics.
   void initialize_dense(std::uint64_t seed);
+
+  // Profiling: with a timer, each training step opens a part of it on this replica's stream
+  // before each piece of work (embedding forward, the inputs, each dense layer by its part of the
+  // model, the all-reduce, the dense optimizer, embedding backward and update) and counts itself
+  // as a step; nullptr (the default) times nothing. The timer must outlive its use here.
+  void set_part_timer(PartTimer* timer);
+  // Opens `part` on this replica's stream when a timer is set (the session's data part).
+  void begin_part(std::string_view part);
+  // The part of the batch's copies and of the network's label and dense inputs.
+  static constexpr std::string_view kDataPart = "data: batch copies and inputs";
 
   // One training step on this rank's share of `batch`: embeddings forward, dense forward and
   // backward, the dense gradients' all-reduce, both optimizers. Returns the learning rate used.
@@ -108,6 +120,9 @@ class Replica {
   // The training step's dense forward and backward: eagerly, or (solver cuda_graph) captured
   // on the second step and replayed from then on.
   void run_dense(StreamHandle s);
+  // The step's updates after the dense backward: all-reduce, dense optimizer, embedding backward
+  // and update. Returns the learning rate used.
+  float apply_updates(StreamHandle s);
   // Why this replica's dense step cannot be a graph ("" when it can).
   std::string graph_obstacle() const;
   void run_without_graph(const std::string& why);
@@ -138,6 +153,7 @@ class Replica {
   std::string graph_status_ = "off";
   bool skipped_ = false;
   LossWatch loss_watch_;
+  PartTimer* parts_ = nullptr;
 };
 
 }  // namespace ember::train

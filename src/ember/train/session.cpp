@@ -130,6 +130,16 @@ std::string Session::describe_devices() const {
   return s;
 }
 
+void Session::set_part_timer(PartTimer* timer) {
+  if (timer != nullptr) {
+    EMBER_CHECK(timer->place() == impl_->places.front(),
+                "Session::set_part_timer: the timer is on ", timer->place(),
+                " but the first rank trains on ", impl_->places.front());
+  }
+  impl_->parts = timer;
+  impl_->replicas.front()->set_part_timer(timer);
+}
+
 std::string Session::cuda_graph_status() const {
   return impl_->replicas.front()->cuda_graph_status();
 }
@@ -153,6 +163,8 @@ class Session::TrainingLoop {
   void skip_trained_batches();
   // The next batch to train on, nothing when the data is done.
   std::optional<data::Batch> next_batch();
+  // next_batch(), timed as the data part when profiling (Session::set_part_timer).
+  std::optional<data::Batch> timed_next_batch();
   std::optional<data::Batch> pull_batch();
   void step(const data::Batch& batch);
   // Host-backed embeddings: takes the batch after the one just stepped from the pipeline and
@@ -278,7 +290,7 @@ void Session::TrainingLoop::start() {
 TrainResult Session::TrainingLoop::run() {
   start();
   while (!stop_ && (s_.max_iter == 0 || session_.iteration_ < s_.max_iter)) {
-    const std::optional<data::Batch> batch = next_batch();
+    const std::optional<data::Batch> batch = timed_next_batch();
     if (!batch) break;
     step(*batch);
     prefetch_next();
@@ -297,7 +309,7 @@ TrainResult Session::TrainingLoop::run() {
 
 bool Session::TrainingLoop::step_alone() {
   start();
-  const std::optional<data::Batch> batch = next_batch();
+  const std::optional<data::Batch> batch = timed_next_batch();
   if (!batch) {
     check_loss_now();
     return false;
@@ -330,6 +342,18 @@ std::optional<data::Batch> Session::TrainingLoop::next_batch() {
   }
   // Counted when trained on, not when taken ahead for a prefetch.
   if (batch) consumed_samples_ += batch->global_size;
+  return batch;
+}
+
+std::optional<data::Batch> Session::TrainingLoop::timed_next_batch() {
+  if (m_.parts == nullptr) return next_batch();
+  // On the device the part covers the batch copies the step waits for (the pipeline queued the
+  // wait on the stream when it handed the batch out).
+  m_.replicas.front()->begin_part(Replica::kDataPart);
+  const auto t0 = Clock::now();
+  std::optional<data::Batch> batch = next_batch();
+  m_.parts->add_host("host: waiting for the next batch",
+                     std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   return batch;
 }
 

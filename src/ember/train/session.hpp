@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/part_timer.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/train/cache_report.hpp"
 #include "ember/train/metrics.hpp"
@@ -116,6 +117,14 @@ class Session {
   // caller's to keep. nan_policy applies as in train() (on a GPU "stop" notices a non-finite loss
   // one step late). Successive calls share one input pipeline; train() and load() start anew.
   bool train_step();
+  // Profiling: with a timer (on the first rank's place), every training step of train() and
+  // train_step() is timed by parts on the first rank: the host's wait for the next batch (a host
+  // part), then on its stream the batch's inputs, embedding forward, each dense layer by its part
+  // of the model (network/layer_parts.hpp), the dense optimizer, embedding backward and update
+  // (Replica::set_part_timer). nullptr (the default) times nothing. The timer must outlive its
+  // use; read it with PartTimer::collect().
+  void set_part_timer(PartTimer* timer);
+
   // The ranks' mean loss of the last training step (waits for the device); nothing before the
   // first step of this session.
   std::optional<double> current_loss();

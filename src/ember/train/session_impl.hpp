@@ -36,7 +36,8 @@ struct Session::Impl {
   RunLog log;
   std::ostream* out = &std::cout;
   EvalCache eval_cache;
-  bool has_stepped = false;  // a training step ran since construction or the last load()
+  bool has_stepped = false;    // a training step ran since construction or the last load()
+  PartTimer* parts = nullptr;  // Session::set_part_timer
   // Where the display lines of processes other than process 0 go.
   std::ostream discarded{nullptr};
 };
