@@ -25,6 +25,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const char* t = info.param.type == EmbeddingType::DistributedSlotHash ? "Distributed"
                   : info.param.type == EmbeddingType::LocalizedSlotHash ? "LocalizedHash"
+                  : info.param.type == EmbeddingType::Hybrid            ? "Hybrid"
                                                                         : "OneHot";
   return std::string(t) + "_D" + std::to_string(info.param.ranks);
 }
@@ -213,7 +214,7 @@ RunResult run_reference(const Problem& problem) {
     row.s1.assign(V, opt.initial_state(1));
     return row;
   };
-  if (c.type == EmbeddingType::LocalizedSlotOneHot) {
+  if (is_onehot(c.type)) {
     std::int64_t total = 0;
     for (auto s : c.slot_size_array)
       total += s;

@@ -19,7 +19,7 @@
 namespace ember::embedding::testing {
 
 // A parameterised test's case: an embedding type on a number of ranks, printed and named by
-// gtest as "<type> with <D> rank(s)" and "<Distributed|LocalizedHash|OneHot>_D<D>".
+// gtest as "<type> with <D> rank(s)" and "<Distributed|LocalizedHash|OneHot|Hybrid>_D<D>".
 struct Case {
   EmbeddingType type;
   int ranks;

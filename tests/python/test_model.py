@@ -114,3 +114,28 @@ def test_hugectr_keywords_map_to_json_blocks():
     adam = ember.CreateOptimizer(optimizer_type="Adam", beta1=0.9)
     assert adam.to_json(solver.schedule) == {
         "type": "Adam", "adam_hparam": {"beta1": 0.9, "learning_rate": 0.01, "warmup_steps": 8}}
+
+
+def test_hybrid_embedding_param_fills_the_hparam_keys():
+    common = dict(embedding_type=ember.Embedding_t.HybridSparseEmbedding, embedding_vec_size=16,
+                  sparse_embedding_name="e", bottom_name="d", slot_size_array=[10, 20])
+    older = ember.HybridEmbeddingParam(2, -1, 0.01, 1.3e11, 1.9e11, 1.0,
+                                       ember.CommunicationType.IB_NVLink_Hier,
+                                       ember.HybridEmbeddingType.Distributed)
+    newer = ember.HybridEmbeddingParam(2, -1, 0.01, 1.3e11, 1.9e11, 1.0, False, False,
+                                       ember.CommunicationType.NVLink_SingleNode,
+                                       ember.HybridEmbeddingType.Distributed)
+    hparam = ember.SparseEmbedding(hybrid_embedding_param=older, **common).to_json()[
+        "sparse_embedding_hparam"]
+    assert hparam["max_num_frequent_categories"] == 2
+    assert hparam["communication_type"] == "IB_NVLink_Hierarchical"
+    assert hparam["hybrid_embedding_type"] == "Distributed"
+    newer_hparam = ember.SparseEmbedding(hybrid_embedding_param=newer, **common).to_json()[
+        "sparse_embedding_hparam"]
+    assert newer_hparam["use_train_precompute_indices"] is False
+    assert newer_hparam["communication_type"] == "NVLink_SingleNode"
+    # The C++ reader takes the layer as HugeCTR's keys.
+    layer = ember.SparseEmbedding(hybrid_embedding_param=newer, **common).to_json()
+    assert layer["type"] == "HybridSparseEmbedding"
+    with pytest.raises(TypeError):
+        ember.HybridEmbeddingParam(2, bogus=1)

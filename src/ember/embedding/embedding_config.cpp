@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <utility>
 
 #include "ember/core/config_reader.hpp"
 #include "ember/core/error.hpp"
@@ -18,6 +19,20 @@ const char* embedding_type_name(EmbeddingType type) {
       return "LocalizedSlotSparseEmbeddingHash";
     case EmbeddingType::LocalizedSlotOneHot:
       return "LocalizedSlotSparseEmbeddingOneHot";
+    case EmbeddingType::Hybrid:
+      return "HybridSparseEmbedding";
+  }
+  return "?";
+}
+
+const char* hybrid_communication_name(HybridCommunication c) {
+  switch (c) {
+    case HybridCommunication::IB_NVLink:
+      return "IB_NVLink";
+    case HybridCommunication::IB_NVLink_Hierarchical:
+      return "IB_NVLink_Hierarchical";
+    case HybridCommunication::NVLink_SingleNode:
+      return "NVLink_SingleNode";
   }
   return "?";
 }
@@ -31,6 +46,13 @@ std::int64_t EmbeddingConfig::configured_capacity() const {
   const double rows =
       workspace_size_per_gpu_in_mb * 1048576.0 / (4.0 * static_cast<double>(vec_size));
   return static_cast<std::int64_t>(std::floor(rows));
+}
+
+std::int64_t EmbeddingConfig::vocabulary() const {
+  std::int64_t total = 0;
+  for (std::int64_t s : slot_size_array)
+    total += s;
+  return total;
 }
 
 std::string EmbeddingConfig::where() const {
@@ -63,13 +85,13 @@ void EmbeddingConfig::validate() const {
          " entries but the sparse input has slot_num ", slot_num);
   }
   const bool sized_by_slots =
-      type == EmbeddingType::LocalizedSlotOneHot ||
-      (type == EmbeddingType::LocalizedSlotHash && !slot_size_array.empty());
-  if (type == EmbeddingType::LocalizedSlotOneHot && slot_size_array.empty()) {
-    fail(
-        "LocalizedSlotSparseEmbeddingOneHot needs \"sparse_embedding_hparam.slot_size_array\" "
-        "(the row of a key is the key itself)");
+      is_onehot(type) || (type == EmbeddingType::LocalizedSlotHash && !slot_size_array.empty());
+  if (is_onehot(type) && slot_size_array.empty()) {
+    fail(embedding_type_name(type),
+         " needs \"sparse_embedding_hparam.slot_size_array\" (the row of a key is the key "
+         "itself)");
   }
+  if (type == EmbeddingType::Hybrid) validate_hybrid();
   if (!sized_by_slots) {
     if (workspace_size_per_gpu_in_mb <= 0 && max_vocabulary_size_per_gpu <= 0) {
       fail(
@@ -85,12 +107,81 @@ void EmbeddingConfig::validate() const {
   storage.validate(w);
 }
 
+void EmbeddingConfig::validate_hybrid() const {
+  const std::string w = where();
+  const HybridConfig& h = hybrid;
+  const std::string hp = "sparse_embedding_hparam.";
+  if (h.num_iterations_statistics < -1) {
+    invalid_config(w, hp + "num_iterations_statistics", "an integer >= 0",
+                   h.num_iterations_statistics);
+  }
+  if (h.max_num_frequent_categories < 0) {
+    invalid_config(w, hp + "max_num_frequent_categories", "an integer >= 0",
+                   h.max_num_frequent_categories);
+  }
+  const std::int64_t total = vocabulary();
+  if (h.max_num_frequent_categories > total) {
+    EMBER_THROW_AS(ConfigError, w, ": \"", hp,
+                   "max_num_frequent_categories\" = ", h.max_num_frequent_categories,
+                   " exceeds the vocabulary of ", total,
+                   " keys (the sum of slot_size_array); the key counts in batch sizes, as in "
+                   "HugeCTR: at most max_num_frequent_categories x the batch size keys are "
+                   "frequent, so 1 already allows a whole batch's worth");
+  }
+  if (!(h.p_dup_max > 0 && h.p_dup_max <= 1)) {
+    invalid_config(w, hp + "p_dup_max", "a number in (0, 1]", h.p_dup_max);
+  }
+  for (const auto& [key, value] :
+       {std::pair<const char*, double>{"max_all_reduce_bandwidth", h.max_all_reduce_bandwidth},
+        {"max_all_to_all_bandwidth", h.max_all_to_all_bandwidth},
+        {"efficiency_bandwidth_ratio", h.efficiency_bandwidth_ratio}}) {
+    if (!(value > 0) || !std::isfinite(value)) invalid_config(w, hp + key, "a number > 0", value);
+  }
+  if (storage.location == StorageLocation::Host) {
+    EMBER_THROW_AS(ConfigError, w,
+                   ": \"storage.location\" \"host\" is not supported by HybridSparseEmbedding "
+                   "(its frequent rows are replicated on every device); use \"device\" or "
+                   "\"auto\", or LocalizedSlotSparseEmbeddingOneHot for a host table");
+  }
+  const auto& keys = h.frequent_keys;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] < 0 || keys[i] >= total) {
+      EMBER_THROW_AS(ConfigError, w, ": frequent category ", i, " is key ", keys[i],
+                     ", outside the vocabulary [0, ", total, ") of slot_size_array");
+    }
+    if (i > 0 && keys[i] <= keys[i - 1]) {
+      EMBER_THROW_AS(ConfigError, w, ": the frequent categories must be ascending and distinct; ",
+                     "key ", keys[i], " (", i, ") follows ", keys[i - 1]);
+    }
+  }
+}
+
 namespace {
 
 constexpr Named<EmbeddingType> kEmbeddingTypes[] = {
     {"DistributedSlotSparseEmbeddingHash", EmbeddingType::DistributedSlotHash},
     {"LocalizedSlotSparseEmbeddingHash", EmbeddingType::LocalizedSlotHash},
     {"LocalizedSlotSparseEmbeddingOneHot", EmbeddingType::LocalizedSlotOneHot},
+    {"HybridSparseEmbedding", EmbeddingType::Hybrid},
+};
+
+constexpr Named<HybridCommunication> kHybridCommunication[] = {
+    {"IB_NVLink", HybridCommunication::IB_NVLink},
+    {"IB_NVLink_Hierarchical", HybridCommunication::IB_NVLink_Hierarchical},
+    {"NVLink_SingleNode", HybridCommunication::NVLink_SingleNode},
+};
+
+// HugeCTR's only hybrid_embedding_type.
+enum class HybridLayout : std::uint8_t { Distributed };
+constexpr Named<HybridLayout> kHybridLayouts[] = {{"Distributed", HybridLayout::Distributed}};
+
+// HybridSparseEmbedding keys that size HugeCTR's buffers or choose how it precomputes indices:
+// they change neither the model nor its results.
+constexpr IgnoredKey kIgnoredHybridKeys[] = {
+    {"max_num_infrequent_samples",
+     "it sizes HugeCTR's all-to-all buffers; Ember sizes them from each batch"},
+    {"use_train_precompute_indices", "HugeCTR's asynchronous index precomputation"},
+    {"use_eval_precompute_indices", "HugeCTR's asynchronous index precomputation"},
 };
 
 // Keys HugeCTR's embeddings took that mean nothing here.
@@ -103,6 +194,23 @@ std::string one_name(ConfigReader& r, const char* key) {
   const auto names = r.string_list(key);
   if (names.size() != 1) r.invalid(key, "one tensor name", r.raw(key));
   return names.front();
+}
+
+void read_hybrid(ConfigReader& hp, HybridConfig& h) {
+  h.num_iterations_statistics =
+      hp.integer_or("num_iterations_statistics", -1, IntRange::at_least(0));
+  h.max_num_frequent_categories = hp.integer_or(
+      "max_num_frequent_categories", h.max_num_frequent_categories, IntRange::at_least(0));
+  h.p_dup_max = hp.number_or("p_dup_max", h.p_dup_max, NumberRange{0, 1, true});
+  h.max_all_reduce_bandwidth =
+      hp.number_or("max_all_reduce_bandwidth", h.max_all_reduce_bandwidth, NumberRange::above(0));
+  h.max_all_to_all_bandwidth =
+      hp.number_or("max_all_to_all_bandwidth", h.max_all_to_all_bandwidth, NumberRange::above(0));
+  h.efficiency_bandwidth_ratio = hp.number_or("efficiency_bandwidth_ratio",
+                                              h.efficiency_bandwidth_ratio, NumberRange::above(0));
+  h.communication = hp.choice_or("communication_type", h.communication, kHybridCommunication);
+  (void)hp.choice_or("hybrid_embedding_type", HybridLayout::Distributed, kHybridLayouts);
+  hp.ignore(kIgnoredHybridKeys);
 }
 
 void read_hparams(ConfigReader& hp, EmbeddingConfig& c) {
@@ -124,6 +232,7 @@ void read_hparams(ConfigReader& hp, EmbeddingConfig& c) {
   c.max_vocabulary_size_per_gpu =
       hp.integer_or("max_vocabulary_size_per_gpu", 0, IntRange::at_least(0));
   if (hp.has("slot_size_array")) c.slot_size_array = hp.integers("slot_size_array");
+  if (c.type == EmbeddingType::Hybrid) read_hybrid(hp, c.hybrid);
   hp.ignore(kIgnoredHparamKeys);
   if (c.workspace_size_per_gpu_in_mb > 0 && c.max_vocabulary_size_per_gpu > 0) {
     hp.fail(cat("give \"", hp.key_path("workspace_size_per_gpu_in_mb"), "\" or \"",

@@ -152,6 +152,11 @@ using Step = std::remove_pointer_t<Entry>;
 // embedding_cuda_keys.cu: select_local, onehot_rows, init_rows, init_new_rows, init_rows_at.
 template <class Key>
 KeyKernels<Key> key_kernels();
+// embedding_cuda_hybrid.cu
+template <class Key>
+void hybrid_rows(const HybridArgs& a, const Key* keys, const HybridRows& out, StreamHandle stream);
+Step<decltype(KernelTable::select_items)> select_items;
+Step<decltype(KernelTable::flagged_rows)> flagged_rows;
 // embedding_cuda_pool.cu
 Step<decltype(KernelTable::pool)> pool;
 // embedding_cuda_segments.cu

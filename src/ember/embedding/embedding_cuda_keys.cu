@@ -215,7 +215,8 @@ KeyKernels<Key> key_kernels() {
           .onehot_rows = &onehot_rows<Key>,
           .init_rows = &init_rows<Key>,
           .init_new_rows = &init_new_rows<Key>,
-          .init_rows_at = &init_rows_at<Key>};
+          .init_rows_at = &init_rows_at<Key>,
+          .hybrid_rows = &hybrid_rows<Key>};
 }
 template KeyKernels<std::uint32_t> key_kernels<std::uint32_t>();
 template KeyKernels<std::int64_t> key_kernels<std::int64_t>();

@@ -197,6 +197,34 @@ struct OneHotArgs {
   std::int64_t owned_count = 0;
 };
 
+// What a HybridSparseEmbedding rank reads of the WHOLE global batch: rows b * S + s, at most
+// one key each (keys with their slot offsets), and the frequent index of each key (or -1).
+struct HybridArgs {
+  const std::int64_t* offsets = nullptr;   // [batch * slot_num + 1]
+  const std::int64_t* frequent = nullptr;  // [nnz]: each key's frequent index, -1; null: none
+  std::int64_t batch = 0, slot_num = 0;
+  std::int64_t local_offset = 0, local_size = 0;  // this rank's samples
+  int ranks = 1, rank = 0;
+  const std::int64_t* slot_begin = nullptr;  // [slot_num + 1]: slot s holds [begin[s], begin[s+1])
+  const std::int64_t* local_base = nullptr;  // [slot_num]: an owned slot's first local row
+  std::int64_t owned_count = 0;              // slots s with s % ranks == rank
+};
+
+// Where hybrid_rows writes, at the place. A bag "is infrequent" when it holds exactly one key
+// and that key is not frequent; the slot's owner (s % ranks) sends its vector.
+struct HybridRows {
+  std::int64_t* frequent_rows = nullptr;  // [local_size * S]: the key's frequent index, or -1
+  std::int64_t* expect = nullptr;         // [local_size * S]: 1 for an infrequent bag, else 0
+  // [batch * owned_count], bag b * owned_count + j of the j-th owned slot: the local row of an
+  // infrequent bag's key, -1 when that key lies outside its slot, -2 for every other bag.
+  std::int64_t* owned_rows = nullptr;
+  std::int32_t* used = nullptr;        // optional [F]: 1 at each frequent index the batch uses
+  std::int32_t* local_used = nullptr;  // optional [F]: the same for this rank's samples
+  // Three i64: the first global bag with several keys or with a key outside its slot (-1:
+  // none), its first key and its key count. Such bags read zeros and take no update.
+  std::int64_t* bad = nullptr;
+};
+
 // The steps that read keys, for one key type.
 template <class Key>
 struct KeyKernels {
@@ -223,6 +251,10 @@ struct KeyKernels {
   void (*init_rows_at)(const std::int64_t* rows, const std::int64_t* slots, std::int64_t count,
                        const Key* keys_by_row, const RowInit& init, float* values,
                        std::int64_t vec_size, RowStates states, StreamHandle stream);
+  // HybridSparseEmbedding: every bag of the global batch is checked (so every rank finds the
+  // same bad bag), and the rank's rows are written (HybridRows). Nothing waits.
+  void (*hybrid_rows)(const HybridArgs& a, const Key* keys, const HybridRows& out,
+                      StreamHandle stream);
 };
 
 // Every step of one implementation (CPU or CUDA), as function pointers of the same signatures.
@@ -307,6 +339,17 @@ struct KernelTable {
   void (*replay_steps)(const std::int64_t* slots, std::int64_t count, float* values,
                        std::int64_t vec_size, RowStates states, std::int64_t target,
                        const optim::UpdateStep* steps, StreamHandle stream);
+  // Stream compaction: the items of positions i < n (item order[i], or i when order is null)
+  // whose values[item] lies in [lo, hi], in position order, into out; counts[k] of them come
+  // from positions [bounds[k], bounds[k + 1]), k < segments (bounds[segments] == n). bounds and
+  // counts at the place; nothing waits.
+  void (*select_items)(const std::int64_t* values, const std::int64_t* order, std::int64_t n,
+                       std::int64_t lo, std::int64_t hi, const std::int64_t* bounds,
+                       std::int64_t segments, std::int64_t* out, std::int64_t* counts,
+                       StreamHandle stream);
+  // rows[i] = i where marks[i] > 0, else -1, for i < n.
+  void (*flagged_rows)(const std::int32_t* marks, std::int64_t n, std::int64_t* rows,
+                       StreamHandle stream);
 };
 
 // The one place that picks the implementation: the CPU steps for a host place, the CUDA steps

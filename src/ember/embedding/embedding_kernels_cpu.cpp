@@ -2,6 +2,7 @@
 // Parallel over bags / rows with OpenMP. Pooling sums in entry order and gradient sums in the
 // kGradientChunk order, like the CUDA kernels, so the gradient sums agree bitwise.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <numeric>
@@ -63,6 +64,46 @@ void onehot_rows(const OneHotArgs& a, const Key* keys, const std::int64_t* entry
       continue;
     }
     rows[e] = a.local_base[j] + (key - a.begin[j]);
+  }
+}
+
+template <class Key>
+void hybrid_rows(const HybridArgs& a, const Key* keys, const HybridRows& out, StreamHandle) {
+  const std::int64_t S = a.slot_num, bags = a.batch * S;
+  const std::int64_t local_first = a.local_offset * S;
+  const std::int64_t local_end = (a.local_offset + a.local_size) * S;
+  std::int64_t first_bad = bags;
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (bags >= 16384)
+  for (std::int64_t g = 0; g < bags; ++g) {
+    const std::int64_t b = g / S, s = g % S;
+    const std::int64_t begin = a.offsets[g], n = a.offsets[g + 1] - begin;
+    const std::int64_t key = n > 0 ? static_cast<std::int64_t>(keys[begin]) : -1;
+    const bool inside = n == 1 && key >= a.slot_begin[s] && key < a.slot_begin[s + 1];
+    if (n > 1 || (n == 1 && !inside)) first_bad = std::min(first_bad, g);
+    const std::int64_t f = n == 1 && a.frequent != nullptr ? a.frequent[begin] : -1;
+    const bool frequent = f >= 0 && inside, infrequent = n == 1 && f < 0;
+    if (frequent && out.used != nullptr) std::atomic_ref<std::int32_t>(out.used[f]).store(1);
+    if (g >= local_first && g < local_end) {
+      const std::int64_t l = g - local_first;
+      out.frequent_rows[l] = frequent ? f : -1;
+      out.expect[l] = infrequent ? 1 : 0;
+      if (frequent && out.local_used != nullptr) {
+        std::atomic_ref<std::int32_t>(out.local_used[f]).store(1);
+      }
+    }
+    if (s % a.ranks == a.rank) {
+      out.owned_rows[b * a.owned_count + s / a.ranks] =
+          !infrequent ? -2
+          : inside    ? a.local_base[s] + (key - a.slot_begin[s])
+                      : -1;
+    }
+  }
+  out.bad[0] = -1;
+  if (first_bad < bags) {
+    const std::int64_t begin = a.offsets[first_bad];
+    out.bad[0] = first_bad;
+    out.bad[1] = static_cast<std::int64_t>(keys[begin]);
+    out.bad[2] = a.offsets[first_bad + 1] - begin;
   }
 }
 
@@ -381,13 +422,33 @@ void record_row_slots(std::int64_t* row_slot, const std::int64_t* rows,
   }
 }
 
+void select_items(const std::int64_t* values, const std::int64_t* order, std::int64_t,
+                  std::int64_t lo, std::int64_t hi, const std::int64_t* bounds,
+                  std::int64_t segments, std::int64_t* out, std::int64_t* counts, StreamHandle) {
+  std::int64_t m = 0;
+  for (std::int64_t k = 0; k < segments; ++k) {
+    const std::int64_t before = m;
+    for (std::int64_t i = bounds[k]; i < bounds[k + 1]; ++i) {
+      const std::int64_t item = order == nullptr ? i : order[i];
+      if (values[item] >= lo && values[item] <= hi) out[m++] = item;
+    }
+    counts[k] = m - before;
+  }
+}
+
+void flagged_rows(const std::int32_t* marks, std::int64_t n, std::int64_t* rows, StreamHandle) {
+  for (std::int64_t i = 0; i < n; ++i)
+    rows[i] = marks[i] > 0 ? i : -1;
+}
+
 template <class Key>
 constexpr KeyKernels<Key> key_kernels() {
   return {.select_local = &select_local<Key>,
           .onehot_rows = &onehot_rows<Key>,
           .init_rows = &init_rows<Key>,
           .init_new_rows = &init_new_rows<Key>,
-          .init_rows_at = &init_rows_at<Key>};
+          .init_rows_at = &init_rows_at<Key>,
+          .hybrid_rows = &hybrid_rows<Key>};
 }
 
 constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
@@ -405,7 +466,9 @@ constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
                              .record_row_slots = &record_row_slots,
                              .move_rows = &move_rows,
                              .map_rows = &map_rows,
-                             .replay_steps = &replay_steps};
+                             .replay_steps = &replay_steps,
+                             .select_items = &select_items,
+                             .flagged_rows = &flagged_rows};
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 // The CUDA implementation of the embedding steps (see embedding_kernels.hpp), one file a
 // concept: selecting keys and starting rows (embedding_cuda_keys.cu), pooling
 // (embedding_cuda_pool.cu), grouping entries by row (embedding_cuda_segments.cu), the optimizer
-// update (embedding_cuda_update.cu), the LazyGlobal catch-up (embedding_cuda_catch_up.cu) and
-// row moves (embedding_cuda_rows.cu); what they share is embedding_cuda.cuh. This file collects
+// update (embedding_cuda_update.cu), the LazyGlobal catch-up (embedding_cuda_catch_up.cu), row
+// moves (embedding_cuda_rows.cu) and HybridSparseEmbedding's rows and compactions
+// (embedding_cuda_hybrid.cu); what they share is embedding_cuda.cuh. This file collects
 // them into the table that kernels::on() hands out for CUDA places.
 //
 // No step waits for the device unless its contract says so (select_local): counts stay in
@@ -45,7 +46,9 @@ const KernelTable& table() {
                              .record_row_slots = &record_row_slots,
                              .move_rows = &move_rows,
                              .map_rows = &map_rows,
-                             .replay_steps = &replay_steps};
+                             .replay_steps = &replay_steps,
+                             .select_items = &select_items,
+                             .flagged_rows = &flagged_rows};
   return t;
 }
 

@@ -51,7 +51,13 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
   // Where the rows go is decided before anything is allocated, so that a table that fits
   // nowhere fails at once, with its numbers.
   const StorageDecision storage = decide_location();
-  if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
+  if (config_.type == EmbeddingType::Hybrid && storage.location == StorageLocation::Host) {
+    EMBER_THROW_AS(OutOfMemoryError, where(),
+                   ": the rank's table does not fit on the device, and HybridSparseEmbedding "
+                   "keeps its tables there (no host storage): ",
+                   storage.log_line);
+  }
+  if (is_onehot(config_.type)) {
     build_onehot_geometry();
   } else {
     table_ = std::make_unique<HashTable>(
@@ -73,7 +79,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
   if (config_.type == EmbeddingType::LocalizedSlotHash) {
     row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
   }
-  if (config_.type == EmbeddingType::LocalizedSlotOneHot && capacity_ > 0 && !host_rows_) {
+  if (is_onehot(config_.type) && capacity_ > 0 && !host_rows_) {
     dispatch_key(config_.key_dtype, "embedding keys", [&](auto tag) {
       using Key = typename decltype(tag)::type;
       kernels::on(place_).keys<Key>().init_rows(table_values(), V, 0, capacity_,
@@ -81,6 +87,7 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
                                                 config_.init_bound, stream());
     });
   }
+  if (config_.type == EmbeddingType::Hybrid) make_hybrid();
 }
 
 std::int64_t SparseEmbedding::rank_capacity() const {
@@ -95,6 +102,7 @@ std::int64_t SparseEmbedding::rank_capacity() const {
       return config_.slot_size_array.empty() ? config_.configured_capacity()
                                              : std::max<std::int64_t>(1, owned_vocabulary);
     case EmbeddingType::LocalizedSlotOneHot:
+    case EmbeddingType::Hybrid:
       return owned_vocabulary;
   }
   return 0;
@@ -223,6 +231,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
                                 std::int64_t local_size, bool training) {
   PlaceGuard guard(place_);
   check_deferred_errors();
+  if (hybrid_) return hybrid_forward(batch, local_offset, local_size, training);
   std::unique_ptr<Batch> b = host_rows_
                                  ? take_cached_batch(batch, local_offset, local_size, training)
                                  : prepare_batch(batch, local_offset, local_size, training,
@@ -396,6 +405,7 @@ void SparseEmbedding::check_deferred_errors() {
     onehot_bad_ready_.synchronize();
     onehot_bad_pending_ = false;
     const auto* bad = onehot_bad_host_.data<std::int64_t>();
+    if (bad[0] >= 0 && hybrid_) throw_hybrid_error(bad[0], bad[1], bad[2]);
     if (bad[0] >= 0) throw_onehot_error(bad[0], bad[1], bad[2]);
   }
 }
@@ -473,35 +483,41 @@ void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) 
     send_counts[p] = Bl * mine * V;
     recv_counts[p] = Bl * owned(p) * V;
   }
-  if (index_local_batch_ != Bl) {
-    // forward: out row b * S + s comes from peer p = s % D, its slot j = s / D.
-    // backward: the send block of peer p lists grad rows b * S + (p + j * D).
-    std::vector<std::int64_t> fwd(Bl * S), bwd;
-    std::vector<std::int64_t> base(D + 1, 0);
-    for (int p = 0; p < D; ++p)
-      base[p + 1] = base[p] + Bl * owned(p);
-    for (std::int64_t b = 0; b < Bl; ++b) {
-      for (std::int64_t s = 0; s < S; ++s) {
-        const int p = static_cast<int>(s % D);
-        fwd[b * S + s] = base[p] + b * owned(p) + s / D;
-      }
-    }
-    for (int p = 0; p < D; ++p) {
-      for (std::int64_t b = 0; b < Bl; ++b) {
-        for (std::int64_t j = 0; j < owned(p); ++j)
-          bwd.push_back(b * S + p + j * D);
-      }
-    }
-    forward_index_ = Tensor::from_vector(fwd.empty() ? std::vector<std::int64_t>{0} : fwd, place_);
-    backward_index_ = Tensor::from_vector(bwd.empty() ? std::vector<std::int64_t>{0} : bwd, place_);
-    index_local_batch_ = Bl;
-  }
+  build_exchange_index(Bl);
   Tensor recv = scratch("a2a_recv", Bl * S * V, DType::F32);
   comm_.all_to_all_v(pooled.reshape({-1}), send_counts, recv, recv_counts, stream());
   if (Bl * S > 0) {
     kernels::on(place_).gather_rows(out.data<float>(), recv.data<float>(),
                                     forward_index_.data<std::int64_t>(), Bl * S, V, stream());
   }
+}
+
+void SparseEmbedding::build_exchange_index(std::int64_t Bl) {
+  if (index_local_batch_ == Bl) return;
+  const int D = comm_.size();
+  const std::int64_t S = config_.slot_num;
+  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
+  // forward: out row b * S + s comes from peer p = s % D, its slot j = s / D.
+  // backward: the send block of peer p lists grad rows b * S + (p + j * D).
+  std::vector<std::int64_t> fwd(Bl * S), bwd;
+  std::vector<std::int64_t> base(D + 1, 0);
+  for (int p = 0; p < D; ++p)
+    base[p + 1] = base[p] + Bl * owned(p);
+  for (std::int64_t b = 0; b < Bl; ++b) {
+    for (std::int64_t s = 0; s < S; ++s) {
+      const int p = static_cast<int>(s % D);
+      fwd[b * S + s] = base[p] + b * owned(p) + s / D;
+    }
+  }
+  for (int p = 0; p < D; ++p) {
+    for (std::int64_t b = 0; b < Bl; ++b) {
+      for (std::int64_t j = 0; j < owned(p); ++j)
+        bwd.push_back(b * S + p + j * D);
+    }
+  }
+  forward_index_ = Tensor::from_vector(fwd.empty() ? std::vector<std::int64_t>{0} : fwd, place_);
+  backward_index_ = Tensor::from_vector(bwd.empty() ? std::vector<std::int64_t>{0} : bwd, place_);
+  index_local_batch_ = Bl;
 }
 
 Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
@@ -541,7 +557,7 @@ void SparseEmbedding::backward(const Tensor& grad) {
   grad.check_place(place_, "embedding backward");
   grad.check_shape(Shape{batch_->local_size, config_.slot_num, config_.vec_size},
                    "embedding backward (the forward output's shape)");
-  batch_->grad = exchange_backward(grad);
+  batch_->grad = hybrid_ ? hybrid_exchange_backward(grad) : exchange_backward(grad);
 }
 
 void SparseEmbedding::update(float loss_scaler) {
@@ -572,6 +588,7 @@ void SparseEmbedding::update(float loss_scaler) {
     kernels::on(place_).update_untouched(capacity_, table_ ? table_->new_rows() + 1 : nullptr,
                                          table_values(), config_.vec_size, st, t, u, stream());
   }
+  if (hybrid_) update_frequent(t, u, lazy ? &lp : nullptr);
   step_ = t;
   batch_.reset();
 }
@@ -581,7 +598,9 @@ void SparseEmbedding::drop_batch() {
 }
 
 void SparseEmbedding::catch_up_all() {
-  if (optimizer_.update_type != optim::UpdateType::LazyGlobal || rows_in_use() == 0) return;
+  if (optimizer_.update_type != optim::UpdateType::LazyGlobal) return;
+  if (hybrid_) catch_up_frequent();
+  if (rows_in_use() == 0) return;
   const kernels::LazyParams lp = lazy_params(step_);
   kernels::on(place_).catch_up_rows(nullptr, rows_in_use(), nullptr, table_values(),
                                     config_.vec_size, row_states(), step_, lp, stream());

@@ -8,6 +8,8 @@
 // table itself may store its vectors in f16 or bf16: EmbeddingConfig::value_dtype).
 // Ownership: DistributedSlot: key k on rank k mod D (partial pools meet in a reduce-scatter);
 // LocalizedSlot (hash and one-hot): slot s on rank s mod D (pools travel by all-to-all).
+// Hybrid: the frequent keys on every rank (their gradients all-reduced), the others as one-hot
+// (only the vectors of infrequent keys travel, by all-to-all; sparse_embedding_hybrid.cpp).
 // Backward routes the output gradient back to the owners (all-gather / all-to-all), and update()
 // sums each touched row's gradients and applies the optimizer once per row.
 //
@@ -124,6 +126,7 @@ class SparseEmbedding {
  private:
   struct Batch;
   struct Prepared;
+  struct Hybrid;
   std::string where() const;
   // Where each slot's keys begin when keys carry slot offsets (slot_size_array's running sums;
   // [slot_num + 1], zeros without a slot_size_array).
@@ -172,6 +175,31 @@ class SparseEmbedding {
   void release_buffer_set(int set);
   // Brings every row to the current step (LazyGlobal catch-up, Global replay), host rows too.
   void bring_rows_current();
+  // ---- HybridSparseEmbedding (sparse_embedding_hybrid.cpp) ----
+  // The frequent rows (replicated) and what the hybrid's steps share.
+  void make_hybrid();
+  Tensor hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                        bool training);
+  // Its steps: each bag's rows (and the data errors), what goes to and comes from each rank
+  // (the forward's one wait), the rows grouped for the update and LazyGlobal's catch-up.
+  void find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b, bool training,
+                        const std::string& tag);
+  void plan_hybrid_exchange(Batch& b, const std::string& tag);
+  void group_hybrid_rows(Batch& b, bool training, const std::string& tag);
+  // The infrequent vectors' gradients back to their owners ([entries, vec_size] at the owner).
+  Tensor hybrid_exchange_backward(const Tensor& grad);
+  // The frequent rows' step: local gradient sums, their all-reduce, the optimizer.
+  void update_frequent(std::int64_t step, const optim::UpdateStep& u,
+                       const kernels::LazyParams* lazy);
+  void catch_up_frequent();
+  // Copies the frequent rows into their owners' one-hot rows (which otherwise go unused), so
+  // that saves and snapshots write the one-hot layout; and back after a load.
+  void frequent_rows_to_owners();
+  void frequent_rows_from_owners();
+  [[noreturn]] void throw_hybrid_error(std::int64_t bag, std::int64_t key,
+                                       std::int64_t count) const;
+  // The all-to-all orders of the LocalizedSlot exchange for a local batch of `local_size`.
+  void build_exchange_index(std::int64_t local_size);
   // ---- persistence (sparse_embedding_io.cpp) ----
   // Rank 0's sink receives the whole model's rows in key order (then slot), streamed from every
   // rank a chunk at a time: (rows, keys, slots or null, vectors, each state's rows).
@@ -235,6 +263,7 @@ class SparseEmbedding {
   Event keys_ready_;  // CUDA: a batch's keys are ready on the compute stream
   Tensor readback_;   // pinned: the distinct-row count and rows read back
   std::vector<std::int64_t> onehot_host_keys_;  // one-hot: the key of each local row
+  std::unique_ptr<Hybrid> hybrid_;              // HybridSparseEmbedding
 };
 
 }  // namespace ember::embedding

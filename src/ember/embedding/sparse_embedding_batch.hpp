@@ -4,6 +4,8 @@
 
 #include <exception>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include "ember/core/log.hpp"
 #include "ember/embedding/cache_directory.hpp"
@@ -11,6 +13,46 @@
 #include "ember/embedding/sparse_embedding.hpp"
 
 namespace ember::embedding {
+
+// What a HybridSparseEmbedding forward keeps beyond Batch (whose entries are then the owned
+// infrequent bags this rank sends, one entry each, in send order).
+struct HybridBatch {
+  std::int64_t local_bags = 0;  // local_size x slot_num
+  Tensor frequent_rows;         // [local_bags]: the bag's frequent index, or -1
+  Tensor local_used;            // i32 [F]: 1 at each frequent index this rank's samples use
+  Tensor recv_rows;             // the output row of each infrequent vector received, in order
+  // hybrid_rows' other outputs (HybridRows), read within the forward.
+  Tensor expect, owned_rows, used;
+  std::vector<std::int64_t> send_counts, recv_counts;  // vectors to / from each rank
+  // The frequent entries grouped by row (one entry per local bag, rows -1 first).
+  Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
+  Tensor local_grad;  // [local_bags, vec_size] after backward
+  kernels::Segments segments() const {
+    return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
+                             segment_offsets.data<std::int64_t>(),
+                             unique_count.data<std::int64_t>(), local_bags};
+  }
+};
+
+// HybridSparseEmbedding's frequent rows, replicated on every rank, and what its steps share.
+struct SparseEmbedding::Hybrid {
+  std::int64_t frequent = 0;         // F, the frequent categories
+  std::unique_ptr<HashTable> index;  // frequent key -> frequent index (F > 0)
+  Tensor values, state0, state1;     // [F, vec_size]: value_dtype, f32, f32
+  Tensor last_step;                  // i64 [F] (Global, LazyGlobal)
+  Tensor slot_begin, local_base;     // kernels::HybridArgs' geometry, at the place
+  Tensor count;                      // i64 {F}: the frequent update's distinct rows
+  // This rank's frequent keys (those of its slots): their frequent indices and one-hot rows.
+  Tensor owned_index, owned_rows;
+  std::int64_t owned = 0;
+  // Per rank, the frequent indices of the keys it owns, in the order of its owned_index.
+  std::vector<std::vector<std::int64_t>> index_by_owner;
+  // Constants grown on demand: 0, 1, 2, ... as i64 and i32, and ones (f32).
+  Tensor iota64, iota32, ones;
+  // The all-to-all selections' segment bounds for a local batch of bounds_for samples.
+  Tensor send_bounds, recv_bounds;
+  std::int64_t bounds_for = -1;
+};
 
 // The bookkeeping of one forward, kept for backward and update.
 struct SparseEmbedding::Batch {
@@ -33,7 +75,8 @@ struct SparseEmbedding::Batch {
   // The entries grouped by row (kernels::segments); the distinct-row count is a word at the
   // rank's place, so nothing waits for it.
   Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
-  Tensor grad;  // [bags, vec_size] after backward
+  Tensor grad;                          // [bags, vec_size] after backward
+  std::unique_ptr<HybridBatch> hybrid;  // HybridSparseEmbedding
   kernels::Segments segments() const {
     return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
                              segment_offsets.data<std::int64_t>(),

@@ -41,7 +41,14 @@ StorageDecision SparseEmbedding::decide_location() const {
   needs.rows = capacity_;
   needs.row_bytes = static_cast<std::uint64_t>(row_columns().row_bytes());
   const auto rows = static_cast<std::uint64_t>(capacity_);
-  if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
+  if (config_.type == EmbeddingType::Hybrid) {
+    // The replicated frequent rows and their index are on the device too.
+    const auto frequent = static_cast<std::int64_t>(config_.hybrid.frequent_keys.size());
+    needs.rows += frequent;
+    needs.index_bytes =
+        (rows + static_cast<std::uint64_t>(frequent)) * dtype_size(config_.key_dtype) +
+        HashTable::bytes_for(config_.key_dtype, std::max<std::int64_t>(frequent, 1));
+  } else if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
     needs.index_bytes = rows * dtype_size(config_.key_dtype);  // the key of each row
   } else {
     needs.index_bytes = HashTable::bytes_for(config_.key_dtype, capacity_);

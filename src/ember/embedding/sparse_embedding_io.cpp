@@ -373,6 +373,8 @@ EmbeddingSnapshot SparseEmbedding::snapshot() {
   check_deferred_errors();
   settle_prepared();
   bring_rows_current();
+  // HybridSparseEmbedding writes the one-hot layout: its frequent rows go to their owners first.
+  if (hybrid_) frequent_rows_to_owners();
   EmbeddingSnapshot snap;
   MemorySink sink(snap, config_.vec_size, optimizer_.state_count());
   RowSink take;
@@ -387,6 +389,8 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
   check_deferred_errors();
   settle_prepared();
   bring_rows_current();
+  // HybridSparseEmbedding writes the one-hot layout: its frequent rows go to their owners first.
+  if (hybrid_) frequent_rows_to_owners();
   const bool with_slots = row_slot_.defined();
   std::unique_ptr<FileSink> sink;
   fs::path tmp, parent;

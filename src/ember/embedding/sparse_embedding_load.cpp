@@ -119,6 +119,9 @@ void SparseEmbedding::load(const fs::path& dir) {
     file_step = step[0];
   }
 
+  // HybridSparseEmbedding loads the one-hot layout into the owners' rows, and its frequent rows
+  // take them from there: rows the files do not name keep their values.
+  if (hybrid_) frequent_rows_to_owners();
   // A host table takes the rows in host memory: the cache is emptied first.
   if (host_rows_) {
     drop_prepared();
@@ -167,6 +170,7 @@ void SparseEmbedding::load(const fs::path& dir) {
           owned = slots[static_cast<std::size_t>(i)] % D == r;
           break;
         case EmbeddingType::LocalizedSlotOneHot:
+        case EmbeddingType::Hybrid:
           owned = slot_of_key(key) % D == r;
           break;
       }
@@ -184,6 +188,7 @@ void SparseEmbedding::load(const fs::path& dir) {
     insert_loaded(mine, have_states);
   }
   fill_loaded_steps();
+  if (hybrid_) frequent_rows_from_owners();
   comm_.barrier();
 }
 

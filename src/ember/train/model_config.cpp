@@ -21,7 +21,8 @@ using nlohmann::json;
 
 bool is_embedding_type(const std::string& type) {
   return type == "DistributedSlotSparseEmbeddingHash" ||
-         type == "LocalizedSlotSparseEmbeddingHash" || type == "LocalizedSlotSparseEmbeddingOneHot";
+         type == "LocalizedSlotSparseEmbeddingHash" ||
+         type == "LocalizedSlotSparseEmbeddingOneHot" || type == "HybridSparseEmbedding";
 }
 
 void note_alias(const std::string& where, const std::string& old_name,

@@ -16,6 +16,7 @@
 #include "ember/train/cache_report.hpp"
 #include "ember/train/checkpoint.hpp"
 #include "ember/train/checkpoint_recovery.hpp"
+#include "ember/train/hybrid_statistics.hpp"
 #include "ember/train/session_impl.hpp"
 #include "ember/train/snapshot_retention.hpp"
 
@@ -72,6 +73,11 @@ Session::Session(ModelConfig config, SessionOptions options)
                 << std::endl;
       distributed::abort_processes(1);
     });
+  }
+  // HybridSparseEmbedding's frequent categories come from the training data (HugeCTR's
+  // statistics pass); evaluation and prediction need none (they change no result).
+  if (options_.purpose == SessionPurpose::Train) {
+    choose_hybrid_frequent_categories(config_, job.world_ranks, job.world.size);
   }
   m.replicas.resize(m.places.size());
   m.team->run([&](int r) {

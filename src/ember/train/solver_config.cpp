@@ -23,7 +23,6 @@ constexpr IgnoredKey kIgnoredSolverKeys[] = {
     {"overlap_ar_a2a", kNoEffect},
     {"use_overlapped_pipeline", kNoEffect},
     {"grouped_all_reduce", kNoEffect},
-    {"num_iterations_statistics", kNoEffect},
     {"is_dlrm", kNoEffect},
     {"async_mlp_wgrad", kNoEffect},
 };
@@ -153,6 +152,7 @@ void read_schedule(ConfigReader& r, SolverConfig& c) {
   c.max_eval_batches = r.has("eval_batches") ? r.integer("eval_batches", kCount)
                                              : r.integer_or("max_eval_batches", 0, kCount);
   c.max_eval_samples = r.integer_or("max_eval_samples", 0, kCount);
+  c.num_iterations_statistics = r.integer_or("num_iterations_statistics", 20, kCount);
   if (c.max_eval_batches > 0 && c.max_eval_samples > 0) {
     r.fail("give \"max_eval_batches\" or \"max_eval_samples\", not both");
   }

@@ -42,6 +42,9 @@ struct SolverConfig {
   std::int64_t eval_interval = 0;     // iterations between evaluations (0: only at the end)
   std::int64_t max_eval_batches = 0;  // 0: the whole evaluation set
   std::int64_t max_eval_samples = 0;
+  // Training batches whose keys choose HybridSparseEmbedding's frequent categories (HugeCTR's
+  // statistics pass; a layer's own sparse_embedding_hparam key wins).
+  std::int64_t num_iterations_statistics = 20;
   // Initial models (HugeCTR's dense_model_file / sparse_model_file, one sparse entry per
   // embedding) and optimizer states to start from.
   std::string dense_model_file;

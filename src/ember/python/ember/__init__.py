@@ -27,18 +27,18 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 from . import _ember  # noqa: E402
 from ._ember import (ConfigError, CudaUnavailableError, DataError, Error, OutOfMemoryError,
                      check_config, cuda_compiled, load_config)
-from .model import (Check_t, CreateOptimizer, CreateSolver, DataReaderParams,
-                    DataReaderSparseParam, DataReaderType_t, DenseLayer, Embedding_t,
-                    Initializer_t, Input, Layer_t, Model, Optimizer_t, Regularizer_t,
-                    SparseEmbedding, Update_t)
+from .model import (Check_t, CommunicationType, CreateOptimizer, CreateSolver,
+                    DataReaderParams, DataReaderSparseParam, DataReaderType_t, DenseLayer,
+                    Embedding_t, HybridEmbeddingParam, HybridEmbeddingType, Initializer_t, Input,
+                    Layer_t, Model, Optimizer_t, Regularizer_t, SparseEmbedding, Update_t)
 from .session import Session
 
 __version__ = getattr(_ember, "__version__", "0")
 
 __all__ = [
-    "Check_t", "ConfigError", "CreateOptimizer", "CreateSolver", "CudaUnavailableError",
+    "Check_t", "CommunicationType", "ConfigError", "CreateOptimizer", "CreateSolver", "CudaUnavailableError",
     "DataError", "DataReaderParams", "DataReaderSparseParam", "DataReaderType_t", "DenseLayer",
-    "Embedding_t", "Error", "Initializer_t", "Input", "Layer_t", "Model", "Optimizer_t",
+    "Embedding_t", "Error", "HybridEmbeddingParam", "HybridEmbeddingType", "Initializer_t", "Input", "Layer_t", "Model", "Optimizer_t",
     "OutOfMemoryError", "Regularizer_t", "Session", "SparseEmbedding", "Update_t",
     "check_config", "cuda_compiled", "load_config",
 ]

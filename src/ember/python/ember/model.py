@@ -34,8 +34,9 @@ import json
 from . import _ember
 
 __all__ = [
-    "Check_t", "CreateOptimizer", "CreateSolver", "DataReaderParams", "DataReaderSparseParam",
-    "DataReaderType_t", "DenseLayer", "Embedding_t", "Initializer_t", "Input", "Layer_t", "Model",
+    "Check_t", "CommunicationType", "CreateOptimizer", "CreateSolver", "DataReaderParams",
+    "DataReaderSparseParam", "DataReaderType_t", "DenseLayer", "Embedding_t",
+    "HybridEmbeddingParam", "HybridEmbeddingType", "Initializer_t", "Input", "Layer_t", "Model",
     "Optimizer_t", "Regularizer_t", "SparseEmbedding", "Update_t",
 ]
 
@@ -74,6 +75,49 @@ class Embedding_t(_Names, names=("DistributedSlotSparseEmbeddingHash",
 
 class Initializer_t(_Names, names=("Default", "Uniform", "XavierNorm", "XavierUniform", "Zero")):
     pass
+
+
+class CommunicationType(_Names, names=("IB_NVLink_Hier", "IB_NVLink", "NVLink_SingleNode")):
+    pass
+
+
+class HybridEmbeddingType(_Names, names=("Distributed",)):
+    pass
+
+
+# HugeCTR's Python enum names of communication_type and the JSON's.
+_COMMUNICATION_JSON = {"IB_NVLink_Hier": "IB_NVLink_Hierarchical"}
+
+
+class HybridEmbeddingParam:
+    """HugeCTR's HybridEmbeddingParam: the hybrid keys of a HybridSparseEmbedding's
+    sparse_embedding_hparam. Positional as in HugeCTR (its older 8-argument form, or the newer one
+    with use_train_precompute_indices and use_eval_precompute_indices before communication_type),
+    or by keyword."""
+
+    _KEYS = ("max_num_frequent_categories", "max_num_infrequent_samples", "p_dup_max",
+             "max_all_reduce_bandwidth", "max_all_to_all_bandwidth",
+             "efficiency_bandwidth_ratio", "communication_type", "hybrid_embedding_type")
+    _KEYS_WITH_INDICES = _KEYS[:6] + ("use_train_precompute_indices",
+                                      "use_eval_precompute_indices") + _KEYS[6:]
+
+    def __init__(self, *args, **kwargs):
+        names = self._KEYS_WITH_INDICES if len(args) == 10 else self._KEYS
+        if len(args) > len(names):
+            raise TypeError(f"HybridEmbeddingParam takes at most 10 arguments, got {len(args)}")
+        values = dict(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in self._KEYS_WITH_INDICES:
+                raise TypeError(f"HybridEmbeddingParam: unknown argument {key!r}")
+            if key in values:
+                raise TypeError(f"HybridEmbeddingParam: {key!r} given twice")
+            values[key] = value
+        if "communication_type" in values:
+            name = _enum_value(values["communication_type"])
+            values["communication_type"] = _COMMUNICATION_JSON.get(name, name)
+        if "hybrid_embedding_type" in values:
+            values["hybrid_embedding_type"] = _enum_value(values["hybrid_embedding_type"])
+        self.hparam = _drop_none(values)
 
 
 class Regularizer_t(_Names, names=("L1", "L2")):
@@ -266,7 +310,7 @@ class SparseEmbedding:
     def __init__(self, *, embedding_type, embedding_vec_size, bottom_name, sparse_embedding_name,
                  combiner="sum", workspace_size_per_gpu_in_mb=None,
                  max_vocabulary_size_per_gpu=None, slot_size_array=None, optimizer=None,
-                 **kwargs):
+                 hybrid_embedding_param=None, **kwargs):
         self.type = _enum_value(embedding_type)
         self.bottom = bottom_name
         self.name = sparse_embedding_name
@@ -276,6 +320,8 @@ class SparseEmbedding:
                   "max_vocabulary_size_per_gpu": max_vocabulary_size_per_gpu,
                   "slot_size_array": slot_size_array}
         hparam.update(kwargs)
+        if hybrid_embedding_param is not None:
+            hparam.update(hybrid_embedding_param.hparam)
         self.hparam = _drop_none(hparam)
 
     def to_json(self):

@@ -1,0 +1,164 @@
+// Training sessions with HybridSparseEmbedding (CPU ranks) against the same model with
+// LocalizedSlotSparseEmbeddingOneHot: the same losses and evaluation bit for bit on one rank, the
+// same within float rounding on 2 and 3 ranks; the statistics pass that picks the frequent
+// categories; checkpoints that load as either type.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "ember/train/session.hpp"
+#include "train/training_support.hpp"
+
+namespace ember::train {
+namespace {
+
+using namespace testing_support;
+
+std::vector<std::string> hybrid(std::vector<std::string> more = {}) {
+  std::vector<std::string> o = {
+      "layers.sparse_embedding1.type=HybridSparseEmbedding",
+      // One process: IB_NVLink (HugeCTR's default) makes nothing frequent; this one does.
+      "layers.sparse_embedding1.sparse_embedding_hparam.communication_type=NVLink_SingleNode"};
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+std::vector<std::string> onehot(std::vector<std::string> more = {}) {
+  more.insert(more.begin(), "layers.sparse_embedding1.type=LocalizedSlotSparseEmbeddingOneHot");
+  return more;
+}
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+const std::vector<std::string> kEval = {"solver.eval_interval=40", "solver.max_eval_batches=4"};
+
+struct Variant {
+  const char* name;
+  std::vector<std::string> overrides;
+};
+
+const std::vector<Variant> kOptimizers = {
+    {"Adam Local", {}},
+    {"SGD Global",
+     {"optimizer={\"type\":\"SGD\",\"update_type\":\"Global\",\"sgd_hparam\":{\"learning_rate\":"
+      "0.05}}"}},
+    {"MomentumSGD LazyGlobal",
+     {"optimizer={\"type\":\"MomentumSGD\",\"update_type\":\"LazyGlobal\","
+      "\"momentum_sgd_hparam\":{\"learning_rate\":0.05,\"momentum_factor\":0.9}}"}},
+    {"AdaGrad Local",
+     {"optimizer={\"type\":\"AdaGrad\",\"update_type\":\"Local\",\"adagrad_hparam\":{"
+      "\"learning_rate\":0.05}}"}},
+};
+
+std::size_t frequent_count(const Session& s) {
+  return s.config().embeddings.at(0).hybrid.frequent_keys.size();
+}
+
+TEST(HybridSession, OneRankTrainsAsOneHotBitForBit) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 12000);
+  for (const Variant& v : kOptimizers) {
+    Session want(tiny_config(json, *data, 128, 80, kEval + onehot(v.overrides)), quiet_options());
+    Session got(tiny_config(json, *data, 128, 80, kEval + hybrid(v.overrides)), quiet_options());
+    // The statistics pass found frequent categories, fewer than the vocabulary.
+    EXPECT_GT(frequent_count(got), 0u) << v.name;
+    EXPECT_LT(frequent_count(got), 26u * 2000u) << v.name;
+    const TrainResult a = want.train(), b = got.train();
+    ASSERT_EQ(losses_of(b).size(), 80u) << v.name;
+    EXPECT_EQ(losses_of(b), losses_of(a)) << v.name;
+    ASSERT_TRUE(a.last_eval && b.last_eval) << v.name;
+    EXPECT_EQ(b.last_eval->auc, a.last_eval->auc) << v.name;
+    EXPECT_EQ(b.last_eval->average_loss, a.last_eval->average_loss) << v.name;
+  }
+}
+
+TEST(HybridSession, SeveralCpuRanksTrainAsOneHotWithinRounding) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 12000);
+  for (int ranks : {2, 3}) {
+    for (const Variant& v : {kOptimizers[0], kOptimizers[2]}) {
+      Session want(tiny_config(json, *data, 120, 60, kEval + onehot(v.overrides)),
+                   quiet_options("cpu", ranks));
+      Session got(tiny_config(json, *data, 120, 60, kEval + hybrid(v.overrides)),
+                  quiet_options("cpu", ranks));
+      EXPECT_GT(frequent_count(got), 0u);
+      const TrainResult a = want.train(), b = got.train();
+      const auto la = losses_of(a), lb = losses_of(b);
+      ASSERT_EQ(lb.size(), la.size());
+      const std::string what = std::string(v.name) + ", " + std::to_string(ranks) + " ranks";
+      for (std::size_t i = 0; i < la.size(); ++i)
+        EXPECT_NEAR(lb[i], la[i], 1e-4 * std::abs(la[i])) << what << ", iteration " << i + 1;
+      ASSERT_TRUE(a.last_eval && b.last_eval);
+      EXPECT_NEAR(b.last_eval->auc, a.last_eval->auc, 1e-4) << what;
+    }
+  }
+}
+
+TEST(HybridSession, TheStatisticsPassReadsTheBatchesAsked) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 4000);
+  auto frequent = [&](const std::vector<std::string>& overrides) {
+    Session s(tiny_config(json, *data, 128, 1,
+                          hybrid({"layers.sparse_embedding1.sparse_embedding_hparam."
+                                  "max_num_frequent_categories=100"}) +
+                              overrides),
+              quiet_options());
+    return s.config().embeddings.at(0).hybrid.frequent_keys;
+  };
+  // No batches counted: nothing frequent (the layer then trains as a one-hot layer).
+  EXPECT_TRUE(frequent({"solver.num_iterations_statistics=0"}).empty());
+  EXPECT_TRUE(frequent({"layers.sparse_embedding1.sparse_embedding_hparam.num_iterations_"
+                        "statistics=0",
+                        "solver.num_iterations_statistics=20"})
+                  .empty());
+  // The layer's key wins over the solver's; other batch counts, other categories.
+  const auto two = frequent({"solver.num_iterations_statistics=2"});
+  const auto twenty = frequent({"solver.num_iterations_statistics=20"});
+  EXPECT_FALSE(two.empty());
+  EXPECT_FALSE(twenty.empty());
+  EXPECT_NE(two, twenty);
+  EXPECT_EQ(frequent({"layers.sparse_embedding1.sparse_embedding_hparam.num_iterations_"
+                      "statistics=2",
+                      "solver.num_iterations_statistics=20"}),
+            two);
+  EXPECT_LE(twenty.size(), 100u * 128u);
+  // The cap: HugeCTR's default max_num_frequent_categories, 1 x the larger batch (128 here).
+  Session capped(tiny_config(json, *data, 128, 1, hybrid()), quiet_options());
+  EXPECT_EQ(frequent_count(capped), 128u);
+  // HugeCTR's default communication type on one process: nothing frequent.
+  Session ib(
+      tiny_config(json, *data, 128, 1, {"layers.sparse_embedding1.type=HybridSparseEmbedding"}),
+      quiet_options());
+  EXPECT_EQ(frequent_count(ib), 0u);
+}
+
+TEST(HybridSession, CheckpointsLoadAsEitherType) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 8000);
+  ember::testing::ScratchDir dir;
+  for (int ranks : {1, 2}) {
+    Session trained(tiny_config(json, *data, 128, 40, hybrid()), quiet_options("cpu", ranks));
+    trained.train();
+    trained.save(dir / "h");
+    const EvalResult want = trained.evaluate();
+    Session as_onehot(tiny_config(json, *data, 128, 40, onehot()), quiet_options("cpu", 3 - ranks));
+    as_onehot.load(dir / "h");
+    // Evaluation reads each row as it is: the same numbers whatever the type and rank count.
+    const EvalResult got = as_onehot.evaluate();
+    EXPECT_EQ(got.auc, want.auc) << ranks;
+    EXPECT_EQ(got.average_loss, want.average_loss) << ranks;
+    as_onehot.save(dir / "o");
+    Session back(tiny_config(json, *data, 128, 40, hybrid()), quiet_options("cpu", ranks));
+    back.load(dir / "o");
+    const EvalResult again = back.evaluate();
+    EXPECT_EQ(again.auc, want.auc) << ranks;
+    EXPECT_EQ(again.average_loss, want.average_loss) << ranks;
+  }
+}
+
+}  // namespace
+}  // namespace ember::train
