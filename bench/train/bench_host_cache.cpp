@@ -4,8 +4,10 @@
 // rows of width 128, batch 65536, SGD), power-law keys (datagen's alpha 1.1), first with the
 // table on the device, then with "storage": {"location": "host", "cache_ratio": R} for each R.
 // Prints samples/s, each cached run's ratio to the all-on-device run, the hit rate, rows fetched
-// per step, the host<->device traffic (MB/step and GB/s) and the time steps waited for their
-// rows (exposed ms/step: 0 when the prefetch is hidden behind the step before).
+// per step, the host<->device traffic (MB/step and GB/s), the time steps waited for their
+// rows (exposed ms/step: 0 when the prefetch is hidden behind the step before) and the host time
+// preparing the next batch's rows per step (host ms; wait ms: of it, waiting for the device's
+// distinct rows of that batch).
 //
 //   build/bench/bench_host_cache              GPU run (well under 2 minutes on an H100)
 //   build/bench/bench_host_cache --quick      CPU run of configs/dlrm.json (the CPU path; caches
@@ -115,6 +117,10 @@ Outcome run_one(const std::string& label, const nlohmann::json& j, const std::st
       o.cache.prefetched = steady_mean(r.cache, [](const F& f) { return f.prefetched; });
       o.cache.exposed_ms_per_step =
           steady_mean(r.cache, [](const F& f) { return f.exposed_ms_per_step; });
+      o.cache.host_ms_per_step =
+          steady_mean(r.cache, [](const F& f) { return f.host_ms_per_step; });
+      o.cache.readback_ms_per_step =
+          steady_mean(r.cache, [](const F& f) { return f.readback_ms_per_step; });
     }
   } catch (const std::exception& e) {
     o.failure = e.what();
@@ -219,8 +225,9 @@ int run(const Args& a, const fs::path& dir) {
               config_path.filename().c_str(), static_cast<long long>(batch),
               static_cast<long long>(iterations), static_cast<long long>(a.warmup),
               precision.c_str(), a.pageable ? ", pageable host table" : "");
-  std::printf("%-22s %12s %9s %9s %12s %10s %9s %11s %8s\n", "table", "samples/s", "x device",
-              "hit rate", "fetched/step", "MB/step", "GB/s", "exposed ms", "time s");
+  std::printf("%-22s %12s %9s %9s %12s %10s %9s %11s %8s %9s %8s\n", "table", "samples/s",
+              "x device", "hit rate", "fetched/step", "MB/step", "GB/s", "exposed ms", "time s",
+              "host ms", "wait ms");
   const std::optional<double> device = runs.front().rate;
   for (const Outcome& r : runs) {
     if (!r.rate) {
@@ -232,17 +239,21 @@ int run(const Args& a, const fs::path& dir) {
     char ratio[16] = "-";
     if (device && host) std::snprintf(ratio, sizeof ratio, "%.2fx", *r.rate / *device);
     if (host) {
-      std::printf("%-22s %12.0f %9s %9.4f %12.0f %10.1f %9.2f %11.2f %8.1f\n", r.label.c_str(),
-                  *r.rate, ratio, r.cache.hit_rate, r.cache.fetched_per_step, r.cache.mb_per_step,
-                  r.cache.mb_per_step * steps_per_s / 1e3, r.cache.exposed_ms_per_step, r.seconds);
+      std::printf("%-22s %12.0f %9s %9.4f %12.0f %10.1f %9.2f %11.2f %8.1f %9.2f %8.2f\n",
+                  r.label.c_str(), *r.rate, ratio, r.cache.hit_rate, r.cache.fetched_per_step,
+                  r.cache.mb_per_step, r.cache.mb_per_step * steps_per_s / 1e3,
+                  r.cache.exposed_ms_per_step, r.seconds, r.cache.host_ms_per_step,
+                  r.cache.readback_ms_per_step);
     } else {
-      std::printf("%-22s %12.0f %9s %9s %12s %10s %9s %11s %8.1f\n", r.label.c_str(), *r.rate,
-                  ratio, "-", "-", "-", "-", "-", r.seconds);
+      std::printf("%-22s %12.0f %9s %9s %12s %10s %9s %11s %8.1f %9s %8s\n", r.label.c_str(),
+                  *r.rate, ratio, "-", "-", "-", "-", "-", r.seconds, "-", "-");
     }
   }
   std::printf(
       "(GB/s: host<->device row traffic of the misses and write-backs, both ways; "
-      "exposed ms: time a step waited for its rows, 0 when the prefetch was hidden)\n");
+      "exposed ms: time a step waited for its rows, 0 when the prefetch was hidden; host ms: "
+      "host time a step spent preparing the next batch's rows, wait ms: of it, waiting for the "
+      "device's distinct rows)\n");
 
   const std::string what = gpu ? "DLRM Criteo-Kaggle" : "DLRM demo (CPU)";
   char scaled[32] = "";

@@ -128,9 +128,9 @@ TEST(HostCacheSession, CacheFiguresGoToMetricsCsv) {
     EXPECT_LE(rate, 1.0);
   }
   EXPECT_EQ(hit_rates, 2);
-  for (const char* metric :
-       {"cache_fetched_per_step", "cache_written_back_per_step", "cache_mb_per_step",
-        "cache_prefetched", "cache_exposed_ms_per_step"}) {
+  for (const char* metric : {"cache_fetched_per_step", "cache_written_back_per_step",
+                             "cache_mb_per_step", "cache_prefetched", "cache_exposed_ms_per_step",
+                             "cache_host_ms_per_step", "cache_readback_ms_per_step"}) {
     EXPECT_NE(out.str().find("cache iter=20"), std::string::npos);
     std::ifstream again(run / "metrics.csv");
     const std::string all((std::istreambuf_iterator<char>(again)),

@@ -11,13 +11,15 @@
 // than unpinned slots) throws and changes nothing.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ember/embedding/cache_policy.hpp"
+#include "ember/embedding/large_page_allocator.hpp"
 
 namespace ember::embedding {
 
@@ -35,6 +37,22 @@ struct CachePlan {
   int staging = -1;  // the staging buffer holding its rows (host_backed_rows.hpp), -1: none
 };
 
+// Host time spent in plan(), summed over plans, by part (for measuring: bench_cache_plan).
+struct PlanTimes {
+  std::int64_t plans = 0;
+  double lookup_ms = 0;          // where each of the batch's rows is
+  double pin_ms = 0;             // the hits pinned and touched
+  double victims_ms = 0;         // slots for the misses: free ones, then the policy's victims
+  double evict_ms = 0;           // the victims' rows leave
+  double place_ms = 0;           // the misses and new rows placed and admitted
+  double queues_ms = 0;          // the policy's queues: entries appended, logs compacted
+  std::int64_t compactions = 0;  // of the logs, and their time (part of queues_ms)
+  double compact_ms = 0;
+  double total_ms() const {
+    return lookup_ms + pin_ms + victims_ms + evict_ms + place_ms + queues_ms;
+  }
+};
+
 class CacheDirectory {
  public:
   // Where a row is when it has no slot.
@@ -45,19 +63,23 @@ class CacheDirectory {
   CacheDirectory(std::int64_t rows, std::int64_t slots, EvictionPolicy policy, bool materialized,
                  std::string where, std::string raise_hint);
 
-  std::int64_t rows() const { return static_cast<std::int64_t>(slot_of_.size()); }
-  std::int64_t slots() const { return static_cast<std::int64_t>(row_in_.size()); }
+  std::int64_t rows() const { return static_cast<std::int64_t>(rows_.size()); }
+  std::int64_t slots() const { return static_cast<std::int64_t>(slots_.size()); }
   // Slots ever handed out since the cache was last emptied: [0, high_water()) bounds every slot
   // that holds a row (what Global's pass over the cache covers).
   std::int64_t high_water() const { return high_water_; }
   // A slot, kOnHost or kAbsent.
-  std::int32_t slot_of(std::int64_t row) const { return slot_of_[row]; }
+  std::int32_t slot_of(std::int64_t row) const { return rows_[static_cast<std::size_t>(row)].slot; }
   // The row in a slot, or -1.
-  std::int64_t row_in(std::int32_t slot) const { return row_in_[slot]; }
+  std::int64_t row_in(std::int32_t slot) const {
+    return slots_[static_cast<std::size_t>(slot)].row;
+  }
   // A new row whose plan is made but which its batch has not started yet (its slot holds no
   // data): other batches treat it as absent.
-  bool waiting(std::int32_t slot) const { return waiting_[slot] != 0; }
-  bool pinned(std::int32_t slot) const { return pins_[slot] != 0; }
+  bool waiting(std::int32_t slot) const {
+    return slots_[static_cast<std::size_t>(slot)].waiting != 0;
+  }
+  bool pinned(std::int32_t slot) const { return slots_[static_cast<std::size_t>(slot)].pins != 0; }
   // Rows made (on the host or in the cache, not waiting).
   std::int64_t materialized() const { return materialized_; }
   std::int64_t cached() const { return slots() - static_cast<std::int64_t>(free_.size()); }
@@ -79,23 +101,64 @@ class CacheDirectory {
   // Empties the cache: appends every cached (row, slot) that holds data (for writing back),
   // forgets waiting new rows and pins, and makes every slot free.
   void clear(std::vector<std::int64_t>& rows, std::vector<std::int64_t>& slots);
+  const PlanTimes& times() const { return times_; }
+  // The policy's log entries, stale ones included (what its queues take: 8 bytes each).
+  std::int64_t log_entries() const { return policy_.log_entries(); }
 
  private:
+  // A table row's record: 8 bytes, so the policy's count comes with the slot in one access.
+  struct RowEntry {
+    std::int32_t slot;    // a slot, kOnHost or kAbsent
+    std::uint32_t count;  // the policy's use count (lfu, lfu_history)
+  };
+  // Where the rows of one chunk of a batch are.
+  struct LookUp {
+    std::vector<std::int32_t> hits;
+    std::vector<std::int64_t> hit_rows, fetch_rows, new_rows;
+    std::int64_t lookups = 0, pinned_hits = 0;
+    std::size_t error = SIZE_MAX;     // the first row that cannot be planned
+    std::array<std::size_t, 3> at{};  // where its hits, fetches and new rows go in the plan
+  };
+
   std::int32_t take_free_slot();
-  void place(std::int64_t row, std::int32_t slot, bool waiting);
-  void pin(std::int32_t slot);
+  // Where each of the batch's rows is: p's hits (pinned), fetch_rows and new_rows; the hits'
+  // rows in hit_rows_. Changes nothing (throws for a row that cannot be planned); returns how
+  // many hits are not pinned yet.
+  std::int64_t look_up(std::span<const std::int64_t> rows, CachePlan& p);
+  // The hits pinned and touched (their queue entries in entries_).
+  void pin_hits(CachePlan& p);
+  // Slots for `need` misses: free ones into taken_, then the policy's victims into victims_.
+  void take_slots(std::int64_t need);
+  // The victims' rows leave (into p's eviction lists); their slots join taken_.
+  void evict_victims(CachePlan& p);
+  // The misses and new rows placed in taken_'s slots, pinned and admitted (their queue entries
+  // in entries_).
+  void place_misses(CachePlan& p);
+  // kRecords: reads the hits' slot records (pinned, waiting); without it every hit counts as not
+  // pinned and not waiting.
+  template <bool kRecords>
+  void look_up_chunk(std::span<const std::int64_t> rows, bool training, LookUp& out) const;
+  [[noreturn]] void cannot_plan(std::int64_t row) const;
+  // Appends entries_ to the policy's queues and compacts them when due.
+  void append_entries();
   void unpin(std::int32_t slot);
 
-  std::vector<std::int32_t> slot_of_;  // per row: a slot, kOnHost or kAbsent
-  std::vector<std::int64_t> row_in_;   // per slot: a row or -1
-  std::vector<std::uint16_t> pins_;    // per slot: plans not yet released that use it
-  std::vector<std::uint8_t> waiting_;  // per slot: holds a new row not started yet
-  std::vector<std::int32_t> free_;     // free slots, the lowest last (taken first)
-  std::unique_ptr<CachePolicy> policy_;
-  EvictionPolicy policy_kind_;
+  std::vector<RowEntry, LargePageAllocator<RowEntry>> rows_;     // per table row
+  std::vector<CacheSlot, LargePageAllocator<CacheSlot>> slots_;  // per cache slot
+  std::vector<std::int32_t> free_;  // free slots, the lowest last (taken first)
+  CachePolicy policy_;
+  // plan()'s scratch: one LookUp per chunk of the batch's rows; the hits' rows; the slots taken
+  // for the misses; the victims; the entries the policy appends.
+  std::vector<LookUp> look_ups_;
+  std::vector<std::int64_t> hit_rows_;
+  std::vector<std::int32_t> taken_, victims_;
+  std::vector<QueueEntry> entries_;
+  std::vector<std::int8_t> entry_queues_;
   std::int64_t high_water_ = 0, materialized_ = 0;
-  std::int64_t pinned_count_ = 0;  // slots with pins
+  std::int64_t pinned_count_ = 0;   // slots with pins
+  std::int64_t waiting_count_ = 0;  // slots holding a new row not started
   std::uint64_t next_plan_ = 1;
+  PlanTimes times_;
   std::string where_, raise_hint_;
 };
 

@@ -9,6 +9,7 @@
 #include "ember/core/log.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/place_guard.hpp"
+#include "ember/embedding/staging_layout.hpp"
 #include "ember/tensor/ops.hpp"
 
 namespace ember::embedding {
@@ -19,6 +20,12 @@ constexpr std::size_t kAlign = 256;
 // Rows per chunk of whole-table work (saving, catching up): 64 Ki rows, some 32-100 MB.
 constexpr std::int64_t kChunkRows = 65536;
 constexpr std::size_t kStallPairs = 8;
+// The prepare stream's priority, above the compute stream's (0): the host waits for the distinct
+// rows of the batch prepared ahead (SparseEmbedding::read_unique_rows) while the step before it
+// runs; at equal priority the few small kernels that find them queue behind that step's kernels,
+// and the host's bookkeeping would start only when the step is nearly over. -1 is a valid
+// priority on every GPU with priorities (CUDA clamps values outside the device's range anyway).
+constexpr int kPreparePriority = -1;
 
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
@@ -47,46 +54,10 @@ std::int64_t RowColumns::row_bytes() const {
   return total;
 }
 
-// Where one batch's lists and rows lie in a staging buffer: the index lists, then the fetched
-// rows column by column (m x bytes(c) each), every part on a 256-byte boundary.
-struct HostBackedRows::Layout {
-  std::int64_t m = 0, e = 0, k = 0;  // fetched, evicted, new rows
-  std::size_t fetch_rows = 0, fetch_slots = 0, evict_rows = 0, evict_slots = 0, new_rows = 0,
-              new_slots = 0, map_rows = 0, map_values = 0, index_bytes = 0, total = 0;
-  std::vector<std::size_t> data;
-
-  static Layout make(const RowColumns& columns, std::int64_t m, std::int64_t e, std::int64_t k) {
-    Layout l;
-    l.m = m;
-    l.e = e;
-    l.k = k;
-    std::size_t offset = 0;
-    auto take = [&](std::int64_t bytes) {
-      const std::size_t here = offset;
-      offset = align_up(offset + static_cast<std::size_t>(bytes));
-      return here;
-    };
-    const std::int64_t maps = e + m + k;
-    l.fetch_rows = take(m * 8);
-    l.fetch_slots = take(m * 8);
-    l.evict_rows = take(e * 8);
-    l.evict_slots = take(e * 8);
-    l.new_rows = take(k * 8);
-    l.new_slots = take(k * 8);
-    l.map_rows = take(maps * 8);
-    l.map_values = take(maps * 4);
-    l.index_bytes = offset;
-    for (int c = 0; c < columns.count(); ++c)
-      l.data.push_back(take(m * columns.bytes(c)));
-    l.total = offset;
-    return l;
-  }
-};
-
 struct HostBackedRows::Staging {
   Tensor upload;  // pinned (CUDA) or host: the lists, and the fetched rows of a pageable table
   Tensor device;  // at the place (on the host: `upload` itself)
-  Layout layout;
+  StagingLayout layout;
   Event staged;    // CUDA: the copies into `device` are done
   Event released;  // CUDA: the last use of `device` on the compute stream is done
   bool busy = false;
@@ -114,7 +85,7 @@ HostBackedRows::HostBackedRows(const RowColumns& columns, std::int64_t rows,
     s = std::make_unique<Staging>();
   if (on_device()) {
     const int d = place_.device();
-    prepare_ = Stream::create(d);
+    prepare_ = Stream::create(d, kPreparePriority);
     writeback_ = Stream::create(d);
     evicted_ready_ = Event::create(d);
     writeback_done_ = Event::create(d);
@@ -205,7 +176,7 @@ void HostBackedRows::absorb_writebacks() {
 }
 
 void HostBackedRows::gather_host(std::span<const std::int64_t> rows, std::byte* out,
-                                 const Layout& layout) const {
+                                 const StagingLayout& layout) const {
   for (int c = 0; c < columns_.count(); ++c) {
     kernels::on(Place::host())
         .move_rows(out + layout.data[static_cast<std::size_t>(c)], nullptr, host(c), rows.data(),
@@ -221,7 +192,7 @@ void HostBackedRows::stage(CachePlan& plan) {
   const auto m = static_cast<std::int64_t>(plan.fetch_rows.size());
   const auto e = static_cast<std::int64_t>(plan.evict_rows.size());
   const auto k = static_cast<std::int64_t>(plan.new_rows.size());
-  const Layout l = Layout::make(columns_, m, e, k);
+  const StagingLayout l = StagingLayout::make(columns_, m, e, k);
   const bool zero_copy = on_device() && memory_ == HostMemory::Pinned;
   if (on_device()) prepare_.synchronize();  // the last copy out of st.upload is done
   grow(st.upload, zero_copy ? l.index_bytes : l.total,
@@ -231,31 +202,7 @@ void HostBackedRows::stage(CachePlan& plan) {
   } else {
     st.device = st.upload;
   }
-  auto put = [&](std::size_t offset, const std::vector<std::int64_t>& v) {
-    std::copy(v.begin(), v.end(), at<std::int64_t>(st.upload, offset));
-  };
-  put(l.fetch_rows, plan.fetch_rows);
-  put(l.fetch_slots, plan.fetch_slots);
-  put(l.evict_rows, plan.evict_rows);
-  put(l.evict_slots, plan.evict_slots);
-  put(l.new_rows, plan.new_rows);
-  put(l.new_slots, plan.new_slots);
-  // The map's changes, applied in this order: victims leave, fetched rows and new rows arrive.
-  auto* map_rows = at<std::int64_t>(st.upload, l.map_rows);
-  auto* map_values = at<std::int32_t>(st.upload, l.map_values);
-  std::size_t i = 0;
-  for (std::int64_t r : plan.evict_rows) {
-    map_rows[i] = r;
-    map_values[i++] = -1;
-  }
-  for (std::size_t j = 0; j < plan.fetch_rows.size(); ++j, ++i) {
-    map_rows[i] = plan.fetch_rows[j];
-    map_values[i] = static_cast<std::int32_t>(plan.fetch_slots[j]);
-  }
-  for (std::size_t j = 0; j < plan.new_rows.size(); ++j, ++i) {
-    map_rows[i] = plan.new_rows[j];
-    map_values[i] = static_cast<std::int32_t>(plan.new_slots[j]);
-  }
+  write_staging_lists(plan, l, at<std::byte>(st.upload, 0));
   if (!zero_copy) gather_host(plan.fetch_rows, at<std::byte>(st.upload, 0), l);
   if (on_device()) {
     const StreamHandle s = prepare_.handle();
@@ -335,7 +282,7 @@ void HostBackedRows::install(const CachePlan& plan, StreamHandle stream, std::in
   PlaceGuard guard(place_);
   EMBER_CHECK(plan.staging >= 0, where_, ": installing a plan that was not staged");
   Staging& st = *staging_[static_cast<std::size_t>(plan.staging)];
-  const Layout& l = st.layout;
+  const StagingLayout& l = st.layout;
   if (on_device()) {
     auto& [before, after] = stall_events_[stall_next_];
     const bool measure = !stall_pending_[stall_next_];
@@ -371,7 +318,7 @@ void HostBackedRows::start_new_rows(CachePlan& plan, const StartRows& start, Str
   PlaceGuard guard(place_);
   if (plan.staging < 0) return;
   Staging& st = *staging_[static_cast<std::size_t>(plan.staging)];
-  const Layout& l = st.layout;
+  const StagingLayout& l = st.layout;
   if (l.k > 0) {
     start(at<std::int64_t>(st.device, l.new_rows), at<std::int64_t>(st.device, l.new_slots), l.k);
     kernels::on(place_).move_rows(
@@ -469,7 +416,7 @@ void HostBackedRows::update_host_rows(std::span<const std::int64_t> rows, const 
     const std::span<const std::int64_t> chunk =
         rows.subspan(first, std::min<std::size_t>(kChunkRows, rows.size() - first));
     const auto n = static_cast<std::int64_t>(chunk.size());
-    const Layout l = Layout::make(columns_, n, 0, 0);
+    const StagingLayout l = StagingLayout::make(columns_, n, 0, 0);
     grow(bulk_host_, l.total, on_device() ? Place::pinned() : Place::host());
     gather_host(chunk, at<std::byte>(bulk_host_, 0), l);
     if (on_device()) {
@@ -510,7 +457,7 @@ void HostBackedRows::read_rows(std::span<const std::int64_t> rows, std::span<std
     }
   }
   const auto n = static_cast<std::int64_t>(cached_slots.size());
-  const Layout l = Layout::make(columns_, n, 0, 0);
+  const StagingLayout l = StagingLayout::make(columns_, n, 0, 0);
   if (n > 0) {
     grow(bulk_host_, l.total, on_device() ? Place::pinned() : Place::host());
     if (on_device()) grow(bulk_device_, l.total, place_);

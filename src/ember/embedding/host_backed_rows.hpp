@@ -9,8 +9,9 @@
 //   cache        cache_rows rows of every column at the place, plus an i32 row -> slot map;
 //   staging      two buffers of a batch's fetched rows and index lists (a batch prepared ahead
 //                and one running), and one of its evicted rows.
-// On a CUDA place, batches are prepared and staged on a stream of their own, written back on
-// another, and installed in order on the caller's (compute) stream; nothing waits on the host
+// On a CUDA place, batches are prepared and staged on a stream of their own (of a higher priority
+// than the compute stream's: the host waits for its first kernels), written back on another, and
+// installed in order on the caller's (compute) stream; nothing waits on the host
 // except a pageable table's write-backs, absorbed before the next rows are read from it. On a
 // host place (CPU ranks) the same steps run at once on separate host buffers.
 #pragma once
@@ -31,6 +32,8 @@
 #include "ember/tensor/tensor.hpp"
 
 namespace ember::embedding {
+
+struct StagingLayout;
 
 // The columns of one table row: its values (the dtype is a parameter: f32 today, 16-bit storage
 // later), the optimizer's state columns (f32) and the step the row is current to (Global,
@@ -57,6 +60,9 @@ struct CacheStats {
   std::int64_t bytes_to_device = 0, bytes_to_host = 0;
   std::int64_t prefetched = 0;  // batches whose rows were staged ahead (prefetch)
   double prefetch_ms = 0;       // host time preparing batches ahead
+  // Host time waiting for the device to hand back a batch's distinct rows before they can be
+  // planned (part of prefetch_ms for a prefetched batch).
+  double readback_ms = 0;
   // Time steps waited for their rows: on a GPU the compute stream's wait for the staged rows
   // (measured with events, counted once the events are done); on the host, preparing a batch
   // that was not prefetched.
@@ -129,7 +135,6 @@ class HostBackedRows {
 
  private:
   struct Staging;
-  struct Layout;
   void allocate_host(std::int64_t rows);
   bool on_device() const { return place_.is_cuda(); }
   Staging& free_staging();
@@ -138,7 +143,8 @@ class HostBackedRows {
   void write_back(std::span<const std::int64_t> rows, const std::int64_t* slots_at_place,
                   const std::int64_t* rows_at_place, std::span<const std::int64_t> slots,
                   StreamHandle stream);
-  void gather_host(std::span<const std::int64_t> rows, std::byte* out, const Layout& layout) const;
+  void gather_host(std::span<const std::int64_t> rows, std::byte* out,
+                   const StagingLayout& layout) const;
 
   RowColumns columns_;
   std::int64_t rows_;

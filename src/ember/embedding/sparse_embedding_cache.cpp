@@ -181,6 +181,7 @@ std::vector<std::int64_t> SparseEmbedding::read_unique_rows(const Batch& b, Stre
     const std::int64_t* rows = b.unique_rows.data<std::int64_t>();
     return {rows, rows + *b.unique_count.data<std::int64_t>()};
   }
+  const auto start = Clock::now();
   copy_bytes(readback_.data(), Place::pinned(), b.unique_count.data(), place_, sizeof(std::int64_t),
              s);
   synchronize_stream(s);
@@ -194,6 +195,7 @@ std::vector<std::int64_t> SparseEmbedding::read_unique_rows(const Batch& b, Stre
     synchronize_stream(s);
     std::copy_n(readback_.data<std::int64_t>(), count, rows.begin());
   }
+  host_rows_->stats().readback_ms += ms_since(start);
   return rows;
 }
 

@@ -37,6 +37,7 @@ std::optional<CacheFigures> CacheReport::report(
       now.prefetched += s->prefetched;
       now.prefetch_ms += s->prefetch_ms;
       now.exposed_ms += s->exposed_ms;
+      now.readback_ms += s->readback_ms;
     }
   }
   if (tables == 0) return std::nullopt;
@@ -57,12 +58,15 @@ std::optional<CacheFigures> CacheReport::report(
                                    static_cast<double>(batches)
                              : 0.0;
   f.exposed_ms_per_step = (now.exposed_ms - was.exposed_ms) / per;
+  f.host_ms_per_step = (now.prefetch_ms - was.prefetch_ms) / per;
+  f.readback_ms_per_step = (now.readback_ms - was.readback_ms) / per;
   last_ = now;
   std::ostringstream line;
   line << std::setprecision(4) << "cache iter=" << iteration << " hit_rate=" << f.hit_rate
        << " fetched/step=" << f.fetched_per_step << " written_back/step=" << f.written_back_per_step
        << " new/step=" << f.new_per_step << " MB/step=" << f.mb_per_step
-       << " prefetched=" << f.prefetched << " exposed_ms/step=" << f.exposed_ms_per_step;
+       << " prefetched=" << f.prefetched << " exposed_ms/step=" << f.exposed_ms_per_step
+       << " host_ms/step=" << f.host_ms_per_step << " readback_ms/step=" << f.readback_ms_per_step;
   out << line.str() << std::endl;
   log.add(iteration, "train", "cache_hit_rate", f.hit_rate);
   log.add(iteration, "train", "cache_fetched_per_step", f.fetched_per_step);
@@ -70,6 +74,8 @@ std::optional<CacheFigures> CacheReport::report(
   log.add(iteration, "train", "cache_mb_per_step", f.mb_per_step);
   log.add(iteration, "train", "cache_prefetched", f.prefetched);
   log.add(iteration, "train", "cache_exposed_ms_per_step", f.exposed_ms_per_step);
+  log.add(iteration, "train", "cache_host_ms_per_step", f.host_ms_per_step);
+  log.add(iteration, "train", "cache_readback_ms_per_step", f.readback_ms_per_step);
   return f;
 }
 

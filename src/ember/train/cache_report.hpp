@@ -3,7 +3,7 @@
 // (phase train):
 //
 //   cache iter=200 hit_rate=0.912 fetched/step=1834 written_back/step=1790 new/step=12
-//     MB/step=7.51 prefetched=1 exposed_ms/step=0.04
+//     MB/step=7.51 prefetched=1 exposed_ms/step=0.04 host_ms/step=3.2 readback_ms/step=0.4
 //
 //   cache_hit_rate            cached rows / distinct existing rows the batches used
 //   cache_fetched_per_step    rows brought from the host per step (and rank)
@@ -11,6 +11,9 @@
 //   cache_mb_per_step         MB moved between host and device per step (and rank), both ways
 //   cache_prefetched          share of batches whose rows were staged ahead of their step
 //   cache_exposed_ms_per_step time a step waited for its rows (0: the prefetch was hidden)
+//   cache_host_ms_per_step    host time preparing the next batch's rows ahead, per step (and
+//                             table): the step cannot be shorter where the host is the bound
+//   cache_readback_ms_per_step  of it, time waiting for the device's distinct rows of the batch
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,7 @@ struct CacheFigures {
   double mb_per_step = 0;
   double prefetched = 0;
   double exposed_ms_per_step = 0;
+  double host_ms_per_step = 0, readback_ms_per_step = 0;
 };
 
 class CacheReport {
