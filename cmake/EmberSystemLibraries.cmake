@@ -24,8 +24,9 @@ endif()
 
 if(NOT TARGET ember::codecs)
   # zlib is required; Debian's libzstd-dev and libsnappy-dev (scripts/install-deps) are used where
-  # found. A build without one of them reads and writes every other codec and says, when it meets
-  # a page of that codec, that this build lacks it (the GPU machines have neither package).
+  # found. A build without libzstd reads and writes every other codec and says, when it meets a
+  # ZSTD page, that this build lacks it; SNAPPY pages are read in every build (Ember's own
+  # decoder), and libsnappy is needed only to write them (the GPU machines have neither package).
   find_package(ZLIB REQUIRED)
   add_library(ember::codecs INTERFACE IMPORTED)
   target_link_libraries(ember::codecs INTERFACE ZLIB::ZLIB)
@@ -45,7 +46,7 @@ if(NOT TARGET ember::codecs)
     target_link_libraries(ember::codecs INTERFACE ${EMBER_SNAPPY_LIBRARY})
     target_compile_definitions(ember::codecs INTERFACE EMBER_WITH_SNAPPY=1)
   else()
-    message(STATUS "Ember: libsnappy not found; Parquet SNAPPY pages will be refused")
+    message(STATUS "Ember: libsnappy not found; Parquet SNAPPY pages are read but not written")
   endif()
 endif()
 

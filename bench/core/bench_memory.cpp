@@ -217,11 +217,14 @@ int run_quick() {
 }
 
 // The single-thread fast path alone: cached alloc+free pairs on one stream, timed in bulk (no
-// clock call per pair), best of several rounds so that other processes on the machine show less.
-// What a cached pair costs on a GPU too: no device call is made on it.
+// clock call per pair), best of several rounds so that other processes on the machine show less;
+// and next to it the median of pairs timed one by one, as the device run times them (a clock
+// read either side, the clock's own cost taken off). What a cached pair costs on a GPU too: no
+// device call is made on it.
 int run_fast_path() {
   std::printf("bench_memory --fast-path: 1-thread cached alloc+free pairs, host stand-in\n");
-  std::printf("%-18s %-10s %14s\n", "allocator", "size", "ns per pair");
+  std::printf("%-18s %-10s %14s %18s\n", "allocator", "size", "ns per pair", "median ns (a)");
+  const double overhead = clock_overhead_ns();
   const auto stream = reinterpret_cast<StreamHandle>(std::uintptr_t{0x1000});
   for (bool expandable : {false, true}) {
     EmberCandidate c([] { return std::make_unique<HostBackend>(); }, expandable);
@@ -236,7 +239,9 @@ int run_fast_path() {
           c.free(c.alloc(n, stream), n, stream);
         best = std::min(best, seconds_since(t0) * 1e9 / kPairs);
       }
-      std::printf("%-18s %-10s %14.1f\n", c.name().c_str(), size_name(n).c_str(), best);
+      const PairResult one_by_one = pairs(c, n, 1, kPairs, {stream}, overhead);
+      std::printf("%-18s %-10s %14.1f %18.1f\n", c.name().c_str(), size_name(n).c_str(), best,
+                  one_by_one.median_ns);
     }
   }
   return 0;

@@ -2,14 +2,14 @@
 // pipeline scales with reader threads (from the page cache), and (--gpu) how many samples per
 // second it puts into device memory with nothing else running.
 //
-//   build/bench/bench_data [--gpu] [--quick] [--threads N] [--samples N] [--dir DIR]
+//   build/bench/bench_data [--gpu] [--quick] [--parsers] [--threads N] [--samples N] [--dir DIR]
 //
 // Two Norm datasets are generated in a temporary directory (and removed at the end): DLRM-shaped
 // (1 label, 13 dense, 26 one-hot slots) and multi-hot (26 slots of 1..10 keys), both with check
-// Sum and u32 keys, 16 files each; the DLRM set is written again as Parquet (the same samples and
-// keys, Ember's writer: SNAPPY, the default, and uncompressed). They are read once before timing
-// so they sit in the page cache. DuckDB (npm's @duckdb/node-api, where node finds it) reads the
-// Parquet files into memory as the peer.
+// Sum and u32 keys, 16 files each; the DLRM set is written again as Parquet (bench_parquet.cpp:
+// the same samples and keys, Ember's writer with each codec). They are read once before timing
+// so they sit in the page cache. --parsers measures the one-thread parsers alone (no pipelines,
+// no peers).
 // After each pipeline run it prints where the time went (Pipeline::stats(), the caching pinned
 // allocator's counters, the process's CPU time and context switches), so a slow configuration on
 // the device shows its cause in the same output.
@@ -27,37 +27,26 @@
 #include <thread>
 #include <vector>
 
+#include "data/bench_data_support.hpp"
 #include "ember/core/caching_allocators.hpp"
 #include "ember/core/device.hpp"
 #include "ember/core/error.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/norm_writer.hpp"
-#include "ember/data/parquet/parquet_reader.hpp"
-#include "ember/data/parquet/parquet_source.hpp"
-#include "ember/data/parquet/parquet_writer.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/data/random_stream.hpp"
 
+namespace ember::benchdata {
+
 namespace fs = std::filesystem;
-using namespace ember;
 using namespace ember::data;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Args {
-  // The GPU part runs whenever a device is present (scripts/gpu-check passes no flags);
-  // --gpu insists on it, --no-gpu skips it.
-  int gpu = -1;
-  bool quick = false;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::int64_t samples = 2000000;  // DLRM-shaped; the multi-hot set has a quarter of it
-  std::string dir;
-};
-
 Args parse(int argc, char** argv) {
   Args a;
+  a.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     const auto value = [&] {
@@ -73,6 +62,8 @@ Args parse(int argc, char** argv) {
       a.gpu = 0;
     else if (s == "--quick")
       a.quick = true;
+    else if (s == "--parsers")
+      a.parsers_only = true;
     else if (s == "--threads")
       a.threads = std::stoi(value());
     else if (s == "--samples")
@@ -92,18 +83,9 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-struct Dataset {
-  std::string name;
-  std::string list;
-  BatchLayout layout;
-  std::int64_t samples = 0;
-  std::uint64_t bytes = 0;
-  std::vector<std::string> files;
-  std::function<std::shared_ptr<DataSource>()> make_source;  // Norm when empty
-};
+}  // namespace
 
-// Sample i of a set: random DLRM-like values; power-law-ish keys are irrelevant to parsing speed,
-// uniform ones do.
+// Power-law-ish keys are irrelevant to parsing speed, uniform ones do.
 void draw_sample(std::int64_t i, int nnz_max, std::vector<float>& label, std::vector<float>& dense,
                  std::vector<std::int32_t>& nnz, std::vector<std::uint32_t>& keys) {
   RandomStream rng(7, 1, static_cast<std::uint64_t>(i));
@@ -119,6 +101,8 @@ void draw_sample(std::int64_t i, int nnz_max, std::vector<float>& label, std::ve
     }
   }
 }
+
+namespace {
 
 Dataset write_dataset(const fs::path& dir, const std::string& name, std::int64_t samples,
                       int nnz_max, int files, int threads) {
@@ -161,72 +145,19 @@ Dataset write_dataset(const fs::path& dir, const std::string& name, std::int64_t
   return d;
 }
 
-// The one-hot DLRM set again as Parquet in HugeCTR's layout (its own folder): the same samples
-// and keys (stored as they are, no slot_size_array), Ember's writer with `codec`.
-Dataset write_parquet_dataset(const fs::path& dir, const std::string& name, std::int64_t samples,
-                              int files, int threads, parquet::Codec codec,
-                              parquet::PhysicalType key_type = parquet::PhysicalType::Int64) {
-  const fs::path folder = dir / name;
-  fs::create_directories(folder);
-  Dataset d;
-  d.name = name;
-  d.samples = samples;
-  d.layout.label_dim = 1;
-  d.layout.dense_dim = 13;
-  d.layout.key_type = DType::U32;
-  d.layout.sparse.push_back({"data1", 26, 26, 1});
-  auto options = parquet::ParquetWriterOptions::with_default_names(1, 13, 26);
-  options.codec = codec;
-  options.key_type = key_type;
-  std::vector<parquet::WrittenFile> written(static_cast<std::size_t>(files));
-  std::vector<std::thread> pool;
-  std::atomic<int> next{0};
-  for (int t = 0; t < std::max(1, threads); ++t) {
-    pool.emplace_back([&] {
-      for (int f = next++; f < files; f = next++) {
-        const std::string path = (folder / ("part_" + std::to_string(f) + ".parquet")).string();
-        parquet::ParquetWriter w(path, options);
-        std::vector<float> label(1), dense(13);
-        std::vector<std::int32_t> nnz(26);
-        std::vector<std::uint32_t> keys;
-        std::vector<std::int64_t> keys64;
-        const std::int64_t begin = samples * f / files, end = samples * (f + 1) / files;
-        for (std::int64_t i = begin; i < end; ++i) {
-          draw_sample(i, 1, label, dense, nnz, keys);
-          keys64.assign(keys.begin(), keys.end());
-          w.write(label, dense, nnz, keys64);
-        }
-        w.close();
-        written[static_cast<std::size_t>(f)] = {path, w.rows()};
-      }
-    });
-  }
-  for (auto& t : pool)
-    t.join();
-  d.list = (folder / "_file_list.txt").string();
-  parquet::write_parquet_layout(folder.string(), d.list, written, options);
-  for (const auto& w : written) {
-    d.bytes += fs::file_size(w.path);
-    d.files.push_back(w.path);
-  }
-  const std::string list = d.list;
-  const BatchLayout layout = d.layout;
-  d.make_source = [list, layout] {
-    return std::make_shared<parquet::ParquetSource>(list, layout, std::vector<std::int64_t>{});
-  };
-  return d;
-}
+}  // namespace
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// CPU time of the calling thread: on a shared machine, what the parser itself costs.
 double thread_cpu_seconds() {
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+
+namespace {
 
 // One thread, NormFileReader straight into a batch buffer: the parser's own speed (samples per
 // CPU-second, returned).
@@ -261,51 +192,6 @@ double bench_parser(const Dataset& d, std::vector<std::string>& summary) {
       d.name.c_str(), gbps, gbps >= 1.0 ? "yes" : "no");
   summary.emplace_back(line);
   return static_cast<double>(samples) / best_cpu;
-}
-
-// One thread, ParquetFileReader straight into a batch buffer (decompressing and decoding every
-// column); compared per CPU-second with the Norm parser on the same samples.
-struct ParserRate {
-  double wall = 0, cpu = 0;  // samples per second and per CPU-second
-};
-
-ParserRate bench_parquet_parser(const Dataset& d, double norm_samples_per_cpu_s,
-                                std::vector<std::string>& summary) {
-  parquet::ParquetFileReader reader(d.layout, {});
-  HostBatch batch(d.layout, 65536);
-  std::vector<parquet::HugeCtrMetadata> metadata;
-  for (const auto& f : d.files)
-    metadata.push_back(parquet::read_hugectr_metadata(parquet::metadata_path_for(f)));
-  double best = 1e30, best_cpu = 1e30;
-  std::int64_t samples = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = Clock::now();
-    const double c0 = thread_cpu_seconds();
-    samples = 0;
-    for (std::size_t f = 0; f < d.files.size(); ++f) {
-      reader.open(d.files[f], metadata[f]);
-      while (!reader.done()) {
-        batch.clear();
-        samples += reader.read(batch);
-      }
-    }
-    best = std::min(best, seconds_since(t0));
-    best_cpu = std::min(best_cpu, thread_cpu_seconds() - c0);
-  }
-  const double rate = static_cast<double>(samples) / best_cpu;
-  std::printf(
-      "  parser, 1 thread           %8.2f M samples/s  %6.2f GB/s of file wall; %.2f M samples "
-      "per CPU-second = %.2fx Norm's\n",
-      static_cast<double>(samples) / best / 1e6, static_cast<double>(d.bytes) / best / 1e9,
-      rate / 1e6, rate / norm_samples_per_cpu_s);
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "SUMMARY | data | Parquet parse 1 thread (%s) / Norm parse, per CPU-second | %.2fx "
-                "| >= 1x | %s",
-                d.name.c_str(), rate / norm_samples_per_cpu_s,
-                rate >= norm_samples_per_cpu_s ? "yes" : "no");
-  summary.emplace_back(line);
-  return {static_cast<double>(samples) / best, rate};
 }
 
 // The caching pinned allocator's counters (GPU runs only: it needs a device).
@@ -465,6 +351,8 @@ std::vector<int> thread_counts(int max) {
   return v;
 }
 
+}  // namespace
+
 void bench_host_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary) {
   PipelineResult last;
   for (int t : thread_counts(a.threads)) {
@@ -505,6 +393,12 @@ void bench_gpu_pipeline(const Dataset& d, const Args& a, std::vector<std::string
   summary.emplace_back(line);
 }
 
+double host_pipeline_rate(const Dataset& d, int workers, double seconds) {
+  return run_pipeline(d, workers, {Place::host()}, 65536, seconds).samples_per_s;
+}
+
+namespace {
+
 // The PyTorch peer: numpy + torch reading the same one-hot files (fixed-size records).
 void run_peer(const Dataset& d, const Args& a, double ember_samples_per_s,
               std::vector<std::string>& summary) {
@@ -538,106 +432,13 @@ void run_peer(const Dataset& d, const Args& a, double ember_samples_per_s,
   summary.emplace_back(line);
 }
 
-// Where node finds @duckdb/node-api: EMBER_DUCKDB_NODE_MODULES, the build tree (CTest's setup
-// step installs it there), or the test fixtures' folder.
-std::string duckdb_node_modules() {
-  std::vector<fs::path> homes;
-  if (const char* e = std::getenv("EMBER_DUCKDB_NODE_MODULES")) homes.emplace_back(e);
-  homes.emplace_back(fs::path(EMBER_BENCH_BUILD_DIR) / "duckdb-node" / "node_modules");
-  homes.emplace_back(fs::path(EMBER_BENCH_DATA_DIR) / ".." / ".." / "tests" / "data" / "fixtures" /
-                     "parquet" / "node_modules");
-  for (const auto& h : homes) {
-    if (fs::exists(h / "@duckdb" / "node-api")) return fs::canonical(h).string();
-  }
-  return {};
-}
-
-// The DuckDB peer: DuckDB's own Parquet reader materialising every column of the same files in
-// memory with `threads` threads (best of its runs). Empty when node or the package is missing.
-double run_duckdb_peer(const Dataset& d, int threads, double seconds) {
-  const std::string modules = duckdb_node_modules();
-  if (modules.empty() || std::system("node --version > /dev/null 2>&1") != 0) return 0;
-  std::string cmd = "NODE_PATH='" + modules + "' node " + EMBER_BENCH_DATA_DIR +
-                    "/parquet_duckdb_peer.mjs --threads " + std::to_string(threads) +
-                    " --seconds " + std::to_string(seconds);
-  for (const auto& f : d.files)
-    cmd += " '" + f + "'";
-  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return 0;
-  char buf[4096];
-  std::string out;
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
-    out.append(buf, n);
-  const int status = ::pclose(pipe);
-  const auto at = out.find("\"samples_per_s\":");
-  if (status != 0 || at == std::string::npos) {
-    std::printf("  DuckDB peer: failed (%s)\n", out.c_str());
-    return 0;
-  }
-  return std::strtod(out.c_str() + at + 16, nullptr);
-}
-
-// Parquet: the parser on one thread (SNAPPY, uncompressed, SNAPPY with INT32 keys) against
-// Norm's and DuckDB's, the pipeline into host batches (and cuda:0), and DuckDB with as many
-// threads.
-void bench_parquet(const Dataset& snappy, const Dataset& plain, const Dataset& int32,
-                   double norm_rate, const Args& a, std::vector<std::string>& summary) {
-  const char* codec =
-      parquet::default_write_codec() == parquet::Codec::Snappy ? "SNAPPY" : "UNCOMPRESSED";
-  std::printf("%s (%.0f bytes/sample, %s, Ember's writer default):\n", snappy.name.c_str(),
-              static_cast<double>(snappy.bytes) / static_cast<double>(snappy.samples), codec);
-  const ParserRate one = bench_parquet_parser(snappy, norm_rate, summary);
-  std::printf("%s (%.0f bytes/sample, uncompressed):\n", plain.name.c_str(),
-              static_cast<double>(plain.bytes) / static_cast<double>(plain.samples));
-  bench_parquet_parser(plain, norm_rate, summary);
-  std::printf("%s (%.0f bytes/sample, %s, INT32 key columns):\n", int32.name.c_str(),
-              static_cast<double>(int32.bytes) / static_cast<double>(int32.samples), codec);
-  bench_parquet_parser(int32, norm_rate, summary);
-  for (const Dataset* d : {&snappy, &int32}) {
-    std::printf("%s pipeline:\n", d->name.c_str());
-    bench_host_pipeline(*d, a, summary);
-    if (a.gpu) bench_gpu_pipeline(*d, a, summary, false);
-  }
-  char line[256];
-  if (duckdb_node_modules().empty()) {
-    std::printf(
-        "  DuckDB peer: skipped (node or npm's @duckdb/node-api not found; "
-        "EMBER_DUCKDB_NODE_MODULES names its node_modules)\n");
-    return;
-  }
-  const double seconds = a.quick ? 0.5 : 2.0;
-  const double duck1 = run_duckdb_peer(snappy, 1, seconds);
-  if (duck1 > 0) {
-    std::printf(
-        "  DuckDB peer, 1 thread (read_parquet into a table): %.2f M samples/s; Ember's "
-        "parser / DuckDB = %.2fx\n",
-        duck1 / 1e6, one.wall / duck1);
-    std::snprintf(
-        line, sizeof line,
-        "SUMMARY | data | Parquet parse 1 thread / DuckDB 1 thread (%s) | %.2fx | >= 1x | %s",
-        snappy.name.c_str(), one.wall / duck1, one.wall >= duck1 ? "yes" : "no");
-    summary.emplace_back(line);
-  }
-  const double duck_n = run_duckdb_peer(snappy, a.threads, seconds);
-  if (duck_n > 0) {
-    const double ember_n =
-        run_pipeline(snappy, a.threads, {Place::host()}, 65536, seconds).samples_per_s;
-    std::printf(
-        "  DuckDB peer, %d threads: %.2f M samples/s; Ember's pipeline -> host, %d threads: "
-        "%.2f M samples/s = %.2fx\n",
-        a.threads, duck_n / 1e6, a.threads, ember_n / 1e6, ember_n / duck_n);
-    std::snprintf(
-        line, sizeof line,
-        "SUMMARY | data | Parquet pipeline -> host / DuckDB, %d threads (%s) | %.2fx | - | -",
-        a.threads, snappy.name.c_str(), ember_n / duck_n);
-    summary.emplace_back(line);
-  }
-}
-
 }  // namespace
+}  // namespace ember::benchdata
 
 int main(int argc, char** argv) {
+  using namespace ember;
+  using namespace ember::benchdata;
+  namespace fs = std::filesystem;
   Args a = parse(argc, argv);
   if (a.gpu < 0) a.gpu = (!a.quick && cuda_available()) ? 1 : 0;
   if (a.gpu == 1 && !cuda_available()) {
@@ -658,31 +459,23 @@ int main(int argc, char** argv) {
                 dlrm.name.c_str(), static_cast<long long>(dlrm.samples), dlrm.bytes / 1e6,
                 multi.name.c_str(), static_cast<long long>(multi.samples), multi.bytes / 1e6,
                 seconds_since(t0));
-    const auto t1 = Clock::now();
-    // SNAPPY, the writers' default, where this build has it (the GPU machines lack libsnappy).
-    const parquet::Codec codec = parquet::default_write_codec();
-    const Dataset pq = write_parquet_dataset(dir, "dlrm_parquet", a.samples, 16, a.threads, codec);
-    const Dataset pq_plain = write_parquet_dataset(dir, "dlrm_parquet_uncompressed", a.samples, 16,
-                                                   a.threads, parquet::Codec::Uncompressed);
-    const Dataset pq_int32 = write_parquet_dataset(dir, "dlrm_parquet_int32", a.samples, 16,
-                                                   a.threads, codec, parquet::PhysicalType::Int32);
-    std::printf("generated %s: %.0f MB; %s: %.0f MB; %s: %.0f MB (%.1f s)\n", pq.name.c_str(),
-                pq.bytes / 1e6, pq_plain.name.c_str(), pq_plain.bytes / 1e6, pq_int32.name.c_str(),
-                pq_int32.bytes / 1e6, seconds_since(t1));
     double norm_rate = 0;
     for (const Dataset* d : {&dlrm, &multi}) {
       std::printf("%s (%.0f bytes/sample):\n", d->name.c_str(),
                   static_cast<double>(d->bytes) / static_cast<double>(d->samples));
       const double rate = bench_parser(*d, summary);  // also warms the page cache
       if (d == &dlrm) norm_rate = rate;
+      if (a.parsers_only) break;
       bench_host_pipeline(*d, a, summary);
       if (a.gpu) bench_gpu_pipeline(*d, a, summary, d == &dlrm);
     }
-    bench_parquet(pq, pq_plain, pq_int32, norm_rate, a, summary);
-    const double ember_rate =
-        a.gpu ? run_pipeline(dlrm, a.threads, {Place::cuda(0)}, 65536, 1.0).samples_per_s
-              : run_pipeline(dlrm, a.threads, {Place::host()}, 65536, 1.0).samples_per_s;
-    run_peer(dlrm, a, ember_rate, summary);
+    bench_parquet(dir, norm_rate, a, summary);
+    if (!a.parsers_only) {
+      const double ember_rate =
+          a.gpu ? run_pipeline(dlrm, a.threads, {Place::cuda(0)}, 65536, 1.0).samples_per_s
+                : run_pipeline(dlrm, a.threads, {Place::host()}, 65536, 1.0).samples_per_s;
+      run_peer(dlrm, a, ember_rate, summary);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_data: %s\n", e.what());
     if (a.dir.empty()) fs::remove_all(dir);

@@ -275,5 +275,70 @@ TEST(CachingDeviceAllocatorStreams, PoolsNeverLendBlocksToOtherStreams) {
   EXPECT_EQ(s.allocated_bytes.peak, static_cast<std::int64_t>(40 * 64 * KiB));
 }
 
+// A free finds the pool of its pointer by address (caching_segment_map.hpp), whichever thread
+// frees it and whatever stream that thread last used: blocks of many streams, freed crosswise by
+// other threads, go back to their own stream's pool, and each stream then reuses exactly its own
+// blocks. Segments of different streams lie side by side, so many share a 2 MiB granule.
+TEST(CachingDeviceAllocatorStreams, FreesFromOtherThreadsGoBackToTheBlocksOwnPool) {
+  auto owned = std::make_unique<FakeDeviceBackend>();
+  FakeDeviceBackend* fake = owned.get();
+  CachingDeviceAllocator a(std::move(owned), Place::cuda(0));
+  constexpr int kStreams = 16;
+  constexpr int kBlocks = 24;  // per stream, of mixed sizes (small and large pools)
+  auto size_of = [](int s, int i) { return (i % 3 == 2 ? 3 * MiB : 8 * KiB) + 512 * (s + i); };
+  std::vector<std::vector<void*>> blocks(kStreams);
+  for (int s = 0; s < kStreams; ++s) {
+    for (int i = 0; i < kBlocks; ++i)
+      blocks[static_cast<std::size_t>(s)].push_back(a.allocate(size_of(s, i), fake_stream(s)));
+  }
+  const std::int64_t mallocs = fake->mallocs();
+  // Thread t frees the blocks of stream (t + 1) mod kStreams, after allocating on its own stream.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kStreams; ++t) {
+    threads.emplace_back([&, t] {
+      a.deallocate(a.allocate(512, fake_stream(t)), 0);
+      for (void* p : blocks[static_cast<std::size_t>((t + 1) % kStreams)])
+        a.deallocate(p, 0);
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  auto s = a.stats();
+  EXPECT_EQ(s.allocations.current, 0);
+  EXPECT_EQ(s.allocated_bytes.current, 0);
+  EXPECT_EQ(s.reserved_bytes.current, s.cached_bytes);
+  // The same requests again, stream by stream in reverse order: nothing new is needed, and no
+  // block overlaps where another stream's blocks were. (Not necessarily where its own were: two
+  // free segments of a stream may be taken in another order than they were made.)
+  std::map<char*, std::pair<std::size_t, int>> before;  // address -> size, stream
+  for (int s2 = 0; s2 < kStreams; ++s2) {
+    for (int i = 0; i < kBlocks; ++i) {
+      before[static_cast<char*>(
+          blocks[static_cast<std::size_t>(s2)][static_cast<std::size_t>(i)])] = {size_of(s2, i),
+                                                                                 s2};
+    }
+  }
+  std::vector<void*> again;
+  for (int s2 = kStreams - 1; s2 >= 0; --s2) {
+    for (int i = 0; i < kBlocks; ++i) {
+      char* p = static_cast<char*>(a.allocate(size_of(s2, i), fake_stream(s2)));
+      again.push_back(p);
+      auto it = before.upper_bound(p);
+      if (it != before.begin()) --it;
+      int others = 0;
+      for (; it != before.end() && it->first < p + size_of(s2, i); ++it) {
+        if (it->first + it->second.first > p && it->second.second != s2) ++others;
+      }
+      EXPECT_EQ(others, 0) << "stream " << s2 << ", block " << i;
+    }
+  }
+  EXPECT_EQ(fake->mallocs(), mallocs);
+  for (void* p : again)
+    a.deallocate(p, 0);
+  s = a.stats();
+  EXPECT_EQ(s.num_allocs, s.num_frees);
+  EXPECT_EQ(s.allocated_bytes.current, 0);
+}
+
 }  // namespace
 }  // namespace ember

@@ -47,7 +47,7 @@ TEST(ParquetFixtures, ReadBackExactlyWhateverTheBatchSize) {
 }
 
 TEST(ParquetFixtures, SlotOffsetsFromSlotSizeArray) {
-  EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
+  EMBER_REQUIRE_READABLE(parquet::Codec::Snappy);
   const auto expected = fixture_samples("snappy", kSlotSizes);
   for (DType key_type : {DType::U32, DType::I64}) {
     const auto got =
@@ -92,7 +92,7 @@ TEST(ParquetFixtures, KeyOutsideItsVocabularyNamesFileColumnRowAndValue) {
 }
 
 TEST(ParquetFixtures, PipelineDeliversEverySampleOncePerEpoch) {
-  EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
+  EMBER_REQUIRE_READABLE(parquet::Codec::Snappy);
   const auto expected = fixture_samples("snappy", kSlotSizes);
   for (int workers : {1, 2}) {
     PipelineOptions o;
@@ -122,7 +122,7 @@ TEST(ParquetFixtures, PipelineDeliversEverySampleOncePerEpoch) {
 }
 
 TEST(ParquetFixtures, SourceCountsSamplesAndUsesOneWorkerPerFile) {
-  EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
+  EMBER_REQUIRE_READABLE(parquet::Codec::Snappy);
   parquet::ParquetSource source(list_of("snappy"), fixture_layout(2, 4, 4, DType::U32), {});
   EXPECT_EQ(source.num_samples(), 2400);
   EXPECT_EQ(source.max_workers(65536), 2);

@@ -13,13 +13,20 @@
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/parquet/compression.hpp"
 
-// Skips the current test (reported as skipped) when this build lacks `codec` (SNAPPY and ZSTD
-// need libsnappy / libzstd at build time; the GPU machines have neither).
+// Skips the current test (reported as skipped) when this build does not write `codec` (SNAPPY and
+// ZSTD need libsnappy / libzstd at build time; the GPU machines have neither), or with
+// EMBER_REQUIRE_READABLE does not read it (ZSTD without libzstd; SNAPPY is always read).
 #define EMBER_REQUIRE_CODEC(codec)                                          \
   do {                                                                      \
     if (!::ember::data::parquet::codec_supported(codec)) {                  \
       GTEST_SKIP() << ::ember::data::parquet::codec_support_problem(codec); \
     }                                                                       \
+  } while (0)
+#define EMBER_REQUIRE_READABLE(codec)                                              \
+  do {                                                                             \
+    if (!::ember::data::parquet::codec_readable(codec)) {                          \
+      GTEST_SKIP() << ::ember::data::parquet::codec_support_problem(codec, false); \
+    }                                                                              \
   } while (0)
 
 namespace ember::data::parquettest {

@@ -7,16 +7,12 @@
 
 #include "data/data_test_support.hpp"
 #include "data/parquet_test_support.hpp"
-#include "ember/core/copy.hpp"
 #include "ember/core/device.hpp"
-#include "ember/core/stream.hpp"
-#include "ember/data/device_transfer.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/parquet/parquet_source.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
-#include "ember/tensor/ops.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::data {
@@ -279,46 +275,6 @@ TEST(PipelineGpu, MemoryIsTakenUpFrontAndLateOnlyForHeldBatches) {
     EXPECT_EQ(s.device_slots, 8);
     EXPECT_EQ(s.late_host_batches, 0);
   }
-}
-
-// A device slot takes its memory from the pool of the current (compute) stream, which hands out a
-// block freed on the host while kernels queued there still write it; the copy stream then fills
-// the slot. Its first copies must wait for that queued work like every later copy waits for the
-// slot's release (a slot made late, mid-training, once got a block the step still wrote: garbage
-// CSR offsets in the next batch). Here: 256 MiB blocks, written over and over on the compute stream
-// (~10 ms of fills, queued in well under a millisecond), are freed at once, a slot of that size is
-// made (one of those blocks, as the pool reuses them), and a pattern copied into it on the copy
-// stream must survive the queued fills.
-TEST(PipelineGpu, ASlotMadeWhileTheComputeStreamWritesFreedMemoryWaitsForIt) {
-  EMBER_REQUIRE_GPU();
-  const Place gpu = Place::cuda(0);
-  DeviceGuard guard(0);
-  const StreamHandle compute = current_stream(0);
-  constexpr std::int64_t kFloats = std::int64_t{1} << 26;  // 256 MiB
-  {
-    std::vector<Tensor> blocks;
-    for (int i = 0; i < 4; ++i)
-      blocks.push_back(Tensor::empty({kFloats}, DType::F32, gpu));
-    for (int pass = 0; pass < 25; ++pass) {
-      for (const Tensor& b : blocks)
-        ops::fill(b, 0.0, compute);
-    }
-  }  // freed on the host, still written on the device
-  DeviceSlot slot({gpu}, kFloats * sizeof(float));
-  const StreamHandle copies = copy_stream(0);
-  EXPECT_TRUE(slot.wait_for_release(0, copies))
-      << "the new slot's copies do not wait for the compute stream's queued work";
-  std::vector<float> pattern(static_cast<std::size_t>(kFloats));
-  for (std::size_t i = 0; i < pattern.size(); ++i)
-    pattern[i] = static_cast<float>(i % 1000) + 1.0f;
-  const Tensor staged = Tensor::empty({kFloats}, DType::F32, Place::pinned());
-  std::copy(pattern.begin(), pattern.end(), staged.data<float>());
-  copy_bytes(slot.memory(0)->bytes(), gpu, staged.data(), Place::pinned(),
-             pattern.size() * sizeof(float), copies);
-  synchronize_device(0);
-  std::vector<float> back(pattern.size());
-  copy_bytes(back.data(), Place::host(), slot.memory(0)->bytes(), gpu, back.size() * sizeof(float));
-  EXPECT_EQ(back, pattern) << "queued fills overwrote the slot's first copy";
 }
 
 }  // namespace

@@ -2,34 +2,17 @@
 
 namespace ember::detail {
 
-class CachingCounters::LockAll {
- public:
-  explicit LockAll(const CachingCounters& c) : c_(c) {
-    c_.mutex_.lock();
-    for (const auto& s : c_.shards_)
-      s->mutex_.lock();
-  }
-  ~LockAll() {
-    for (auto it = c_.shards_.rbegin(); it != c_.shards_.rend(); ++it)
-      (*it)->mutex_.unlock();
-    c_.mutex_.unlock();
-  }
-  LockAll(const LockAll&) = delete;
-  LockAll& operator=(const LockAll&) = delete;
-
- private:
-  const CachingCounters& c_;
-};
-
 CachingCounters::Shard& CachingCounters::add_shard() {
-  auto shard = std::make_unique<Shard>(*this);
+  auto shard = std::make_unique<Shard>();
   std::lock_guard<SpinMutex> lock(mutex_);
   shards_.push_back(std::move(shard));
   return *shards_.back();
 }
 
-void CachingCounters::change_beyond_budget(Shard& shard, const Deltas& d) {
-  LockAll all(*this);
+void CachingCounters::allocated_beyond_budget(Shard& shard, std::size_t size,
+                                              std::size_t requested) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const Deltas d = {signed_(size), signed_(requested), signed_(size), 1};
   for (int k = 0; k < kFigures; ++k) {
     // What the shard had covers part of the growth; the change itself is made in any case.
     shard.current_[k] += d[k];
@@ -61,7 +44,7 @@ void CachingCounters::change_beyond_budget(Shard& shard, const Deltas& d) {
 }
 
 CachingAllocatorStats CachingCounters::figures() const {
-  LockAll all(*this);
+  std::lock_guard<SpinMutex> lock(mutex_);
   Deltas total{};
   for (const auto& s : shards_) {
     for (int k = 0; k < kFigures; ++k)
@@ -83,7 +66,7 @@ CachingAllocatorStats CachingCounters::figures() const {
 }
 
 void CachingCounters::reset_peaks() {
-  LockAll all(*this);
+  std::lock_guard<SpinMutex> lock(mutex_);
   peaks_ = {};
   for (const auto& s : shards_) {
     for (int k = 0; k < kFigures; ++k) {

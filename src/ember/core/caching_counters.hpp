@@ -4,24 +4,30 @@
 // Sharded, so that threads on different streams never write a shared cache line (issue 18: one
 // lock around shared figures cost eight threads 2-3 us a pair on the H100 host, the line moving
 // between cores twice per pair). What every allocation and free changes (allocated, requested
-// and active bytes, live blocks) is kept per stream pool, in a Shard on a cache line of its own
-// with its own lock; stats() sums the shards. The rarely changed figures (reserved bytes,
-// segments, device calls) sit behind one global lock: only device mallocs and frees and the
-// out-of-memory path change them.
+// and active bytes, live blocks) is kept per stream pool, in a Shard on a cache line of its own,
+// guarded by the pool's lock: the allocator changes a shard only under its pool's lock, so the
+// fast path takes no lock of its own for the statistics (a lock is two atomic
+// read-modify-writes, and a cached pair took six locks before). stats() holds every pool's lock
+// and sums the shards, so it sees figures that agree with the blocks. The rarely changed figures
+// (reserved bytes, segments, device calls) sit behind one global lock: only device mallocs and
+// frees and the out-of-memory path change them.
 //
 // Peaks stay exact through budgets. The global part keeps each figure's peak P; each shard has
 // a budget, and the shards' figures plus their budgets never sum to more than P. A shard that
 // grows within its budget cannot make the total pass P, so it changes only its own line; a
 // free adds what it frees to the shard's budget (so an alloc+free pair on a stream stays within
-// it). Only a shard that would pass its budget takes the global lock and every shard's lock,
-// sums the exact total, raises P when the total passes it (all budgets are then zero: the total
-// is at its peak), or else takes the budget it needs from the other shards. So the peak is the
-// largest total in the order of the shards' locks, as with one lock, and the slow path runs
-// only where the total comes near its peak.
+// it). Only an allocation that would pass its shard's budget takes the slow path: the allocator
+// first puts the block back (nothing has changed then), takes every pool's lock (in their
+// order), allocates again and calls allocated_beyond_budget(), which sums the exact total,
+// raises P when the total passes it (all budgets are then zero: the total is at its peak), or
+// else takes the budget it needs from the other shards. So a block is never out of its pool
+// without being counted, not even for a moment (the first version of this scheme handed the
+// block out under its pool's lock, let go of it and counted it under every pool's lock: a
+// snapshot in between saw reserved != active + cached), the peak is the largest total in the
+// order of the pools' locks, as with one lock, and the slow path runs only where the total comes
+// near its peak. Frees only shrink the figures: they always fit.
 //
-// Lock order: the global lock, then the shards' locks in creation order. A shard's own
-// operations take only its lock (and leave it before the slow path takes the global one). The
-// allocator calls these under a stream pool's lock, which comes before both.
+// Lock order: the pools' locks, then the global lock (held for a few instructions).
 #pragma once
 
 #include <algorithm>
@@ -43,55 +49,55 @@ class CachingCounters {
   enum Figure { kAllocated, kRequested, kActive, kBlocks, kFigures };
   using Deltas = std::array<std::int64_t, kFigures>;
 
-  // One stream pool's part of the figures that every allocation and free changes.
+  // One stream pool's part of the figures that every allocation and free changes. Guarded by
+  // the pool's lock.
   class alignas(64) Shard {
    public:
-    explicit Shard(CachingCounters& owner) : owner_(owner) {}
+    Shard() = default;
     Shard(const Shard&) = delete;
     Shard& operator=(const Shard&) = delete;
 
-    // A block of `size` bytes handed out for a request of `requested` bytes.
+    // Counts a block of `size` bytes handed out for a request of `requested` bytes when that
+    // fits the shard's budget; false (nothing counted) when it does not: then the caller, holding
+    // every pool's lock, calls allocated_beyond_budget().
+    [[nodiscard]] bool fits_allocation(std::size_t size, std::size_t requested) const {
+      const std::int64_t n = signed_(size);
+      return n <= budget_[kAllocated] && signed_(requested) <= budget_[kRequested] &&
+             n <= budget_[kActive] && budget_[kBlocks] >= 1;
+    }
+    // Counts an allocation that fits_allocation() accepted.
     void allocated(std::size_t size, std::size_t requested) {
-      change({signed_(size), signed_(requested), signed_(size), 1});
+      apply(signed_(size), signed_(requested), signed_(size), 1);
     }
     // A block freed by its user. Unless `reusable` (no other stream uses it), it stays active
-    // until released().
+    // until released(). Figures only shrink, which always fits.
     void freed(std::size_t size, std::size_t requested, bool reusable) {
-      change({-signed_(size), -signed_(requested), reusable ? -signed_(size) : 0, -1});
+      apply(-signed_(size), -signed_(requested), reusable ? -signed_(size) : 0, -1);
     }
     // A freed block no stream uses any more is back in its pool.
-    void released(std::size_t size) { change({0, 0, -signed_(size), 0}); }
+    void released(std::size_t size) { apply(0, 0, -signed_(size), 0); }
 
    private:
     friend class CachingCounters;
-    void change(const Deltas& d) {
-      {
-        std::lock_guard<SpinMutex> lock(mutex_);
-        if (fits(d)) {
-          apply(d);
-          return;
-        }
-      }
-      owner_.change_beyond_budget(*this, d);
-    }
-    bool fits(const Deltas& d) const {
-      for (int k = 0; k < kFigures; ++k) {
-        if (d[k] > budget_[k]) return false;
-      }
-      return true;
-    }
-    // Within the budget: the shard's figure plus its budget stays the same.
-    void apply(const Deltas& d) {
-      for (int k = 0; k < kFigures; ++k) {
-        current_[k] += d[k];
-        budget_[k] -= d[k];
-      }
+    // Within the budget: the shard's figure plus its budget stays the same. Four scalars, not
+    // an array of deltas: the compiler built such an array on the stack and read it back in
+    // 16-byte loads, which cannot be forwarded from the 8-byte stores that wrote it (a stall of
+    // a dozen cycles or more at every allocation and free: a sixth of a cached pair's time in
+    // perf on the development machine).
+    void apply(std::int64_t allocated, std::int64_t requested, std::int64_t active,
+               std::int64_t blocks) {
+      current_[kAllocated] += allocated;
+      budget_[kAllocated] -= allocated;
+      current_[kRequested] += requested;
+      budget_[kRequested] -= requested;
+      current_[kActive] += active;
+      budget_[kActive] -= active;
+      current_[kBlocks] += blocks;
+      budget_[kBlocks] -= blocks;
     }
 
-    CachingCounters& owner_;
-    SpinMutex mutex_;
     Deltas current_{};
-    Deltas budget_{};  // how much each figure may grow without the global lock; never < 0
+    Deltas budget_{};  // how much each figure may grow without the slow path; never < 0
   };
 
   CachingCounters() = default;
@@ -101,6 +107,7 @@ class CachingCounters {
   // A new shard (for a new stream pool); it lives as long as the counters.
   Shard& add_shard();
 
+  // The rarely changed figures below take the global lock (under a pool's lock or not).
   // Device memory obtained (a segment, or a growth of an expandable one) and given back.
   void device_malloc(std::size_t bytes, int new_segments) {
     std::lock_guard<SpinMutex> lock(mutex_);
@@ -127,6 +134,9 @@ class CachingCounters {
     event_synchronizations_ += synchronizations;
   }
 
+  // The following read or change every shard: the caller holds every pool's lock.
+  // Counts an allocation that did not fit its shard's budget (see the top of the file).
+  void allocated_beyond_budget(Shard& shard, std::size_t size, std::size_t requested);
   // The figures kept here (the shards summed); the counts of calls and the snapshot fields
   // (cached, largest free, pending) are the caller's.
   CachingAllocatorStats figures() const;
@@ -138,12 +148,7 @@ class CachingCounters {
     t.current += delta;
     t.peak = std::max(t.peak, t.current);
   }
-  // The slow path of Shard::change (see the top of the file).
-  void change_beyond_budget(Shard& shard, const Deltas& d);
-  // Holds the global lock and every shard's lock for a scope.
-  class LockAll;
-
-  mutable SpinMutex mutex_;  // guards everything below, and (with the shards' locks) budgets
+  mutable SpinMutex mutex_;  // guards everything below (with every pool's lock: the budgets)
   std::vector<std::unique_ptr<Shard>> shards_;
   Deltas peaks_{};
   TrackedStat reserved_, segments_;

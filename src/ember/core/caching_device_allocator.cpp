@@ -9,7 +9,7 @@
 
 #include "ember/core/caching_blocks.hpp"
 #include "ember/core/caching_counters.hpp"
-#include "ember/core/caching_live_blocks.hpp"
+#include "ember/core/caching_segment_map.hpp"
 #include "ember/core/caching_stream_pools.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/spin_mutex.hpp"
@@ -19,6 +19,7 @@ namespace ember {
 
 namespace {
 
+using detail::BlockPool;
 using detail::CachingBlock;
 using detail::StreamPool;
 using detail::StreamPools;
@@ -42,35 +43,53 @@ struct CachingDeviceAllocator::Impl {
         place(p),
         owner(cat("the caching allocator of ", p.to_string())),
         granularity(expandable ? backend->map_granularity() : 0),
-        pools([this](StreamHandle stream) {
-          return std::make_unique<StreamPool>(stream, *backend, owner, granularity, counters);
+        pools([this](StreamHandle stream, std::uint32_t id) {
+          return std::make_unique<StreamPool>(stream, id, *backend, owner, granularity, counters,
+                                              segment_map);
         }) {}
 
   ~Impl() {
-    live.for_each([this](CachingBlock* b) { pool_of(b).uses.forget(*b); });
+    for (const auto& p : pools.unlocked_pools())
+      p->live.for_each([&](CachingBlock* b) { p->uses.forget(*b); });
   }
 
-  // The pool a live or freed block belongs to (it exists: the block came from it).
-  StreamPool& pool_of(const CachingBlock* b) const { return *pools.find(b->stream); }
+  // The pool whose segments hold `ptr`; null when none does. Takes no lock.
+  StreamPool* pool_at(const void* ptr) const noexcept { return pools.by_id(segment_map.find(ptr)); }
 
-  // Hands out `b` (out of the pools of `pool`, whose lock is held) for a request of `bytes`,
-  // rounded to `size`.
-  void hand_out(StreamPool& pool, CachingBlock* b, std::size_t size, std::size_t bytes) {
+  // Hands out `b` for a request of `bytes`, rounded to `size`, and counts it: `b` is a cached
+  // block of `pool` (a best fit), whose front is handed out, or new memory out of the pools, split
+  // when too large. The pool's lock is held. When the allocation would pass the pool's statistics
+  // budget and `all` is null, returns null instead, with `b` cached: nothing has changed, and the
+  // caller tries again with every pool locked (`all`), which counts beyond the budget.
+  CachingBlock* hand_out(StreamPool& pool, CachingBlock* b, std::size_t size, std::size_t bytes,
+                         const StreamPools::LockAll* all) {
+    const bool fits = pool.shard.fits_allocation(BlockPool::size_after_split(*b, size), bytes);
+    if (!fits && all == nullptr) {
+      if (!b->cached) pool.blocks.merge_and_cache(b);
+      return nullptr;
+    }
     try {
-      pool.blocks.maybe_split(b, size);
-      live.insert(b);
-    } catch (...) {
-      // Only host memory for bookkeeping can fail here: give the block back to its pool.
-      try {
-        pool.blocks.merge_and_cache(b);
-      } catch (...) {
+      pool.live.reserve_one();
+      if (b->cached) {
+        b = pool.blocks.carve(b, size);
+      } else {
+        pool.blocks.maybe_split(b, size);
       }
+    } catch (...) {
+      // Only host memory for bookkeeping can fail here: new memory goes back to its pool.
+      if (!b->cached) pool.blocks.merge_and_cache(b);
       throw;
     }
+    pool.live.insert(b);
     b->allocated = true;
     b->requested = bytes;
     ++pool.allocs;
-    pool.shard.allocated(b->size, bytes);
+    if (fits) {
+      pool.shard.allocated(b->size, bytes);
+    } else {
+      counters.allocated_beyond_budget(pool.shard, b->size, bytes);
+    }
+    return b;
   }
 
   // Frees what every pool caches (under LockAll): ordinary segments that are entirely free, and
@@ -84,43 +103,69 @@ struct CachingDeviceAllocator::Impl {
       p->release_cached(trim);
   }
 
-  // The out-of-memory path of allocate(): with every pool locked, wait for the other streams,
-  // try the cache again, free every cached segment, retry, and only then throw.
-  void* allocate_after_flush(StreamPool& pool, bool small, std::size_t size, std::size_t bytes) {
+  // allocate() with every pool locked: after the device ran out of memory (`out_of_memory`), or
+  // when the allocation passed its pool's statistics budget (then the block allocate() found
+  // is back in the pool, and is found again here unless another thread took it meanwhile).
+  void* allocate_with_every_pool_locked(StreamPool& pool, bool small, std::size_t size,
+                                        std::size_t bytes, bool out_of_memory) {
     StreamPools::LockAll all(pools);
+    CachingBlock* b = nullptr;
+    if (!out_of_memory) {
+      if (pool.uses.has_pending_events()) pool.poll();
+      b = pool.blocks.best_fit(small, size);
+      if (b == nullptr) b = pool.obtain(small, size, segment_size(size));
+    }
+    if (b == nullptr) b = obtain_after_flush(all, pool, small, size, bytes);
+    return hand_out(pool, b, size, bytes, &all)->ptr;
+  }
+
+  // The out-of-memory path: wait for the other streams, try the cache again, free every cached
+  // segment, retry, and only then throw. Returns a cached block or new memory, as hand_out()
+  // takes them.
+  CachingBlock* obtain_after_flush(const StreamPools::LockAll& all, StreamPool& pool, bool small,
+                                   std::size_t size, std::size_t bytes) {
     counters.retried();
     for (const auto& p : all.pools())
       p->wait_for_events();
     // Blocks that came back from other streams may fit now.
-    CachingBlock* b = pool.blocks.take_best_fit(small, pool.stream, size);
-    if (b == nullptr) {
-      release_cached(all);
-      std::size_t segment = segment_size(size);
+    CachingBlock* b = pool.blocks.best_fit(small, size);
+    if (b != nullptr) return b;
+    release_cached(all);
+    std::size_t segment = segment_size(size);
+    b = pool.obtain(small, size, segment);
+    const bool grows = pool.grows(small);
+    if (grows) segment = round_up(size, granularity);
+    // A large request padded to a 20 MiB segment may still fit on its own.
+    const std::size_t tight = round_up(size, kLargeRounding);
+    if (b == nullptr && !grows && !small && tight < segment) {
+      segment = tight;
       b = pool.obtain(small, size, segment);
-      const bool grows = pool.grows(small);
-      if (grows) segment = round_up(size, granularity);
-      // A large request padded to a 20 MiB segment may still fit on its own.
-      const std::size_t tight = round_up(size, kLargeRounding);
-      if (b == nullptr && !grows && !small && tight < segment) {
-        segment = tight;
-        b = pool.obtain(small, size, segment);
-      }
-      if (b == nullptr) throw_oom(all, bytes, segment);
     }
-    hand_out(pool, b, size, bytes);
-    return b->ptr;
+    if (b == nullptr) throw_oom(all, bytes, segment);
+    return b;
   }
 
-  // Calls `record(block)` for the live block at `ptr` when `stream` is not its own (stream order
-  // already protects it there), under the block's bucket lock. `call` names the caller in the
+  // Calls `f(pool, block)` with the live block at `ptr` and its pool (both null when no block is
+  // live there), under the pool's lock: the block stays live meanwhile, unless `f` frees it.
+  template <typename F>
+  decltype(auto) with_live(const void* ptr, F&& f) const {
+    StreamPool* pool = pool_at(ptr);
+    if (pool == nullptr) return f(static_cast<StreamPool*>(nullptr), nullptr);
+    std::lock_guard<SpinMutex> lock(pool->mutex);
+    CachingBlock* b = pool->live.find(ptr);
+    return f(b == nullptr ? nullptr : pool, b);
+  }
+
+  // Calls `record(pool, block)` for the live block at `ptr` when `stream` is not its own (stream
+  // order already protects it there), under its pool's lock. `call` names the caller in the
   // error for a pointer this allocator did not hand out.
   template <typename Record>
   void use_elsewhere(void* ptr, StreamHandle stream, const char* call, Record&& record) {
     if (ptr == nullptr) return;
-    live.with(ptr, [&](CachingBlock* b) {
+    with_live(ptr, [&](StreamPool* pool, CachingBlock* b) {
       EMBER_CHECK(b != nullptr, call, " on ", place,
                   ": the pointer was not allocated by this caching allocator (or was freed)");
-      if (stream != b->stream) record(b);
+      if (stream != b->stream) record(*pool, b);
     });
   }
 
@@ -156,7 +201,7 @@ struct CachingDeviceAllocator::Impl {
   std::string owner;        // for warnings
   std::size_t granularity;  // > 0: expandable segments, grown in these steps
   detail::CachingCounters counters;
-  detail::LiveBlocks live;
+  detail::SegmentMap segment_map;  // before the pools: they register their segments in it
   StreamPools pools;
 };
 
@@ -177,10 +222,6 @@ bool CachingDeviceAllocator::expandable_segments() const {
 }
 
 CachingDeviceAllocator::~CachingDeviceAllocator() = default;
-
-std::size_t CachingDeviceAllocator::round_size(std::size_t bytes) {
-  return bytes < kRoundBytes ? kRoundBytes : round_up(bytes, kRoundBytes);
-}
 
 std::size_t CachingDeviceAllocator::segment_size(std::size_t rounded) {
   if (rounded <= kSmallRequest) return kSmallSegment;
@@ -207,54 +248,61 @@ void* CachingDeviceAllocator::allocate(std::size_t bytes, StreamHandle stream) {
   const std::size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
   StreamPool& pool = m.pools.get(stream);
+  bool out_of_memory;
   {
     std::lock_guard<SpinMutex> lock(pool.mutex);
     if (pool.uses.has_pending_events()) pool.poll();
-    CachingBlock* b = pool.blocks.take_best_fit(small, stream, size);
+    CachingBlock* b = pool.blocks.best_fit(small, size);
     if (b == nullptr) b = pool.obtain(small, size, segment_size(size));
-    if (b != nullptr) {
-      m.hand_out(pool, b, size, bytes);
-      return b->ptr;
+    if (b == nullptr) {
+      out_of_memory = true;
+    } else if (CachingBlock* out = m.hand_out(pool, b, size, bytes, nullptr); out != nullptr) {
+      return out->ptr;
+    } else {
+      out_of_memory = false;
     }
   }
-  return m.allocate_after_flush(pool, small, size, bytes);
+  return m.allocate_with_every_pool_locked(pool, small, size, bytes, out_of_memory);
 }
 
 void CachingDeviceAllocator::deallocate(void* ptr, std::size_t) noexcept {
   if (ptr == nullptr) return;
   Impl& m = *impl_;
-  CachingBlock* b = m.live.extract(ptr);
-  if (b == nullptr) {
-    std::fprintf(stderr,
-                 "ember: fatal: the caching allocator of %s was asked to free %p, which it did "
-                 "not allocate (or which was freed already)\n",
-                 place_.to_string().c_str(), ptr);
-    std::abort();
+  if (StreamPool* pool = m.pool_at(ptr); pool != nullptr) {
+    std::lock_guard<SpinMutex> lock(pool->mutex);
+    if (CachingBlock* b = pool->live.extract(ptr); b != nullptr) {
+      b->allocated = false;
+      ++pool->frees;
+      const bool waits = pool->uses.defer_free(*b, b->size);
+      pool->shard.freed(b->size, b->requested, !waits);
+      b->requested = 0;
+      if (!waits) pool->release_block(b, /*counted=*/true);
+      return;
+    }
   }
-  StreamPool& pool = m.pool_of(b);
-  std::lock_guard<SpinMutex> lock(pool.mutex);
-  b->allocated = false;
-  ++pool.frees;
-  const bool waits = pool.uses.defer_free(*b, b->size);
-  pool.shard.freed(b->size, b->requested, !waits);
-  b->requested = 0;
-  if (!waits) pool.release_block(b, /*counted=*/true);
+  std::fprintf(stderr,
+               "ember: fatal: the caching allocator of %s was asked to free %p, which it did "
+               "not allocate (or which was freed already)\n",
+               place_.to_string().c_str(), ptr);
+  std::abort();
 }
 
 void CachingDeviceAllocator::record_stream(void* ptr, StreamHandle stream) {
-  impl_->use_elsewhere(ptr, stream, "record_stream", [&](CachingBlock* b) {
+  impl_->use_elsewhere(ptr, stream, "record_stream", [&](StreamPool&, CachingBlock* b) {
     detail::StreamUseTracker::record_stream(*b, stream);
   });
 }
 
 void CachingDeviceAllocator::record_use(void* ptr, StreamHandle stream) {
-  impl_->use_elsewhere(ptr, stream, "record_use", [&](CachingBlock* b) {
-    impl_->pool_of(b).uses.record_use(*b, stream, b->size);
+  impl_->use_elsewhere(ptr, stream, "record_use", [&](StreamPool& pool, CachingBlock* b) {
+    pool.uses.record_use(*b, stream, b->size);
   });
 }
 
 std::size_t CachingDeviceAllocator::allocated_size(const void* ptr) const {
-  return impl_->live.with(ptr, [](const CachingBlock* b) { return b == nullptr ? 0 : b->size; });
+  return impl_->with_live(ptr, [](StreamPool*, const CachingBlock* b) -> std::size_t {
+    return b == nullptr ? 0 : b->size;
+  });
 }
 
 void CachingDeviceAllocator::empty_cache() {
@@ -289,6 +337,7 @@ CachingAllocatorStats CachingDeviceAllocator::stats() const {
 }
 
 void CachingDeviceAllocator::reset_peak_stats() {
+  StreamPools::LockAll all(impl_->pools);
   impl_->counters.reset_peaks();
 }
 

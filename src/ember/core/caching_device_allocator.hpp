@@ -17,7 +17,9 @@
 // (the driver's virtual memory API maps more memory at its end, at least 6 MiB at a time)
 // instead of new segments being added; see docs/memory.md.
 // Threads on different streams share no lock and write no shared cache line on the fast path:
-// each stream has its own pool and its own share of the statistics (caching_counters.hpp).
+// each stream has its own pool, its own live blocks and its own share of the statistics
+// (caching_counters.hpp). A cached allocation or a free takes one lock, its pool's: a free finds
+// the pool of its pointer through a lock-free map of the segments (caching_segment_map.hpp).
 // The policy talks to the device only through a DeviceBackend, so it runs without a GPU too.
 #pragma once
 
@@ -130,7 +132,10 @@ class CachingDeviceAllocator final : public Allocator {
   void reset_peak_stats();
 
   // The size a request is rounded to, and the segment a request of that rounded size gets.
-  static std::size_t round_size(std::size_t bytes);
+  static std::size_t round_size(std::size_t bytes) {
+    return bytes < kRoundBytes ? kRoundBytes
+                               : (bytes + kRoundBytes - 1) / kRoundBytes * kRoundBytes;
+  }
   static std::size_t segment_size(std::size_t rounded);
 
   DeviceBackend& backend();

@@ -1,87 +1,114 @@
-// The blocks a caching device allocator has handed out, by address. Its streams allocate and
-// free at the same time, so the map is cut into buckets by address, each with its own lock on a
-// cache line of its own: threads meet only when two of their blocks fall into one bucket. With
-// 1024 buckets, eight threads that each reuse one block (the alloc+free pairs of bench_memory)
-// share a bucket with a chance of about 3 % (64 buckets: about 35 %, and then for the whole run).
+// The blocks one stream pool has handed out, by address: an open-addressing hash table (linear
+// probing, power-of-two capacity, at most half full, deletion by shifting back) guarded by the
+// pool's lock. A free finds its pool through the SegmentMap (caching_segment_map.hpp) and then
+// its block here, under the one lock it takes anyway.
+//
+// Not std::unordered_map: its bucket index is a division by a prime (some 20-40 cycles, twice
+// a pair), and its nodes are heap objects; here a lookup is a multiplication and, mostly, one
+// cache line.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <utility>
+#include <vector>
 
 #include "ember/core/caching_blocks.hpp"
-#include "ember/core/spin_mutex.hpp"
 
 namespace ember::detail {
 
 class LiveBlocks {
  public:
-  LiveBlocks() {
-    for (Bucket& b : buckets_)
-      b.map.reserve(8);
-  }
+  LiveBlocks() = default;
   LiveBlocks(const LiveBlocks&) = delete;
   LiveBlocks& operator=(const LiveBlocks&) = delete;
 
-  // Adds `b` under b->ptr, reusing the node it carries (no heap memory after its first time).
-  void insert(CachingBlock* b) {
-    Bucket& k = bucket(b->ptr);
-    std::lock_guard<SpinMutex> lock(k.mutex);
-    if (b->map_node.empty()) {
-      k.map.emplace(b->ptr, b);
-    } else {
-      b->map_node.key() = b->ptr;
-      b->map_node.mapped() = b;
-      k.map.insert(std::move(b->map_node));
+  // Makes room for one more block, so that the next insert() cannot fail. Throws (host memory
+  // only) before changing anything.
+  void reserve_one() {
+    if (2 * (count_ + 1) > capacity()) rehash(capacity() == 0 ? kFirstCapacity : 2 * capacity());
+  }
+  // Adds `b` under b->ptr; reserve_one() came first.
+  void insert(CachingBlock* b) noexcept {
+    const auto key = reinterpret_cast<std::uintptr_t>(b->ptr);
+    std::size_t i = home(key);
+    while (slots_[i].block != nullptr)
+      i = (i + 1) & mask_;
+    slots_[i] = {key, b};
+    ++count_;
+  }
+  // The block at `p`; null when none is live there.
+  CachingBlock* find(const void* p) const noexcept {
+    if (count_ == 0) return nullptr;
+    const auto key = reinterpret_cast<std::uintptr_t>(p);
+    for (std::size_t i = home(key);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.block == nullptr) return nullptr;
+      if (s.key == key) return s.block;
     }
   }
-
-  // Takes the block at `ptr` out (keeping its node with it); null when none is live there.
-  CachingBlock* extract(void* ptr) noexcept {
-    Bucket& k = bucket(ptr);
-    std::lock_guard<SpinMutex> lock(k.mutex);
-    auto node = k.map.extract(ptr);
-    if (node.empty()) return nullptr;
-    CachingBlock* b = node.mapped();
-    b->map_node = std::move(node);
+  // Takes the block at `p` out; null when none is live there.
+  CachingBlock* extract(const void* p) noexcept {
+    if (count_ == 0) return nullptr;
+    const auto key = reinterpret_cast<std::uintptr_t>(p);
+    std::size_t i = home(key);
+    for (;; i = (i + 1) & mask_) {
+      if (slots_[i].block == nullptr) return nullptr;
+      if (slots_[i].key == key) break;
+    }
+    CachingBlock* b = slots_[i].block;
+    // Shift back the entries after the hole that would no longer be found past it.
+    for (std::size_t j = (i + 1) & mask_; slots_[j].block != nullptr; j = (j + 1) & mask_) {
+      // Entry j may fill hole i unless its home lies cyclically in (i, j].
+      if (((j - home(slots_[j].key)) & mask_) >= ((j - i) & mask_)) {
+        slots_[i] = slots_[j];
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --count_;
     return b;
   }
 
-  // Calls `f(CachingBlock*)` with the live block at `ptr` (null when none), under its bucket's
-  // lock: the block stays live meanwhile, unless `f` frees it.
+  // Every live block.
   template <typename F>
-  decltype(auto) with(const void* ptr, F&& f) {
-    Bucket& k = bucket(ptr);
-    std::lock_guard<SpinMutex> lock(k.mutex);
-    auto it = k.map.find(const_cast<void*>(ptr));
-    return f(it == k.map.end() ? nullptr : it->second);
+  void for_each(F&& f) const {
+    for (const Slot& s : slots_) {
+      if (s.block != nullptr) f(s.block);
+    }
   }
+  std::size_t size() const { return count_; }
 
-  // Every live block; only while no other thread uses the allocator.
-  template <typename F>
-  void for_each(F&& f) {
-    for (Bucket& k : buckets_) {
-      for (auto& [ptr, b] : k.map)
-        f(b);
+ private:
+  struct Slot {
+    std::uintptr_t key = 0;
+    CachingBlock* block = nullptr;  // null: empty
+  };
+  static constexpr std::size_t kFirstCapacity = 16;
+
+  std::size_t capacity() const { return slots_.size(); }
+  std::size_t home(std::uintptr_t key) const {
+    // Blocks start on 512-byte boundaries; Fibonacci hashing spreads the rest.
+    return static_cast<std::size_t>(((key >> 9) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void rehash(std::size_t capacity) {
+    // On cache lines of its own: two pools' tables must not share one (each is written by its
+    // own stream's thread).
+    std::vector<Slot, CacheLineAllocator<Slot>> old(capacity);
+    old.swap(slots_);
+    mask_ = capacity - 1;
+    shift_ = 64;
+    for (std::size_t c = capacity; c > 1; c >>= 1)
+      --shift_;
+    count_ = 0;
+    for (const Slot& s : old) {
+      if (s.block != nullptr) insert(s.block);
     }
   }
 
- private:
-  static constexpr int kBucketBits = 10;
-  struct alignas(64) Bucket {
-    SpinMutex mutex;
-    LiveMap map;
-  };
-  static_assert(sizeof(Bucket) == 64, "a bucket's lock and map head fill one cache line");
-  Bucket& bucket(const void* ptr) {
-    // Blocks start on 512-byte boundaries; Fibonacci hashing spreads the rest.
-    const auto a = reinterpret_cast<std::uintptr_t>(ptr) >> 9;
-    return buckets_[(a * 0x9E3779B97F4A7C15ull) >> (64 - kBucketBits)];
-  }
-
-  std::array<Bucket, std::size_t{1} << kBucketBits> buckets_;
+  std::vector<Slot, CacheLineAllocator<Slot>> slots_;
+  std::size_t mask_ = 0;
+  int shift_ = 64;
+  std::size_t count_ = 0;
 };
 
 }  // namespace ember::detail

@@ -1,23 +1,27 @@
 #include "ember/core/caching_stream_pools.hpp"
 
+#include <algorithm>
 #include <cstdint>
+
+#include "ember/core/error.hpp"
 
 namespace ember::detail {
 
-StreamPool::StreamPool(StreamHandle s, DeviceBackend& b, const std::string& owner,
-                       std::size_t granularity, CachingCounters& c)
-    : stream(s), backend(b), counters(c), shard(c.add_shard()), uses(b, owner) {
+StreamPool::StreamPool(StreamHandle s, std::uint32_t i, DeviceBackend& b, const std::string& owner,
+                       std::size_t granularity, CachingCounters& c, SegmentMap& m)
+    : stream(s),
+      id(i),
+      backend(b),
+      counters(c),
+      shard(c.add_shard()),
+      segment_map(m),
+      uses(b, owner) {
   if (granularity > 0) growing.emplace(backend, granularity, blocks, counters);
 }
 
 StreamPool::~StreamPool() {
   for (void* s : segments)
     backend.free(s);
-}
-
-void StreamPool::release_block(CachingBlock* b, bool counted) {
-  if (!counted) shard.released(b->size);
-  blocks.merge_and_cache(b);
 }
 
 void StreamPool::poll() {
@@ -36,6 +40,14 @@ bool StreamPool::grows(bool small) {
 CachingBlock* StreamPool::obtain(bool small, std::size_t size, std::size_t segment) {
   if (growing) {
     if (GrowingSegment* s = growing->segment_for(stream, small); s != nullptr) {
+      // The addresses the growth will map are registered first (registering may fail; the
+      // growth cannot be undone once mapped). They stay registered after a trim: the address
+      // space is this pool's as long as the segment lives.
+      const std::size_t end = std::min(s->reserved, s->mapped + growing->growth_for(*s, size));
+      if (end > s->registered) {
+        segment_map.add(s->base + s->registered, end - s->registered, id);
+        s->registered = end;
+      }
       return growing->grow(*s, size);
     }
   }
@@ -43,10 +55,14 @@ CachingBlock* StreamPool::obtain(bool small, std::size_t size, std::size_t segme
   if (p == nullptr) return nullptr;
   counters.device_malloc(segment, 1);
   CachingBlock* b;
+  bool registered = false;
   try {
     segments.insert(p);
+    segment_map.add(p, segment, id);
+    registered = true;
     b = blocks.new_block();
   } catch (...) {
+    if (registered) segment_map.remove(p);
     segments.erase(p);
     backend.free(p);
     counters.device_free(segment, 1);
@@ -62,6 +78,7 @@ CachingBlock* StreamPool::obtain(bool small, std::size_t size, std::size_t segme
 void StreamPool::release_cached(bool trim) {
   if (trim && growing) growing->trim();
   blocks.release_whole_segments([this](CachingBlock* b) {
+    segment_map.remove(b->ptr);
     segments.erase(b->ptr);
     backend.free(b->ptr);
     counters.device_free(b->size, 1);
@@ -84,27 +101,32 @@ StreamPools::StreamPools(Factory make) : make_(std::move(make)) {
 
 StreamPools::~StreamPools() = default;
 
-std::size_t StreamPools::home_slot(StreamHandle stream, std::size_t mask) {
-  const auto a = reinterpret_cast<std::uintptr_t>(stream) >> 4;
-  return static_cast<std::size_t>((a * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
-StreamPool* StreamPools::find(StreamHandle stream) const noexcept {
-  const Table* t = table_.load(std::memory_order_acquire);
-  for (std::size_t i = home_slot(stream, t->mask);; i = (i + 1) & t->mask) {
-    StreamPool* p = t->slots[i].load(std::memory_order_acquire);
-    if (p == nullptr) return nullptr;
-    if (p->stream == stream) return p;
-  }
-}
-
-StreamPool& StreamPools::get(StreamHandle stream) {
-  if (StreamPool* p = find(stream); p != nullptr) return *p;
+StreamPool& StreamPools::create(StreamHandle stream) {
   std::lock_guard<std::mutex> lock(registry_);
   if (StreamPool* p = find(stream); p != nullptr) return *p;
-  std::unique_ptr<StreamPool> pool = make_(stream);
+  const auto id = static_cast<std::uint32_t>(pools_.size() + 1);
+  EMBER_CHECK(id <= SegmentMap::kMaxPoolId, "the caching device allocator serves at most ",
+              SegmentMap::kMaxPoolId, " streams");
+  std::unique_ptr<StreamPool> pool = make_(stream, id);
   pools_.reserve(pools_.size() + 1);
-  index(pool.get());  // may throw, before publishing anything
+  std::atomic<StreamPool*>* chunk = by_id_[id / kChunk].load(std::memory_order_relaxed);
+  if (chunk == nullptr) {
+    chunks_.reserve(chunks_.size() + 1);
+    chunks_.push_back(std::make_unique<std::atomic<StreamPool*>[]>(kChunk));
+    chunk = chunks_.back().get();
+    for (std::uint32_t i = 0; i < kChunk; ++i)
+      chunk[i].store(nullptr, std::memory_order_relaxed);
+    by_id_[id / kChunk].store(chunk, std::memory_order_release);
+  }
+  // Findable by id before it is findable by stream: a thread that finds the pool by its stream
+  // may hand out a block at once, and whoever frees that block finds the pool by its id.
+  chunk[id % kChunk].store(pool.get(), std::memory_order_release);
+  try {
+    index(pool.get());  // may throw, before publishing the pool
+  } catch (...) {
+    chunk[id % kChunk].store(nullptr, std::memory_order_relaxed);
+    throw;
+  }
   pools_.push_back(std::move(pool));
   return *pools_.back();
 }

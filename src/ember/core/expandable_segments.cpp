@@ -71,17 +71,22 @@ bool ExpandableSegments::map_more(GrowingSegment& s, std::size_t bytes) {
   return true;
 }
 
+std::size_t ExpandableSegments::growth_for(const GrowingSegment& s, std::size_t size) const {
+  const CachingBlock* t = s.tail;
+  // With a free end block, size > t->size (or the best fit would have found it).
+  const std::size_t needed = t != nullptr && t->cached ? size - t->size : size;
+  return round_up(std::max(needed, kMinGrowth), granularity_);
+}
+
 CachingBlock* ExpandableSegments::grow(GrowingSegment& s, std::size_t size) {
   CachingBlock* t = s.tail;
+  const std::size_t more = growth_for(s, size);
   if (t != nullptr && t->cached) {
-    // size > t->size, or the best fit would have found the end block.
-    const std::size_t more = round_up(std::max(size - t->size, kMinGrowth), granularity_);
     if (!map_more(s, more)) return nullptr;
     blocks_.uncache(t);
     t->size += more;
     return t;
   }
-  const std::size_t more = round_up(std::max(size, kMinGrowth), granularity_);
   CachingBlock* b = blocks_.new_block();
   if (!map_more(s, more)) {
     blocks_.recycle(b);

@@ -48,6 +48,8 @@ class ExpandableSegments {
   // The growing segment of (stream, pool), reserved on first use; null when no address space
   // could be reserved (the caller then uses ordinary segments).
   GrowingSegment* segment_for(StreamHandle stream, bool small);
+  // How many bytes grow() maps for a request of `size` bytes.
+  std::size_t growth_for(const GrowingSegment& segment, std::size_t size) const;
   // A block of at least `size` bytes at the end of `segment`, out of the pools: the free end
   // block grown, or a new block. Null when the device is out of memory.
   CachingBlock* grow(GrowingSegment& segment, std::size_t size);

@@ -7,14 +7,6 @@
 
 namespace ember::detail {
 
-void StreamUses::clear_uses() noexcept {
-  streams.clear();
-  uses.clear();
-  pending_events = 0;
-  unusable = false;
-  prev_waiting = next_waiting = nullptr;
-}
-
 StreamUseTracker::StreamUseTracker(DeviceBackend& backend, std::string owner)
     : backend_(backend), owner_(std::move(owner)) {}
 
@@ -68,7 +60,7 @@ void StreamUseTracker::record_use(StreamUses& b, StreamHandle stream,
   }
 }
 
-bool StreamUseTracker::defer_free(StreamUses& b, std::size_t bytes) noexcept {
+bool StreamUseTracker::defer_used_elsewhere(StreamUses& b, std::size_t bytes) noexcept {
   if (!b.unusable && b.used_elsewhere()) {
     const char* why = nullptr;
     try {

@@ -52,7 +52,13 @@ struct StreamUses {
   // Any use on another stream recorded so far.
   bool used_elsewhere() const { return !streams.empty() || !uses.empty(); }
   // For a block struct that is recycled: no uses, nothing pending.
-  void clear_uses() noexcept;
+  void clear_uses() noexcept {
+    streams.clear();
+    uses.clear();
+    pending_events = 0;
+    unusable = false;
+    prev_waiting = next_waiting = nullptr;
+  }
 };
 
 // The freed blocks that wait for other streams, with their events, for one allocator. Not
@@ -77,7 +83,11 @@ class StreamUseTracker {
   // `b` has just been freed. True when it must wait for other streams (it is then on the
   // waiting list until it comes back through poll() or wait_all(), or for good when unusable);
   // false when it may be reused at once.
-  bool defer_free(StreamUses& b, std::size_t bytes) noexcept;
+  bool defer_free(StreamUses& b, std::size_t bytes) noexcept {
+    // Most blocks are used on their own stream only: nothing to wait for.
+    if (!b.unusable && !b.used_elsewhere()) return false;
+    return defer_used_elsewhere(b, bytes);
+  }
 
   // Hands every waiting block whose events have all completed to `ready(StreamUses&)`. Never
   // blocks. When `ready` or the backend throws, the blocks not yet handed out stay waiting.
@@ -122,6 +132,8 @@ class StreamUseTracker {
     (*static_cast<std::remove_reference_t<Ready>*>(context))(block);
   }
 
+  // defer_free() of a block used on other streams (or unusable).
+  bool defer_used_elsewhere(StreamUses& b, std::size_t bytes) noexcept;
   void poll_impl(ReadyFn ready, void* context);
   std::int64_t wait_all_impl(ReadyFn ready, void* context);
   // One event of `b` completed: hands it to `ready` when it was the last.

@@ -6,6 +6,7 @@
 
 #include "ember/core/error.hpp"
 #include "ember/data/parquet/column_cursor_detail.hpp"
+#include "ember/data/parquet/snappy_decoder.hpp"
 
 namespace ember::data::parquet {
 
@@ -66,7 +67,7 @@ void ColumnCursor::start(const ColumnBinding& binding, const std::byte* file, st
   dict_floats_.clear();
   has_dictionary_ = false;
   what_ = where();
-  if (!codec_supported(codec_)) fail(codec_support_problem(codec_));
+  if (!codec_readable(codec_)) fail(codec_support_problem(codec_, false));
   std::int64_t begin = meta.data_page_offset;
   if (meta.dictionary_page_offset && *meta.dictionary_page_offset > 0 &&
       *meta.dictionary_page_offset < begin) {
@@ -93,6 +94,11 @@ const std::byte* ColumnCursor::page_bytes(const PageHeader& header, const std::b
     return body;  // decoded in place from the mapping
   }
   (void)header;
+  if (codec_ == Codec::Snappy) {
+    if (const std::byte* in_place = snappy_single_literal(body, compressed, uncompressed)) {
+      return in_place;  // a page snappy could not compress: read where it lies
+    }
+  }
   Decompressor::check_size(codec_, body, compressed, uncompressed,
                            cat(what_, ", page ", page_index_));
   if (buffer.size() < uncompressed) buffer.resize(uncompressed);
@@ -301,7 +307,11 @@ ColumnCursor::DataPage ColumnCursor::open_v2(const PageHeader& h, const std::byt
   const std::byte* v = body + rl + dl;
   const std::size_t vc = compressed - static_cast<std::size_t>(rl + dl);
   const std::size_t vu = uncompressed - static_cast<std::size_t>(rl + dl);
-  if (v2.is_compressed && codec_ != Codec::Uncompressed) {
+  const std::byte* in_place = nullptr;
+  if (v2.is_compressed && codec_ == Codec::Snappy) in_place = snappy_single_literal(v, vc, vu);
+  if (in_place != nullptr) {
+    page.values = in_place;
+  } else if (v2.is_compressed && codec_ != Codec::Uncompressed) {
     Decompressor::check_size(codec_, v, vc, vu, cat(what_, ", page ", page_index_));
     if (value_buffer_for_v2_.size() < vu) value_buffer_for_v2_.resize(vu);
     decompressor_->decompress(codec_, v, vc, value_buffer_for_v2_.data(), vu,

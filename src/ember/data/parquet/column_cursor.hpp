@@ -95,6 +95,8 @@ class ColumnCursor {
                               std::size_t compressed, std::size_t uncompressed,
                               std::vector<std::byte>& buffer);
   void check_no_nulls(std::int64_t n);
+  // The next n dictionary indices of the page to idx, each checked to lie in the dictionary.
+  void next_indices(std::uint32_t* idx, std::size_t n, std::size_t dict_size);
   void decode_raw_ints(std::int64_t* out, std::size_t n);
   template <class Key>
   const Key* keyed_dictionary(const KeyRange& range);

@@ -15,6 +15,20 @@ namespace {
 using detail::kChunk;
 using detail::load;
 using detail::value_width;
+// n PLAIN values of type Raw from p to floats at out[0], out[stride], ...
+template <class Raw>
+void plain_to_floats(const std::byte* p, float* out, std::ptrdiff_t stride, std::size_t n) {
+  constexpr std::size_t kPerLine = 64 / sizeof(Raw);
+  for (std::size_t i0 = 0; i0 < n; i0 += kPerLine) {
+    detail::prefetch_ahead(p + sizeof(Raw) * i0);
+    const std::size_t end = std::min(n, i0 + kPerLine);
+    for (std::size_t i = i0; i < end; ++i) {
+      out[static_cast<std::ptrdiff_t>(i) * stride] =
+          static_cast<float>(load<Raw>(p + sizeof(Raw) * i));
+    }
+  }
+}
+
 }  // namespace
 
 void ColumnCursor::check_no_nulls(std::int64_t n) {
@@ -28,22 +42,30 @@ void ColumnCursor::check_no_nulls(std::int64_t n) {
   }
 }
 
+void ColumnCursor::next_indices(std::uint32_t* idx, std::size_t n, std::size_t dict_size) {
+  if (indices_.get(idx, n) != n) {
+    fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
+  }
+  // One pass that vectorises (an OR of comparisons; a running maximum of unsigned values does
+  // not, before SSE4.1); the worst index is looked for only for the message.
+  const auto size = static_cast<std::uint32_t>(std::min<std::size_t>(dict_size, 0xffffffffu));
+  std::uint32_t past = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    past |= static_cast<std::uint32_t>(idx[i] >= size);
+  if (past != 0) [[unlikely]] {
+    const std::uint32_t worst = *std::max_element(idx, idx + n);
+    fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
+             dict_size, " entries"));
+  }
+}
+
 void ColumnCursor::decode_raw_ints(std::int64_t* out, std::size_t n) {
   if (values_ == Values::Dictionary) {
     index_scratch_.resize(std::max(index_scratch_.size(), std::min(n, kChunk)));
     const auto dict_size = static_cast<std::uint32_t>(dict_ints_.size());
     for (std::size_t done = 0; done < n;) {
       const std::size_t m = std::min(n - done, kChunk);
-      if (indices_.get(index_scratch_.data(), m) != m) {
-        fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-      }
-      std::uint32_t worst = 0;
-      for (std::size_t i = 0; i < m; ++i)
-        worst = std::max(worst, index_scratch_[i]);
-      if (worst >= dict_size) {
-        fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-                 dict_size, " entries"));
-      }
+      next_indices(index_scratch_.data(), m, dict_size);
       for (std::size_t i = 0; i < m; ++i)
         out[done + i] = dict_ints_[index_scratch_[i]];
       done += m;
@@ -75,16 +97,7 @@ void ColumnCursor::decode_floats(float* out, std::ptrdiff_t stride, std::size_t 
     const auto dict_size = static_cast<std::uint32_t>(dict_floats_.size());
     for (std::size_t done = 0; done < n;) {
       const std::size_t m = std::min(n - done, kChunk);
-      if (indices_.get(index_scratch_.data(), m) != m) {
-        fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-      }
-      std::uint32_t worst = 0;
-      for (std::size_t i = 0; i < m; ++i)
-        worst = std::max(worst, index_scratch_[i]);
-      if (worst >= dict_size) {
-        fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-                 dict_size, " entries"));
-      }
+      next_indices(index_scratch_.data(), m, dict_size);
       float* o = out + static_cast<std::ptrdiff_t>(done) * stride;
       for (std::size_t i = 0; i < m; ++i)
         o[static_cast<std::ptrdiff_t>(i) * stride] = dict_floats_[index_scratch_[i]];
@@ -97,29 +110,21 @@ void ColumnCursor::decode_floats(float* out, std::ptrdiff_t stride, std::size_t 
     fail(cat("page ", page_index_ - 1, " holds ", plain_left_ / width,
              " values, fewer than its header claims"));
   }
-  const std::byte* p = plain_;
+  const bool u = binding_->is_unsigned;
   switch (type_) {
     case PhysicalType::Float:
-      for (std::size_t i = 0; i < n; ++i)
-        out[static_cast<std::ptrdiff_t>(i) * stride] = load<float>(p + 4 * i);
+      plain_to_floats<float>(plain_, out, stride, n);
       break;
     case PhysicalType::Double:
-      for (std::size_t i = 0; i < n; ++i)
-        out[static_cast<std::ptrdiff_t>(i) * stride] = static_cast<float>(load<double>(p + 8 * i));
+      plain_to_floats<double>(plain_, out, stride, n);
       break;
     case PhysicalType::Int32:
-      for (std::size_t i = 0; i < n; ++i) {
-        out[static_cast<std::ptrdiff_t>(i) * stride] =
-            binding_->is_unsigned ? static_cast<float>(load<std::uint32_t>(p + 4 * i))
-                                  : static_cast<float>(load<std::int32_t>(p + 4 * i));
-      }
+      u ? plain_to_floats<std::uint32_t>(plain_, out, stride, n)
+        : plain_to_floats<std::int32_t>(plain_, out, stride, n);
       break;
     default:
-      for (std::size_t i = 0; i < n; ++i) {
-        out[static_cast<std::ptrdiff_t>(i) * stride] =
-            binding_->is_unsigned ? static_cast<float>(load<std::uint64_t>(p + 8 * i))
-                                  : static_cast<float>(load<std::int64_t>(p + 8 * i));
-      }
+      u ? plain_to_floats<std::uint64_t>(plain_, out, stride, n)
+        : plain_to_floats<std::int64_t>(plain_, out, stride, n);
   }
   plain_ += n * width;
   plain_left_ -= n * width;
@@ -180,16 +185,7 @@ bool ColumnCursor::read_keys_fast(Key* dst, std::ptrdiff_t stride, std::int64_t 
     if (table == nullptr) return false;
     index_scratch_.resize(std::max<std::size_t>(index_scratch_.size(), kChunk));
     std::uint32_t* idx = index_scratch_.data();
-    if (indices_.get(idx, static_cast<std::size_t>(m)) != static_cast<std::size_t>(m)) {
-      fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
-    }
-    std::uint32_t worst = 0;
-    for (std::int64_t i = 0; i < m; ++i)
-      worst = std::max(worst, idx[i]);
-    if (worst >= dict_ints_.size()) {
-      fail(cat("page ", page_index_ - 1, ": dictionary index ", worst, " past the dictionary's ",
-               dict_ints_.size(), " entries"));
-    }
+    next_indices(idx, static_cast<std::size_t>(m), dict_ints_.size());
     for (std::int64_t i = 0; i < m; ++i)
       dst[i * stride] = table[idx[i]];
     return true;
@@ -203,11 +199,17 @@ bool ColumnCursor::read_keys_fast(Key* dst, std::ptrdiff_t stride, std::int64_t 
   const auto convert = [&](auto raw_type) {
     using Raw = decltype(raw_type);
     const std::int64_t lo = range.min, hi = range.max, offset = range.offset;
+    const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
     bool bad = false;
-    for (std::int64_t i = 0; i < m; ++i) {
-      const auto v = static_cast<std::int64_t>(load<Raw>(plain_ + sizeof(Raw) * i));
-      bad |= (v < lo) | (v > hi);
-      dst[i * stride] = static_cast<Key>(v + offset);
+    constexpr std::int64_t kPerLine = 64 / sizeof(Raw);
+    for (std::int64_t i0 = 0; i0 < m; i0 += kPerLine) {
+      detail::prefetch_ahead(plain_ + sizeof(Raw) * i0);
+      const std::int64_t end = std::min(m, i0 + kPerLine);
+      for (std::int64_t i = i0; i < end; ++i) {
+        const auto v = static_cast<std::int64_t>(load<Raw>(plain_ + sizeof(Raw) * i));
+        bad |= static_cast<std::uint64_t>(v) - static_cast<std::uint64_t>(lo) > span;
+        dst[i * stride] = static_cast<Key>(v + offset);
+      }
     }
     if (bad) [[unlikely]] {
       for (std::int64_t i = 0; i < m; ++i) {

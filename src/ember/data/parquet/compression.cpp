@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "ember/core/error.hpp"
+#include "ember/data/parquet/snappy_decoder.hpp"
 
 #ifndef EMBER_WITH_SNAPPY
 #define EMBER_WITH_SNAPPY 0
@@ -21,13 +22,12 @@
 
 namespace ember::data::parquet {
 
-bool codec_supported(Codec codec) {
+bool codec_readable(Codec codec) {
   switch (codec) {
     case Codec::Uncompressed:
     case Codec::Gzip:
-      return true;
     case Codec::Snappy:
-      return EMBER_WITH_SNAPPY == 1;
+      return true;
     case Codec::Zstd:
       return EMBER_WITH_ZSTD == 1;
     default:
@@ -35,8 +35,13 @@ bool codec_supported(Codec codec) {
   }
 }
 
-std::string codec_support_problem(Codec codec) {
-  if (codec_supported(codec)) return "";
+bool codec_supported(Codec codec) {
+  if (codec == Codec::Snappy) return EMBER_WITH_SNAPPY == 1;
+  return codec_readable(codec);
+}
+
+std::string codec_support_problem(Codec codec, bool writing) {
+  if (writing ? codec_supported(codec) : codec_readable(codec)) return "";
   if (codec == Codec::Snappy || codec == Codec::Zstd) {
     return cat("compression ", to_string(codec), " is not in this build of Ember (",
                codec == Codec::Snappy ? "libsnappy-dev" : "libzstd-dev",
@@ -93,19 +98,14 @@ void inflate_gzip(const std::byte* src, std::size_t size, std::byte* dst, std::s
 void Decompressor::check_size(Codec codec, [[maybe_unused]] const std::byte* src, std::size_t size,
                               std::size_t expected, const std::string& what) {
   switch (codec) {
-#if EMBER_WITH_SNAPPY
     case Codec::Snappy: {
-      std::size_t length = 0;
-      if (snappy_uncompressed_length(reinterpret_cast<const char*>(src), size, &length) !=
-          SNAPPY_OK) {
-        fail(codec, what, "is corrupt (no valid length)");
-      }
-      if (length != expected) {
-        fail(codec, what, cat("declares ", length, " bytes, the page header says ", expected));
+      const auto length = snappy_declared_length(src, size);
+      if (!length) fail(codec, what, "is corrupt (no valid length)");
+      if (*length != expected) {
+        fail(codec, what, cat("declares ", *length, " bytes, the page header says ", expected));
       }
       return;
     }
-#endif
 #if EMBER_WITH_ZSTD
     case Codec::Zstd: {
       const unsigned long long length = ZSTD_getFrameContentSize(src, size);
@@ -138,25 +138,17 @@ void Decompressor::decompress(Codec codec, const std::byte* src, std::size_t siz
       }
       std::memcpy(dst, src, size);
       return;
-#if EMBER_WITH_SNAPPY
     case Codec::Snappy: {
-      const char* in = reinterpret_cast<const char*>(src);
-      std::size_t length = 0;
-      if (snappy_uncompressed_length(in, size, &length) != SNAPPY_OK) {
-        fail(codec, what, "is corrupt (no valid length)");
-      }
-      if (length != expected) {
-        fail(codec, what,
-             cat("decompresses to ", length, " bytes, the page header says ", expected));
-      }
-      std::size_t out = expected;
-      if (snappy_uncompress(in, size, reinterpret_cast<char*>(dst), &out) != SNAPPY_OK ||
-          out != expected) {
-        fail(codec, what, "is corrupt");
+      if (const char* problem = snappy_decode(src, size, dst, expected)) {
+        const auto length = snappy_declared_length(src, size);
+        if (length && *length != expected) {
+          fail(codec, what,
+               cat("decompresses to ", *length, " bytes, the page header says ", expected));
+        }
+        fail(codec, what, cat("is corrupt (it ", problem, ")"));
       }
       return;
     }
-#endif
 #if EMBER_WITH_ZSTD
     case Codec::Zstd: {
       if (contexts_->zstd == nullptr) contexts_->zstd = ZSTD_createDCtx();
@@ -174,7 +166,7 @@ void Decompressor::decompress(Codec codec, const std::byte* src, std::size_t siz
     default:
       break;
   }
-  EMBER_THROW_AS(DataError, what, ": ", codec_support_problem(codec));
+  EMBER_THROW_AS(DataError, what, ": ", codec_support_problem(codec, false));
 }
 
 void compress(Codec codec, const std::byte* src, std::size_t size, std::vector<std::byte>& out) {

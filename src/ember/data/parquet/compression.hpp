@@ -1,6 +1,7 @@
-// Page compression: UNCOMPRESSED, SNAPPY (Debian's libsnappy), ZSTD (libzstd) and GZIP (zlib), the
-// codecs Parquet writers use for Criteo-sized data. One Decompressor per reader thread keeps the
-// codecs' contexts between pages.
+// Page compression: UNCOMPRESSED, SNAPPY, ZSTD (libzstd) and GZIP (zlib), the codecs Parquet
+// writers use for Criteo-sized data. SNAPPY pages are decoded by Ember itself (snappy_decoder.hpp:
+// faster than Debian's libsnappy, and there in every build); libsnappy is needed only to write
+// them. One Decompressor per reader thread keeps the codecs' contexts between pages.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +13,13 @@
 
 namespace ember::data::parquet {
 
-// Whether this build reads and writes `codec` (SNAPPY and ZSTD need their libraries at build time).
+// Whether this build reads pages of `codec`: UNCOMPRESSED, SNAPPY and GZIP always, ZSTD where
+// libzstd was found at build time.
+bool codec_readable(Codec codec);
+// Whether it reads and writes them: writing SNAPPY needs libsnappy, ZSTD libzstd.
 bool codec_supported(Codec codec);
-// "" when supported, else why not, for error messages.
-std::string codec_support_problem(Codec codec);
+// "" when readable (`writing`: supported), else why not, for error messages.
+std::string codec_support_problem(Codec codec, bool writing = true);
 // The writers' default: SNAPPY (HugeCTR's and most writers' choice) where this build has it, else
 // UNCOMPRESSED.
 inline Codec default_write_codec() {

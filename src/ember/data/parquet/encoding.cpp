@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "ember/core/error.hpp"
 
@@ -12,31 +13,76 @@ int bit_width_of(std::uint64_t max_value) {
   return max_value == 0 ? 0 : std::bit_width(max_value);
 }
 
+namespace {
+
+// Values [i, n) of `bit_width` bits from bit `bit` on, each with its own load, bytes one at a time
+// where 8 would run past the data.
+void unpack_each(const std::byte* data, std::size_t size, std::uint64_t bit, int bit_width,
+                 std::uint32_t* out, std::size_t i, std::size_t n) {
+  const std::uint64_t mask = (std::uint64_t{1} << bit_width) - 1;
+  for (; i < n; ++i, bit += static_cast<std::uint64_t>(bit_width)) {
+    const std::size_t byte = static_cast<std::size_t>(bit >> 3);
+    std::uint64_t word = 0;
+    if (byte + 8 <= size) {
+      std::memcpy(&word, data + byte, 8);
+    } else {
+      for (std::size_t k = 0; k < 8 && byte + k < size; ++k) {
+        word |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(data[byte + k])) << (8 * k);
+      }
+    }
+    out[i] = static_cast<std::uint32_t>((word >> (bit & 7)) & mask);
+  }
+}
+
+// Whole groups of 8 values of W bits (W bytes each): every offset and shift is a constant, so
+// the compiler turns a group into 8 loads, shifts and masks. Reads up to 8 bytes past the last
+// group (the caller leaves that much room).
+template <int W>
+void unpack_groups(const std::byte* in, std::uint32_t* out, std::size_t groups) {
+  constexpr std::uint64_t mask = (std::uint64_t{1} << W) - 1;
+  for (std::size_t g = 0; g < groups; ++g, in += W, out += 8) {
+    for (int i = 0; i < 8; ++i) {
+      std::uint64_t word;
+      std::memcpy(&word, in + (i * W) / 8, 8);
+      out[i] = static_cast<std::uint32_t>((word >> ((i * W) % 8)) & mask);
+    }
+  }
+}
+
+template <int... W>
+void unpack_groups_of(int bit_width, const std::byte* in, std::uint32_t* out, std::size_t groups,
+                      std::integer_sequence<int, W...>) {
+  // One instantiation per width 1..32, picked once per call.
+  ((bit_width == W + 1 ? unpack_groups<W + 1>(in, out, groups) : void()), ...);
+}
+
+}  // namespace
+
 void unpack_bits(const std::byte* data, std::size_t size, std::uint64_t first_bit, int bit_width,
                  std::uint32_t* out, std::size_t n) {
   if (bit_width == 0) {
     std::fill(out, out + n, 0u);
     return;
   }
-  const std::uint64_t mask = (std::uint64_t{1} << bit_width) - 1;
-  std::uint64_t bit = first_bit;
-  std::size_t i = 0;
-  // Whole 8-byte loads while they stay inside the data; bytes one at a time at the end.
-  for (; i < n; ++i, bit += static_cast<std::uint64_t>(bit_width)) {
-    const std::size_t byte = static_cast<std::size_t>(bit >> 3);
-    if (byte + 8 > size) break;
-    std::uint64_t word;
-    std::memcpy(&word, data + byte, 8);
-    out[i] = static_cast<std::uint32_t>((word >> (bit & 7)) & mask);
+  const auto width = static_cast<std::uint64_t>(bit_width);
+  // Values up to the next group boundary one by one, then whole groups while 8 bytes past them
+  // stay inside the data, then the rest one by one.
+  const std::uint64_t first = first_bit / width;  // the value's index in its run
+  std::size_t head = static_cast<std::size_t>((8 - first % 8) % 8);
+  if (first_bit % width != 0) head = n;  // not on a value boundary: no groups
+  head = std::min(head, n);
+  unpack_each(data, size, first_bit, bit_width, out, 0, head);
+  const std::uint64_t group_bit = first_bit + head * width;
+  const std::size_t group_byte = static_cast<std::size_t>(group_bit / 8);
+  std::size_t groups = (n - head) / 8;
+  const std::size_t room = size > group_byte + 8 ? size - group_byte - 8 : 0;
+  groups = std::min(groups, room / static_cast<std::size_t>(bit_width));
+  if (groups > 0) {
+    unpack_groups_of(bit_width, data + group_byte, out + head, groups,
+                     std::make_integer_sequence<int, 32>{});
   }
-  for (; i < n; ++i, bit += static_cast<std::uint64_t>(bit_width)) {
-    std::uint64_t word = 0;
-    const std::size_t byte = static_cast<std::size_t>(bit >> 3);
-    for (std::size_t k = 0; k < 8 && byte + k < size; ++k) {
-      word |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(data[byte + k])) << (8 * k);
-    }
-    out[i] = static_cast<std::uint32_t>((word >> (bit & 7)) & mask);
-  }
+  const std::size_t done = head + groups * 8;
+  unpack_each(data, size, first_bit + done * width, bit_width, out, done, n);
 }
 
 void RleDecoder::reset(const std::byte* data, std::size_t size, int bit_width,

@@ -10,8 +10,10 @@ namespace ember::data::parquet {
 namespace {
 
 // Rows decoded per column before moving to the next column: the batch rows being written
-// (label, dense, offsets and keys of 2048 DLRM samples are about 0.5 MB) stay in cache.
-constexpr std::int64_t kTileRows = 2048;
+// (label, dense, offsets and keys of 512 DLRM samples, about 190 KB) stay in L2 while every
+// column stores into them, one value per row at the row's stride. Measured on the DLRM shape:
+// 512 rows beat 2048 by 5 to 8 % and 128 by about as much (more calls per value).
+constexpr std::int64_t kTileRows = 512;
 
 std::string column_list(const ParquetSchema& schema) {
   std::string out;
@@ -128,7 +130,8 @@ ParquetFileReader::ParquetFileReader(const BatchLayout& layout,
 ParquetFileReader::~ParquetFileReader() = default;
 
 void ParquetFileReader::close() {
-  cursors_.clear();
+  // The cursors stay, unused until start() points them at the next file: their page buffers and
+  // scratch are reused instead of being allocated (and faulted in) again for every file.
   bindings_.clear();
   file_.reset();
   total_rows_ = row_ = 0;

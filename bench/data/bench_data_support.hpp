@@ -1,0 +1,63 @@
+// What bench_data.cpp (Norm, the pipeline, main) and bench_parquet.cpp (Parquet) share: the
+// command line, the generated datasets, CPU timing and the pipeline runs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/data/batch_layout.hpp"
+#include "ember/data/data_source.hpp"
+
+namespace ember::benchdata {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  // The GPU part runs whenever a device is present (scripts/gpu-check passes no flags);
+  // --gpu insists on it, --no-gpu skips it.
+  int gpu = -1;
+  bool quick = false;
+  bool parsers_only = false;  // --parsers: the one-thread parser figures alone, no pipelines
+  int threads = 1;
+  std::int64_t samples = 2000000;  // DLRM-shaped; the multi-hot set has a quarter of it
+  std::string dir;
+};
+
+struct Dataset {
+  std::string name;
+  std::string list;
+  data::BatchLayout layout;
+  std::int64_t samples = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::string> files;
+  std::function<std::shared_ptr<data::DataSource>()> make_source;  // Norm when empty
+};
+
+// Sample i of a set: random DLRM-like values (label, 13 dense, 26 slots of 1..nnz_max keys,
+// slot s's keys in [s * 100000, s * 100000 + 100000)).
+void draw_sample(std::int64_t i, int nnz_max, std::vector<float>& label, std::vector<float>& dense,
+                 std::vector<std::int32_t>& nnz, std::vector<std::uint32_t>& keys);
+
+double seconds_since(Clock::time_point t0);
+// CPU time of the calling thread: on a shared machine, what the parser itself costs.
+double thread_cpu_seconds();
+
+// The pipeline over `d` into host batches with 1, 2, 4 ... a.threads workers (and into cuda:0),
+// each run's figures and diagnosis printed.
+void bench_host_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary);
+void bench_gpu_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary,
+                        bool has_target);
+// Samples per second of the pipeline into host batches with `workers` workers.
+double host_pipeline_rate(const Dataset& d, int workers, double seconds);
+
+// The Parquet part (bench_parquet.cpp): writes the DLRM set as Parquet under `dir` and measures
+// its readers; `norm_rate` is Norm's parser in samples per CPU-second.
+void bench_parquet(const std::filesystem::path& dir, double norm_rate, const Args& a,
+                   std::vector<std::string>& summary);
+
+}  // namespace ember::benchdata
