@@ -1,5 +1,7 @@
 #include "ember/embedding/cache_policy.hpp"
 
+#include <algorithm>
+
 #include "ember/core/error.hpp"
 #include "ember/embedding/host_chunks.hpp"
 
@@ -54,7 +56,7 @@ void CachePolicy::append(std::span<const QueueEntry> entries, std::span<const st
       ++count[static_cast<std::size_t>(queues[i])];
   });
   for (std::size_t q = 0; q < Q; ++q) {
-    std::vector<QueueEntry>& log = queues_[q].log;
+    Log& log = queues_[q].log;
     auto at = static_cast<std::int64_t>(log.size());
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::int64_t k = append_counts_[c * Q + q];
@@ -76,7 +78,7 @@ void CachePolicy::victims(std::int64_t n, const CacheSlot* table, std::vector<st
   std::int64_t taken = 0;
   for (int q = 0; q < static_cast<int>(queues_.size()) && taken < n; ++q) {
     Queue& queue = queues_[static_cast<std::size_t>(q)];
-    const std::vector<QueueEntry>& log = queue.log;
+    const Log& log = queue.log;
     // Stale entries before the first live one are dropped on the way.
     bool front = true;
     // The log is walked in stretches of about twice the victims still wanted (most entries near
@@ -146,11 +148,12 @@ void CachePolicy::compact(const CacheSlot* table) {
   entries_ = 0;
   for (int q = 0; q < static_cast<int>(queues_.size()); ++q) {
     Queue& queue = queues_[static_cast<std::size_t>(q)];
-    const std::vector<QueueEntry>& log = queue.log;
+    Log& log = queue.log;
     const std::size_t n = log.size() - queue.head;
     const QueueEntry* in = log.data() + queue.head;
     // Which entries are live (one record read each, on several threads), then the live ones
-    // copied in order.
+    // copied in order to the side and back to the log's start (which keeps its capacity: the
+    // log grows again by the batch).
     const std::size_t chunks = chunk_count(n);
     keep_.resize(n);
     kept_.assign(chunks + 1, 0);
@@ -172,9 +175,16 @@ void CachePolicy::compact(const CacheSlot* table) {
         if (keep_[i] != 0) compacted_[out++] = in[i];
       }
     });
-    queue.log.swap(compacted_);
+    const std::size_t live_entries = kept_[chunks];
+    for_each_chunk(live_entries, chunk_count(live_entries),
+                   [&](std::size_t, std::size_t begin, std::size_t end) {
+                     std::copy(compacted_.begin() + static_cast<std::ptrdiff_t>(begin),
+                               compacted_.begin() + static_cast<std::ptrdiff_t>(end),
+                               log.begin() + static_cast<std::ptrdiff_t>(begin));
+                   });
+    log.resize(live_entries);
     queue.head = 0;
-    entries_ += static_cast<std::int64_t>(queue.log.size());
+    entries_ += static_cast<std::int64_t>(live_entries);
   }
   compacted_ = {};
   keep_ = {};

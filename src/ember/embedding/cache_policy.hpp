@@ -29,6 +29,7 @@
 #include <span>
 #include <vector>
 
+#include "ember/embedding/large_page_allocator.hpp"
 #include "ember/embedding/storage_config.hpp"
 
 namespace ember::embedding {
@@ -45,9 +46,9 @@ struct CacheSlot {
 static_assert(sizeof(CacheSlot) == 16);
 
 // A slot's place in a queue's log: live while the slot's record has this version.
-struct QueueEntry {
-  std::int32_t slot = 0;
-  std::uint32_t version = 0;
+struct QueueEntry {  // no initialisers: a log grows by the batch, then is written whole
+  std::int32_t slot;
+  std::uint32_t version;
 };
 
 class CachePolicy {
@@ -91,8 +92,9 @@ class CachePolicy {
   std::int64_t log_entries() const { return entries_; }
 
  private:
+  using Log = std::vector<QueueEntry, LargePageAllocator<QueueEntry>>;
   struct Queue {
-    std::vector<QueueEntry> log;  // [head, size): oldest first, stale entries among them
+    Log log;  // [head, size): oldest first, stale entries among them
     std::size_t head = 0;
   };
   // Counts the use (saturating; lfu counts from the row's entry, lfu_history over its life) and
@@ -113,7 +115,7 @@ class CachePolicy {
   std::vector<std::int64_t> append_counts_;
   std::vector<std::uint8_t> keep_;
   std::vector<std::size_t> kept_;
-  std::vector<QueueEntry> compacted_;
+  Log compacted_;
   // victims()'s finds per chunk of a stretch of a log: the slots that may go, and where the
   // first live entry is.
   struct Walk {
