@@ -41,6 +41,7 @@
 #include "ember/data/random_stream.hpp"
 #include "ember/embedding/cache_directory.hpp"
 #include "ember/embedding/staging_layout.hpp"
+#include "train/bench_args.hpp"
 
 using namespace ember;
 using namespace ember::embedding;
@@ -235,14 +236,6 @@ void report(const Args& a, double ratio, const Result& r) {
       ratio * 100, eviction_policy_name(a.policy), omp_get_max_threads(), r.total());
 }
 
-std::vector<double> parse_ratios(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    out.push_back(std::stod(part));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -252,20 +245,16 @@ int main(int argc, char** argv) {
     const std::string s = argv[i];
     const bool more = i + 1 < argc;
     if (s == "--ratios" && more) {
-      a.ratios = parse_ratios(argv[++i]);
+      a.ratios = bench::parse_ratios(argv[++i]);
     } else if (s == "--policy" && more) {
       const std::string name = argv[++i];
-      if (name == "lru") {
-        a.policy = EvictionPolicy::Lru;
-      } else if (name == "lfu") {
-        a.policy = EvictionPolicy::Lfu;
-      } else if (name == "lfu_history") {
-        a.policy = EvictionPolicy::LfuHistory;
-      } else {
+      const auto policy = eviction_policy_from_name(name);
+      if (!policy) {
         std::fprintf(stderr, "bench_cache_plan: --policy lru, lfu or lfu_history, not %s\n",
                      name.c_str());
         return 2;
       }
+      a.policy = *policy;
     } else if (s == "--warmup" && more) {
       a.warmup = std::stoll(argv[++i]);
     } else if (s == "--batches" && more) {

@@ -42,6 +42,7 @@
 #include "ember/core/openmp_policy.hpp"
 #include "ember/data/datagen.hpp"
 #include "ember/train/session.hpp"
+#include "train/bench_args.hpp"
 
 namespace fs = std::filesystem;
 using namespace ember;
@@ -289,14 +290,6 @@ int run(const Args& a, const fs::path& dir) {
   return 0;
 }
 
-std::vector<double> parse_ratios(const std::string& text) {
-  std::vector<double> out;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    out.push_back(std::stod(part));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -310,7 +303,7 @@ int main(int argc, char** argv) {
     } else if (s == "--iters" && more) {
       a.iters = std::stoll(argv[++i]);
     } else if (s == "--ratios" && more) {
-      a.ratios = parse_ratios(argv[++i]);
+      a.ratios = bench::parse_ratios(argv[++i]);
     } else if (s == "--scale" && more) {
       a.scale = std::stod(argv[++i]);
     } else if (s == "--pageable") {

@@ -36,6 +36,16 @@ std::vector<std::int64_t> sorted(std::vector<std::int64_t> v) {
   return v;
 }
 
+TEST(EvictionPolicyNames, EveryPolicyRoundTripsThroughItsNameAndOthersAreNone) {
+  for (EvictionPolicy p : {EvictionPolicy::Lru, EvictionPolicy::Lfu, EvictionPolicy::LfuHistory}) {
+    const auto back = eviction_policy_from_name(eviction_policy_name(p));
+    ASSERT_TRUE(back.has_value()) << eviction_policy_name(p);
+    EXPECT_EQ(*back, p);
+  }
+  for (const char* other : {"", "LRU", "lfu-history", "fifo"})
+    EXPECT_FALSE(eviction_policy_from_name(other).has_value()) << other;
+}
+
 TEST(CacheDirectory, HitsMissesAndNewRows) {
   CacheDirectory d = directory(100, 4);
   CachePlan p = run(d, {3, 7});

@@ -54,6 +54,13 @@ const char* eviction_policy_name(EvictionPolicy policy) {
   return name_of(kPolicies, policy);
 }
 
+std::optional<EvictionPolicy> eviction_policy_from_name(std::string_view name) {
+  for (const auto& o : kPolicies) {
+    if (o.name == name) return o.value;
+  }
+  return std::nullopt;
+}
+
 void StorageConfig::validate(const std::string& where) const {
   if (cache_ratio != 0 && !(cache_ratio > 0 && cache_ratio <= 1)) {
     invalid_config(where, "storage.cache_ratio", "a number in (0, 1]", cache_ratio);

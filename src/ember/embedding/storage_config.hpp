@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace ember {
 class ConfigReader;
@@ -29,6 +31,8 @@ enum class EvictionPolicy : std::uint8_t { Lru, Lfu, LfuHistory };
 const char* storage_location_name(StorageLocation location);
 const char* host_memory_name(HostMemory memory);
 const char* eviction_policy_name(EvictionPolicy policy);
+// The policy of that name (as the "policy" key takes it); nullopt for any other name.
+std::optional<EvictionPolicy> eviction_policy_from_name(std::string_view name);
 
 struct StorageConfig {
   StorageLocation location = StorageLocation::Auto;
