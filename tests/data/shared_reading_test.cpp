@@ -105,6 +105,7 @@ struct Case {
   std::string name;
   std::function<std::shared_ptr<DataSource>()> source;
   std::int64_t samples = 0;  // delivered per epoch
+  std::int64_t dropped = 0;  // per epoch (broken checksums)
 };
 
 Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode check,
@@ -112,7 +113,7 @@ Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode
   const SampleShape shape = shape_for(false);
   std::filesystem::create_directories(dir);
   std::vector<std::string> files;
-  std::int64_t total = 0;
+  std::int64_t total = 0, dropped = 0;
   for (std::size_t f = 0; f < counts.size(); ++f) {
     const std::string path = (dir / ("part" + std::to_string(f) + ".data")).string();
     datatest::write_norm(path, datatest::random_samples(rng, counts[f], shape), shape, check,
@@ -122,6 +123,7 @@ Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode
       for (std::int64_t k : {3, 17, 40}) {
         break_checksum(path, k);
         --total;
+        ++dropped;
       }
     }
     files.push_back(path);
@@ -130,7 +132,7 @@ Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode
   write_file_list(list, files);
   const BatchLayout layout = datatest::layout_for(shape, DType::U32);
   return {cat("Norm ", check == CheckMode::Sum ? "Sum" : "None", drops ? " with drops" : ""),
-          [=] { return std::make_shared<NormSource>(list, check, layout); }, total};
+          [=] { return std::make_shared<NormSource>(list, check, layout); }, total, dropped};
 }
 
 Case raw_case(const std::filesystem::path& dir, std::mt19937_64& rng, std::int64_t n) {
@@ -243,6 +245,9 @@ TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
           EXPECT_LT(s.samples_read, s.samples_read + s.samples_skipped);
           if (mode == PipelineMode::Epochs) {
             EXPECT_EQ(s.samples_read + s.samples_skipped, delivered);
+            // Every process verifies every checksum, and counts a drop once (a batch read
+            // again whole forgets its first attempt).
+            EXPECT_EQ(s.dropped, 2 * c.dropped);
             // Only batches that end short (one per worker and epoch) are read whole.
             EXPECT_LE(s.samples_read, delivered / processes + 2 * workers * 24 + 24);
           }

@@ -406,6 +406,7 @@ bool NormFileReader::accept_sample(const HostBatch& batch) {
                    bad_sample_hint());
   }
   ++bad_;
+  ++bad_in_all_;
   if (counters_ != nullptr) counters_->record_bad(path_, record_, what);
   return false;
 }
@@ -502,6 +503,7 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
       const auto stored = load<std::uint8_t>(payload + length);
       if (norm_checksum(payload, static_cast<std::size_t>(length)) != stored) {
         ++dropped_;
+        ++dropped_in_all_;
         if (dropped_indices_.size() < ReadCounters::kKeptDrops) dropped_indices_.push_back(record_);
         if (counters_ != nullptr) counters_->record_drop(path_, record_);
       } else if (passes_over(batch)) {
@@ -594,6 +596,8 @@ class NormShardReader final : public ShardReader {
       const std::int64_t passed = reader_.passed_over() - saved.passed_over;
       c->samples.fetch_sub(n - passed, std::memory_order_relaxed);
       c->skipped.fetch_sub(passed, std::memory_order_relaxed);
+      c->dropped.fetch_sub(reader_.dropped_in_all() - saved.dropped, std::memory_order_relaxed);
+      c->bad.fetch_sub(reader_.bad_in_all() - saved.bad, std::memory_order_relaxed);
     }
     batch.clear();
     restore(saved);
@@ -607,10 +611,18 @@ class NormShardReader final : public ShardReader {
     std::string path;  // empty: no file open
     NormFileReader::Position position;
     std::int64_t passed_over = 0;
+    std::int64_t dropped = 0;  // the reader's drops so far (checksum, checks)
+    std::int64_t bad = 0;
   };
 
   Saved save() const {
-    Saved s{next_, files_without_samples_, {}, {}, reader_.passed_over()};
+    Saved s{next_,
+            files_without_samples_,
+            {},
+            {},
+            reader_.passed_over(),
+            reader_.dropped_in_all(),
+            reader_.bad_in_all()};
     if (reader_.is_open()) {
       s.path = reader_.path();
       s.position = reader_.position();

@@ -61,8 +61,10 @@ class NormFileReader {
   // samples are dropped, but their keys not read; their rows get no keys (and, unless checked,
   // no label or dense values). Unset: every row is parsed.
   void set_window(std::optional<Share> window) { window_ = window; }
-  // Samples passed over since the reader was made.
+  // Since the reader was made: samples passed over, and samples dropped (checksum, checks).
   std::int64_t passed_over() const { return passed_over_; }
+  std::int64_t dropped_in_all() const { return dropped_in_all_; }
+  std::int64_t bad_in_all() const { return bad_in_all_; }
 
   // Where the reader stands in its file, to come back to (seek) and read again.
   struct Position {
@@ -138,6 +140,8 @@ class NormFileReader {
 
   std::optional<Share> window_;
   std::int64_t passed_over_ = 0;
+  std::int64_t dropped_in_all_ = 0;
+  std::int64_t bad_in_all_ = 0;
 
   std::int64_t dropped_ = 0;
   std::int64_t bad_ = 0;
