@@ -176,20 +176,7 @@ double run_duckdb_peer(const Dataset& d, int threads, double seconds) {
                     " --seconds " + std::to_string(seconds);
   for (const auto& f : d.files)
     cmd += " '" + f + "'";
-  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return 0;
-  char buf[4096];
-  std::string out;
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
-    out.append(buf, n);
-  const int status = ::pclose(pipe);
-  const auto at = out.find("\"samples_per_s\":");
-  if (status != 0 || at == std::string::npos) {
-    std::printf("  DuckDB peer: failed (%s)\n", out.c_str());
-    return 0;
-  }
-  return std::strtod(out.c_str() + at + 16, nullptr);
+  return run_peer_samples_per_s(cmd, "DuckDB peer");
 }
 
 // The pages of a dataset's files as the reader meets them: every page's stored bytes and the
