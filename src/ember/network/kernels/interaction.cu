@@ -28,8 +28,9 @@
 // lane computes 4 x 4 tiles of the lower triangle of X X^T with float4 reads (16 FMAs per 8
 // shared loads), the dots go through a staging area so the output row is written coalesced.
 // Backward: each lane owns 4 columns and 8 rows at a time; G's rows are read as float4
-// broadcasts (4 X reads and 8 G reads per 128 FMAs). There is no TF32 path: the exact f32 kernel
-// is already bound by its f32 traffic (twice the 16-bit bytes).
+// broadcasts (4 X reads and 8 G reads per 128 FMAs). There is no TF32 path: f32 moves twice
+// the 16-bit bytes, and the exact kernels are expected to be bound by that traffic rather than
+// by their FMAs (bench_network --interaction shows whether they are).
 //
 // Generic (anything else: F1 > 32, widths not a multiple of 4, unaligned pointers): one thread
 // per output element.
