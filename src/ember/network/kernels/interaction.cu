@@ -204,6 +204,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   float* X = reinterpret_cast<float*>(smem + lay.table_bytes + warp * lay.warp_bytes);
   const int gs = lay.rows_pad;  // G's row stride; G has rows_pad rows (rows >= f1 stay zero)
   float* G = X + lay.rows_pad * lay.stride;
+  float* direct = G + lay.rows_pad * gs;  // the output gradient's first w values
   zero_rows(X, lay.stride, f1, lay.rows_pad, w, lane);
   zero_rows(G, gs, 0, lay.rows_pad, lay.rows_pad, lane);  // the diagonal and padding stay zero
   __syncthreads();
@@ -228,6 +229,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
         G[j * gs + i] = v[u];
       }
     }
+    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
     wait_async_copies();
     __syncwarp();
     for (int c = lane * 4; c < w; c += 128) {
@@ -251,10 +253,9 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
           if (r >= f1) break;
           if (r == 0) {
             if (dmlp == nullptr) continue;
-            // The output gradient's rows need not be aligned: scalar reads.
+            const float4 d = *reinterpret_cast<const float4*>(direct + c);
             store4(dmlp + b * w + c,
-                   make_float4(acc[rr].x + to_f(g[c]), acc[rr].y + to_f(g[c + 1]),
-                               acc[rr].z + to_f(g[c + 2]), acc[rr].w + to_f(g[c + 3])));
+                   make_float4(acc[rr].x + d.x, acc[rr].y + d.y, acc[rr].z + d.z, acc[rr].w + d.w));
           } else if (demb != nullptr) {
             store4(demb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w) + c, acc[rr]);
           }
@@ -353,7 +354,7 @@ CoreLayout core_layout(std::int64_t f1, std::int64_t w, bool backward) {
   lay.rows_pad = static_cast<int>(backward ? (f1 + 7) / 8 * 8 : (f1 + 3) / 4 * 4);
   lay.stride = static_cast<int>(w + 4);
   const std::int64_t extra =
-      backward ? lay.rows_pad * lay.rows_pad : (f1 * (f1 - 1) / 2 + 3) / 4 * 4;
+      backward ? lay.rows_pad * lay.rows_pad + w : (f1 * (f1 - 1) / 2 + 3) / 4 * 4;
   const std::int64_t bytes = ((lay.rows_pad * lay.stride + extra) * 4 + 127) / 128 * 128;
   lay.table_bytes = backward ? static_cast<int>(pair_table_bytes(f1)) : 0;
   const std::int64_t room = static_cast<std::int64_t>(max_block_shared_bytes()) - lay.table_bytes;

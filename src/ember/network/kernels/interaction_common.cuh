@@ -89,6 +89,26 @@ __device__ __forceinline__ void zero_rows(T* X, int ld, int from, int to, int w,
   }
 }
 
+// Copies the output gradient's first w values (the MLP vector's direct gradient; the row need not
+// be aligned) into D as f32 or 16-bit, 4 loads in flight per lane, so the tiles that write the
+// MLP row's gradient read them from shared memory instead of waiting on global loads.
+template <class T, class D>
+__device__ __forceinline__ void stage_direct_gradient(D* dst, const T* g, int w, int lane) {
+  for (int c0 = 0; c0 < w; c0 += 128) {
+    T v[4] = {};
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int c = c0 + lane + 32 * u;
+      if (c < w) v[u] = g[c];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int c = c0 + lane + 32 * u;
+      if (c < w) dst[c] = static_cast<D>(v[u]);
+    }
+  }
+}
+
 inline bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }

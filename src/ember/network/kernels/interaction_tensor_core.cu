@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
 }
 
 // Backward: per warp X [16 TILES][ld] and G [16 TILES][16 TILES + 8] (16-bit; G symmetric with
-// the output gradients' pairs, zero diagonal and padding), then one 16 x 16 f32 result tile.
+// the output gradients' pairs, zero diagonal and padding), then one 16 x 16 f32 result tile and
+// the MLP vector's direct gradient (w f32 values).
 // dX = G X, one 16 x 16 tile of dX at a time, each written as one 16-byte store per lane.
 template <class T, int TILES>
 __global__ void __launch_bounds__(kInteractionWarps * 32)
@@ -149,6 +150,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   T* X = reinterpret_cast<T*>(mine);
   T* G = X + kRows * lay.ld;
   float* O = reinterpret_cast<float*>(G + kRows * kGld);
+  float* direct = O + 16 * kTileLd;  // the output gradient's first w values
   zero_rows(X, lay.ld, f1, kRows, w, lane);
   zero_rows(G, kGld, 0, kRows, kRows, lane);  // the diagonal and padding stay zero
   __syncthreads();
@@ -178,6 +180,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
         G[j * kGld + i] = v[u];
       }
     }
+    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
     wait_async_copies();
     __syncwarp();
     for (int I = 0; I < TILES && 16 * I < f1; ++I) {
@@ -212,7 +215,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
           if (r == 0) {  // the MLP vector's own part of the output
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-              d[e] += to_f(g[c + e]);
+              d[e] += direct[c + e];
           }
           store8(row + c, d);
         }
@@ -231,7 +234,7 @@ TcLayout tc_layout(std::int64_t f1, std::int64_t w, bool backward, std::size_t* 
   const std::int64_t rows = f1 <= 16 ? 16 : 32;
   lay.ld = static_cast<int>(w + kRowPad);
   std::int64_t bytes = rows * lay.ld * 2;
-  bytes += backward ? rows * (rows + 8) * 2 + 16 * kTileLd * 4 : rows * (rows + 4) * 4;
+  bytes += backward ? rows * (rows + 8) * 2 + 16 * kTileLd * 4 + w * 4 : rows * (rows + 4) * 4;
   bytes = (bytes + 127) / 128 * 128;
   lay.table_bytes = static_cast<int>(pair_table_bytes(f1));
   const std::int64_t room = static_cast<std::int64_t>(max_block_shared_bytes()) - lay.table_bytes;
