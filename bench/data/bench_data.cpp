@@ -157,6 +157,23 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+double run_peer_samples_per_s(const std::string& command, const char* peer) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return 0;
+  char buf[4096];
+  std::string out;
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    out.append(buf, n);
+  const int status = ::pclose(pipe);
+  const auto at = out.find("\"samples_per_s\":");
+  if (status != 0 || at == std::string::npos) {
+    std::printf("  %s: failed (%s)\n", peer, out.c_str());
+    return 0;
+  }
+  return std::strtod(out.c_str() + at + 16, nullptr);
+}
+
 namespace {
 
 // One thread, NormFileReader straight into a batch buffer: the parser's own speed (samples per
@@ -409,20 +426,8 @@ void run_peer(const Dataset& d, const Args& a, double ember_samples_per_s,
   const std::string cmd =
       std::string("python3 ") + EMBER_BENCH_DATA_DIR + "/norm_reader_peer.py --json --list '" +
       d.list + "' --batch 65536 --seconds " + (a.quick ? "0.5" : "2") + (a.gpu ? " --gpu" : "");
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return;
-  char buf[4096];
-  std::string out;
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
-    out.append(buf, n);
-  const int status = ::pclose(pipe);
-  const auto at = out.find("\"samples_per_s\":");
-  if (status != 0 || at == std::string::npos) {
-    std::printf("  PyTorch peer: failed (%s)\n", out.c_str());
-    return;
-  }
-  const double peer = std::strtod(out.c_str() + at + 16, nullptr);
+  const double peer = run_peer_samples_per_s(cmd, "PyTorch peer");
+  if (peer <= 0) return;
   std::printf("  PyTorch peer (numpy memmap + torch%s): %.2f M samples/s; Ember / peer = %.2f\n",
               a.gpu ? ", pinned -> cuda:0" : "", peer / 1e6, ember_samples_per_s / peer);
   char line[256];

@@ -47,6 +47,10 @@ double seconds_since(Clock::time_point t0);
 // CPU time of the calling thread: on a shared machine, what the parser itself costs.
 double thread_cpu_seconds();
 
+// Runs a peer's command line (a script printing JSON with "samples_per_s") and returns that
+// figure, or 0 after printing "  <peer>: failed (<its output>)" when it fails.
+double run_peer_samples_per_s(const std::string& command, const char* peer);
+
 // The pipeline over `d` into host batches with 1, 2, 4 ... a.threads workers (and into cuda:0),
 // each run's figures and diagnosis printed.
 void bench_host_pipeline(const Dataset& d, const Args& a, std::vector<std::string>& summary);

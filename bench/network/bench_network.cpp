@@ -9,6 +9,11 @@
 //                            interaction (26 x 128) forward + backward. PyTorch's numbers come
 //                            from torch_mlp.py when `python3 -c 'import torch'` works. Ends with
 //                            "SUMMARY |" lines.
+//   bench_network --interaction  (GPU) only the interaction at DLRM's shape (26 x 128, F1 = 27):
+//                            forward and backward timed apart in fp32, f16 and bf16, each
+//                            against the bytes it must move (GB/s and % of the device's HBM
+//                            peak from its memory clock and bus width); also part of the full
+//                            run.
 //   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
 //   Options: --batch N, --no-torch, --repeats N.
 //
@@ -29,10 +34,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "ember/core/device.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/build_context.hpp"
@@ -41,6 +48,12 @@
 #include "ember/network/layer_registry.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
 #include "ember/tensor/tensor.hpp"
+
+#if EMBER_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "ember/network/kernels/launchers.hpp"
+#endif
 
 #ifndef EMBER_SOURCE_DIR
 #define EMBER_SOURCE_DIR "."
@@ -209,22 +222,29 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-double time_gpu_ms(Net& net, int warmup, int repeats) {
-  const int device = net.ctx->place().device();
+// The median over `repeats` of one call of `work` on device `device`'s current stream, timed by
+// CUDA events, after `warmup` calls.
+template <class Work>
+double time_gpu_ms(int device, int warmup, int repeats, Work&& work) {
   const StreamHandle s = current_stream(device);
   for (int i = 0; i < warmup; ++i)
-    net.step(s);
+    work(s);
   synchronize_stream(s);
   Event start = Event::create(device, true), end = Event::create(device, true);
   std::vector<double> t;
   for (int i = 0; i < repeats; ++i) {
     start.record(s);
-    net.step(s);
+    work(s);
     end.record(s);
     end.synchronize();
     t.push_back(Event::elapsed_ms(start, end));
   }
   return median(t);
+}
+
+double time_gpu_ms(Net& net, int warmup, int repeats) {
+  return time_gpu_ms(net.ctx->place().device(), warmup, repeats,
+                     [&](StreamHandle s) { net.step(s); });
 }
 
 double time_cpu_ms(Net& net, int warmup, int repeats) {
@@ -321,6 +341,74 @@ struct Mode {
 const Mode kModes[] = {
     {"fp32", DType::F32, false}, {"tf32", DType::F32, true}, {"bf16", DType::BF16, false}};
 
+// The device's HBM peak in GB/s: memory clock (kHz) x bus width (bits) x 2 (double data rate).
+double hbm_peak_gbs() {
+#if EMBER_WITH_CUDA
+  int device = 0, khz = 0, bits = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  return 2.0 * khz * 1e3 * bits / 8.0 / 1e9;
+#else
+  return 0.0;
+#endif
+}
+
+// The interaction alone at DLRM's shape, forward and backward timed apart. The least each must
+// move: forward reads X (27 x 128) and writes the output (480), backward reads X and the output
+// gradient and writes X's gradient.
+void interaction_microbench(std::int64_t batch, int repeats) {
+  const double peak = hbm_peak_gbs();
+  std::printf(
+      "\nInteraction alone, batch %lld, 26 x 128 (F1 = 27) -> 480; HBM peak %.0f GB/s "
+      "(memory clock x bus width):\n",
+      static_cast<long long>(batch), peak);
+  const struct {
+    const char* name;
+    DType dtype;
+  } modes[] = {{"fp32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}};
+  for (const auto& m : modes) {
+    auto net = build_interaction(Place::cuda(0), m.dtype, batch);
+    Layer& layer = *net->layers.at(0);
+    const int device = net->ctx->place().device();
+    const double fwd =
+        time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.forward(true, s); });
+    const double bwd = time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.backward(s); });
+    const double elem = m.dtype == DType::F32 ? 4.0 : 2.0;
+    const double x = 27.0 * 128, out = 480.0;
+    const double fwd_gb = static_cast<double>(batch) * elem * (x + out) / 1e9;
+    const double bwd_gb = static_cast<double>(batch) * elem * (2 * x + out) / 1e9;
+    std::string kernels = "?";
+#if EMBER_WITH_CUDA
+    kernels = cat(network::cuda::interaction_kernel_name(
+                      network::cuda::interaction_kernel(m.dtype, 26, 128, false)),
+                  " / ",
+                  network::cuda::interaction_kernel_name(
+                      network::cuda::interaction_kernel(m.dtype, 26, 128, true)));
+#endif
+    for (const auto& [what, ms, gb] :
+         {std::tuple{"forward", fwd, fwd_gb}, std::tuple{"backward", bwd, bwd_gb}}) {
+      const double gbs = gb / (ms / 1e3);
+      std::printf("  %-5s %-8s %8.3f ms  %6.0f GB/s  %5.1f %% of HBM peak  (%s)\n", m.name, what,
+                  ms, gbs, peak > 0 ? 100.0 * gbs / peak : 0.0, kernels.c_str());
+      summaries.push_back({cat("Interaction 26x128 ", what, " ", m.name, ", ms (GB/s)"),
+                           cat(fmt(ms), " (", fmt(gbs, 0), ")"), "-", "-"});
+    }
+  }
+}
+
+int run_interaction(std::int64_t batch, int repeats) {
+  std::printf("bench_network --interaction on CUDA device 0 (%s), median of %d after 5 warm-up\n",
+              device_name(0).c_str(), repeats);
+  interaction_microbench(batch, repeats);
+  std::printf("\n");
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
+                s.target.c_str(), s.met.c_str());
+  }
+  return 0;
+}
+
 int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
   const Place gpu = Place::cuda(0);
   std::printf("bench_network on CUDA device 0, batch %lld, median of %d after 5 warm-up\n\n",
@@ -398,6 +486,8 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
     compare(cat("Interaction ", m.name), ms, torch, {"interaction", m.name});
   }
 
+  interaction_microbench(batch, repeats);
+
   std::printf("\n");
   for (const auto& s : summaries) {
     std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
@@ -425,13 +515,15 @@ int run_quick(std::int64_t batch) {
 }  // namespace ember::bench
 
 int main(int argc, char** argv) {
-  bool quick = false, with_torch = true;
+  bool quick = false, with_torch = true, interaction_only = false;
   std::int64_t batch = 65536;
   int repeats = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
       quick = true;
+    } else if (a == "--interaction") {
+      interaction_only = true;
     } else if (a == "--no-torch") {
       with_torch = false;
     } else if (a == "--batch" && i + 1 < argc) {
@@ -439,7 +531,9 @@ int main(int argc, char** argv) {
     } else if (a == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
     } else {
-      std::printf("usage: bench_network [--quick] [--no-torch] [--batch N] [--repeats N]\n");
+      std::printf(
+          "usage: bench_network [--quick | --interaction] [--no-torch] [--batch N] "
+          "[--repeats N]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -449,6 +543,7 @@ int main(int argc, char** argv) {
       std::printf("bench_network: no CUDA device here, so only the quick CPU run is possible\n\n");
       return ember::bench::run_quick(1024);
     }
+    if (interaction_only) return ember::bench::run_interaction(batch, repeats);
     return ember::bench::run_gpu(batch, repeats, with_torch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_network: %s\n", e.what());

@@ -216,6 +216,44 @@ TEST(SnappyDecoder, CopiesOfEveryShortPeriodAndLengthUpToTheBufferEnd) {
   }
 }
 
+// The decoder's loop over short elements (literals and copy-1 / copy-2 elements of up to 16
+// bytes, copies from at least 16 back) runs while 20 input and 16 output bytes are left, and
+// hands every other element to the checked path: streams of such elements mixed with the
+// others (short distances that overlap, copies of 17 to 64 bytes, copy-4 elements), of every
+// length around those limits.
+TEST(SnappyDecoder, ShortElementsMixedWithOthersUpToEveryBufferEnd) {
+  auto rng = testing::make_rng();
+  for (std::size_t target = 1; target <= 200; ++target) {
+    for (int rep = 0; rep < 30; ++rep) {
+      SnappyStream s;
+      s.literal(random_bytes(rng, 1 + rng() % 16));
+      while (s.expected.size() < target) {
+        const std::size_t written = s.expected.size();
+        const std::size_t pick = rng() % 10;
+        if (pick < 4 || written < 16) {
+          s.literal(random_bytes(rng, 1 + rng() % 16, 2 + static_cast<int>(rng() % 254)));
+        } else if (pick < 6) {  // copy-1 from 16 back or more (the loop's own)
+          s.copy(1, 4 + rng() % 8, 16 + rng() % (std::min<std::size_t>(written, 2047) - 15));
+        } else if (pick < 8) {  // copy-2 of up to 16 bytes, from exactly 16 back or further
+          s.copy(2, 1 + rng() % 16, rng() % 2 ? 16 : 16 + rng() % (written - 15));
+        } else if (pick == 8) {  // overlapping, or longer than 16: the checked path
+          s.copy(2, 1 + rng() % 64, 1 + rng() % std::min<std::size_t>(written, 15));
+        } else {
+          s.copy(rng() % 2 ? 2 : 4, 17 + rng() % 48, 1 + rng() % written);
+        }
+      }
+      Bytes out;
+      ASSERT_EQ(decode(s.data(), out, s.expected.size()), nullptr) << "target " << target;
+      ASSERT_EQ(out, s.expected) << "target " << target << " rep " << rep;
+      // Cut short by one element's worth anywhere, the data is refused, never misread.
+      Bytes cut = s.data();
+      cut.resize(cut.size() - 1 - rng() % std::min<std::size_t>(cut.size() - 1, 3));
+      const std::optional<Bytes> model = model_decode(cut, s.expected.size());
+      EXPECT_EQ(decode(cut, out, s.expected.size()) == nullptr, model.has_value());
+    }
+  }
+}
+
 #if EMBER_WITH_SNAPPY
 TEST(SnappyDecoder, ReadsWhatLibsnappyWrites) {
   auto rng = testing::make_rng();

@@ -27,6 +27,10 @@ TEST(Tensor, CreationAndProperties) {
   EXPECT_TRUE(t.is_contiguous());
   for (float v : t.to_vector<float>())
     EXPECT_EQ(v, 0.0f);
+  // An empty tensor has no element out of place, whatever its zero dimension (a layer input with
+  // no embeddings: [batch, 0, width]).
+  EXPECT_TRUE(Tensor::zeros({7, 0, 4}).is_contiguous());
+  EXPECT_TRUE(Tensor::zeros({0, 3}).is_contiguous());
   for (std::int64_t v : Tensor::ones({5}, DType::I64).to_vector<std::int64_t>())
     EXPECT_EQ(v, 1);
   for (double v : Tensor::full({3}, 2.5, DType::F64).to_vector<double>())

@@ -146,6 +146,7 @@ std::int64_t Tensor::stride(int dim) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element out of place (an interaction with no embeddings)
   std::int64_t expected = 1;
   for (int d = rank() - 1; d >= 0; --d) {
     if (shape_[d] == 1) continue;

@@ -1,31 +1,54 @@
 // DLRM's dot interaction (HugeCTR's output layout) and the FM order-2 layer.
 //
-// Fast path (F1 = embeddings + 1 <= 32 rows, width a multiple of 4): one warp per sample. The
-// sample's rows are staged in shared memory as f32 (row stride width + 4 floats, so the float4
-// reads of 8 lanes land in distinct banks). Forward: each lane computes 4x4 tiles of the lower
-// triangle of X X^T with float4 reads (16 FMAs per 8 shared loads); the dots go through a small
-// staging area so the output row is written coalesced. Backward: dX = G X with G the symmetric
-// matrix of output gradients (zero diagonal); each lane owns 4 columns and 8 rows at a time,
-// G's entries are warp-wide broadcasts. Both read the inputs once and write the outputs once.
-// Anything else takes the simple generic kernels (one thread per output element).
+// Per sample the interaction's rows X (F1 = embeddings + 1 rows of `width` values, row 0 the
+// bottom MLP's vector) give the output [X_0, strictly lower triangle of X X^T in HugeCTR's pair
+// order (p = i (i - 1) / 2 + j, j < i), 0] and the input gradient dX = G X, G the symmetric
+// matrix of the output's pair gradients (zero diagonal), plus the output's first `width`
+// gradients on row 0. The work per sample is small (DLRM: 27 x 128 values, 351 dots), so the
+// kernels are bound by memory traffic; each reads its inputs once and writes its outputs once.
+// Three kinds of kernels, chosen per call (interaction_kernel(): the same rule for tests):
+//
+// Tensor cores (16-bit activations, F1 <= 32, width a multiple of 16; interaction_tensor_core.cu):
+// one warp per sample, 4 samples per block, a persistent grid-stride grid. The sample's rows are
+// copied into shared memory as 16-bit values with asynchronous 16-byte copies (cp.async: every
+// lane's copies in flight at once), padded with zero rows to 16 or 32 and to a row stride of
+// width + 8 (conflict-free fragment loads). Forward: X X^T's lower-triangle 16 x 16 tiles (1 of
+// 1 or 3 of 4) by wmma with f32 accumulators, k = width in steps of 16; the tiles go to shared
+// memory as f32 and the output row is written coalesced, each dot rounded to 16 bits once. A
+// block-wide table maps output pairs to (i, j). Backward: G is built in shared memory as 16-bit
+// values (the output gradient is 16-bit already: exact), dX = G X by wmma (32 x 32 times
+// 32 x width, f32 accumulators) one 16 x 16 tile at a time, staged as f32, the MLP row adds its
+// direct gradient in f32, and each lane writes 8 values as one 16-byte store. The pairs'
+// gradients are loaded while the rows' copies are in flight.
+//
+// CUDA cores (f32, and 16-bit widths that are a multiple of 4 but not of 16; F1 <= 32): exact
+// f32 arithmetic, one warp per sample, up to 4 per block (more than 48 KB of shared memory where
+// needed). Rows are staged as f32 (row stride width + 4, so the float4 reads of 8 lanes hit
+// distinct banks); f32 rows by cp.async, 16-bit ones converted through registers. Forward: each
+// lane computes 4 x 4 tiles of the lower triangle of X X^T with float4 reads (16 FMAs per 8
+// shared loads), the dots go through a staging area so the output row is written coalesced.
+// Backward: each lane owns 4 columns and 8 rows at a time; G's rows are read as float4
+// broadcasts (4 X reads and 8 G reads per 128 FMAs). There is no TF32 path: f32 moves twice
+// the 16-bit bytes, and the exact kernels are expected to be bound by that traffic rather than
+// by their FMAs (bench_network --interaction shows whether they are).
+//
+// Generic (anything else: F1 > 32, widths not a multiple of 4, unaligned pointers): one thread
+// per output element.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "ember/network/kernels/device_utils.cuh"
+#include "ember/network/kernels/interaction_common.cuh"
 #include "ember/network/kernels/launchers.hpp"
 
 namespace ember::network::cuda {
 
-// The shared launch sizing, conversions and reductions (device_utils.cuh).
+// The shared launch sizing, conversions and reductions (device_utils.cuh, interaction_common.cuh).
 using namespace detail;
 
 namespace {
 
-constexpr int kMaxFastRows = 32;
-constexpr std::size_t kMaxBlockSmem = 48 * 1024;
-
-__device__ __forceinline__ float4 load4(const float* p) {
-  return *reinterpret_cast<const float4*>(p);
-}
 __device__ __forceinline__ float4 load4(const Half* p) {
   const uint2 u = *reinterpret_cast<const uint2*>(p);
   return make_float4(static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.x & 0xffffu))),
@@ -51,6 +74,13 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
 __device__ __forceinline__ float dot4(float4 a, float4 b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
+// acc += g.x x0 + g.y x1 + g.z x2 + g.w x3, element-wise over the float4s x.
+__device__ __forceinline__ void axpy4(float4& acc, float4 g, const float4* x) {
+  acc.x = fmaf(g.w, x[3].x, fmaf(g.z, x[2].x, fmaf(g.y, x[1].x, fmaf(g.x, x[0].x, acc.x))));
+  acc.y = fmaf(g.w, x[3].y, fmaf(g.z, x[2].y, fmaf(g.y, x[1].y, fmaf(g.x, x[0].y, acc.y))));
+  acc.z = fmaf(g.w, x[3].z, fmaf(g.z, x[2].z, fmaf(g.y, x[1].z, fmaf(g.x, x[0].z, acc.z))));
+  acc.w = fmaf(g.w, x[3].w, fmaf(g.z, x[2].w, fmaf(g.y, x[1].w, fmaf(g.x, x[0].w, acc.w))));
+}
 
 // Row r of sample b: the MLP vector for r = 0, embedding r - 1 otherwise.
 template <class T>
@@ -59,52 +89,59 @@ __device__ __forceinline__ const T* sample_row(const T* mlp, const T* emb, std::
   return r == 0 ? mlp + b * w : emb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
 }
 
-// Pair index p = i (i - 1) / 2 + j (j < i) back to i.
-__device__ __forceinline__ int pair_row(int p) {
-  int i = static_cast<int>((1.0f + sqrtf(1.0f + 8.0f * static_cast<float>(p))) * 0.5f);
-  while (i * (i - 1) / 2 > p)
-    --i;
-  while ((i + 1) * i / 2 <= p)
-    ++i;
-  return i;
-}
+// ---- CUDA-core kernels ----------------------------------------------------------------------
 
-struct FastLayout {
+struct CoreLayout {
   int rows_pad;     // F1 rounded up to 4 (forward tiles) / 8 (backward row groups)
   int stride;       // floats per staged row
-  int warp_floats;  // shared floats per warp
+  int warp_bytes;   // shared bytes per warp (a multiple of 128)
+  int table_bytes;  // the block's pair table (backward)
   int warps;        // warps per block
 };
 
+// Starts staging sample b's rows as f32: f32 rows by asynchronous 16-byte copies (the caller
+// waits: wait_async_copies), 16-bit rows converted through registers, 4 loads in flight per lane.
 template <class T>
-__device__ void stage_rows(float* X, const T* mlp, const T* emb, std::int64_t b, int f1, int w,
-                           int rows_pad, int stride, int lane) {
-  const int w4 = w / 4;
-  for (int idx = lane; idx < f1 * w4; idx += 32) {
-    const int r = idx / w4, c = (idx % w4) * 4;
-    store4(X + r * stride + c, load4(sample_row(mlp, emb, b, r, f1, w) + c));
-  }
-  for (int idx = lane; idx < (rows_pad - f1) * w4; idx += 32) {
-    const int r = f1 + idx / w4, c = (idx % w4) * 4;
-    store4(X + r * stride + c, make_float4(0.f, 0.f, 0.f, 0.f));
+__device__ __forceinline__ void stage_rows_f32(float* X, int stride, const T* mlp, const T* emb,
+                                               std::int64_t b, int f1, int w, int lane) {
+  if constexpr (std::is_same_v<T, float>) {
+    stage_rows_async(X, stride, mlp, emb, b, f1, w, lane);
+  } else {
+    const int w4 = w / 4, n = f1 * w4;
+    for (int base = lane; base < n; base += 128) {
+      float4 v[4] = {};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
+        if (idx < n) v[u] = load4(sample_row(mlp, emb, b, r, f1, w) + c);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
+        if (idx < n) store4(X + r * stride + c, v[u]);
+      }
+    }
   }
 }
 
 template <class T>
-__global__ void interaction_forward_fast(std::int64_t batch, int f1, int w, const T* mlp,
-                                         const T* emb, T* out, FastLayout lay) {
-  extern __shared__ float smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* X = smem + warp * lay.warp_floats;
+__global__ void __launch_bounds__(kInteractionWarps * 32)
+    interaction_forward_fast(std::int64_t batch, int f1, int w, const T* mlp, const T* emb, T* out,
+                             CoreLayout lay) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  float* X = reinterpret_cast<float*>(smem + lay.table_bytes + warp * lay.warp_bytes);
   float* stage = X + lay.rows_pad * lay.stride;
+  zero_rows(X, lay.stride, f1, lay.rows_pad, w, lane);  // never written by the staging
   const int npairs = f1 * (f1 - 1) / 2;
-  const std::int64_t ow = w + npairs + 1;
+  const int ow = w + npairs + 1;
   const int tiles_r = lay.rows_pad / 4;
   const int tiles = tiles_r * (tiles_r + 1) / 2;
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += warps_total) {
-    stage_rows(X, mlp, emb, b, f1, w, lay.rows_pad, lay.stride, lane);
+    stage_rows_f32(X, lay.stride, mlp, emb, b, f1, w, lane);
+    wait_async_copies();
     __syncwarp();
     T* o = out + b * ow;
     for (int c = lane; c < w; c += 32)
@@ -155,30 +192,45 @@ __global__ void interaction_forward_fast(std::int64_t batch, int f1, int w, cons
 }
 
 template <class T>
-__global__ void interaction_backward_fast(std::int64_t batch, int f1, int w, const T* mlp,
-                                          const T* emb, const T* dout, T* dmlp, T* demb,
-                                          FastLayout lay) {
-  extern __shared__ float smem[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  float* X = smem + warp * lay.warp_floats;
+__global__ void __launch_bounds__(kInteractionWarps * 32)
+    interaction_backward_fast(std::int64_t batch, int f1, int w, const T* mlp, const T* emb,
+                              const T* dout, T* dmlp, T* demb, CoreLayout lay) {
+  constexpr int kMaxPairsPerLane = (kInteractionMaxRows * (kInteractionMaxRows - 1) / 2 + 31) / 32;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int npairs = f1 * (f1 - 1) / 2;
+  auto* table = reinterpret_cast<std::uint16_t*>(smem);
+  build_pair_table(table, npairs);
+  float* X = reinterpret_cast<float*>(smem + lay.table_bytes + warp * lay.warp_bytes);
   const int gs = lay.rows_pad;  // G's row stride; G has rows_pad rows (rows >= f1 stay zero)
   float* G = X + lay.rows_pad * lay.stride;
-  const int npairs = f1 * (f1 - 1) / 2;
-  const std::int64_t ow = w + npairs + 1;
+  float* direct = G + lay.rows_pad * gs;  // the output gradient's first w values
+  zero_rows(X, lay.stride, f1, lay.rows_pad, w, lane);
+  zero_rows(G, gs, 0, lay.rows_pad, lay.rows_pad, lane);  // the diagonal and padding stay zero
+  __syncthreads();
+  const int ow = w + npairs + 1;
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += warps_total) {
-    stage_rows(X, mlp, emb, b, f1, w, lay.rows_pad, lay.stride, lane);
-    for (int idx = lane; idx < lay.rows_pad * gs; idx += 32)
-      G[idx] = 0.0f;
-    __syncwarp();
+    stage_rows_f32(X, lay.stride, mlp, emb, b, f1, w, lane);
     const T* g = dout + b * ow;
-    for (int p = lane; p < npairs; p += 32) {
-      const int i = pair_row(p), j = p - i * (i - 1) / 2;
-      const float v = to_f(g[w + p]);
-      G[i * gs + j] = v;
-      G[j * gs + i] = v;
+    float v[kMaxPairsPerLane];
+#pragma unroll
+    for (int u = 0; u < kMaxPairsPerLane; ++u) {
+      const int p = lane + 32 * u;
+      v[u] = p < npairs ? to_f(g[w + p]) : 0.0f;
     }
+#pragma unroll
+    for (int u = 0; u < kMaxPairsPerLane; ++u) {
+      const int p = lane + 32 * u;
+      if (p < npairs) {
+        const int e = table[p], i = e & 0xff, j = e >> 8;
+        G[i * gs + j] = v[u];
+        G[j * gs + i] = v[u];
+      }
+    }
+    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
+    wait_async_copies();
     __syncwarp();
     for (int c = lane * 4; c < w; c += 128) {
       for (int r0 = 0; r0 < f1; r0 += 8) {
@@ -186,16 +238,14 @@ __global__ void interaction_backward_fast(std::int64_t batch, int f1, int w, con
 #pragma unroll
         for (int rr = 0; rr < 8; ++rr)
           acc[rr] = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int j = 0; j < f1; ++j) {
-          const float4 x = *reinterpret_cast<const float4*>(X + j * lay.stride + c);
+        for (int j = 0; j < f1; j += 4) {  // rows j..j+3 < rows_pad; padding rows are zero
+          float4 x[4];
 #pragma unroll
-          for (int rr = 0; rr < 8; ++rr) {
-            const float gv = G[(r0 + rr) * gs + j];
-            acc[rr].x += gv * x.x;
-            acc[rr].y += gv * x.y;
-            acc[rr].z += gv * x.z;
-            acc[rr].w += gv * x.w;
-          }
+          for (int jj = 0; jj < 4; ++jj)
+            x[jj] = *reinterpret_cast<const float4*>(X + (j + jj) * lay.stride + c);
+#pragma unroll
+          for (int rr = 0; rr < 8; ++rr)
+            axpy4(acc[rr], *reinterpret_cast<const float4*>(G + (r0 + rr) * gs + j), x);
         }
 #pragma unroll
         for (int rr = 0; rr < 8; ++rr) {
@@ -203,11 +253,9 @@ __global__ void interaction_backward_fast(std::int64_t batch, int f1, int w, con
           if (r >= f1) break;
           if (r == 0) {
             if (dmlp == nullptr) continue;
-            T* d = dmlp + b * w + c;
-            d[0] = from_f<T>(acc[rr].x + to_f(g[c]));
-            d[1] = from_f<T>(acc[rr].y + to_f(g[c + 1]));
-            d[2] = from_f<T>(acc[rr].z + to_f(g[c + 2]));
-            d[3] = from_f<T>(acc[rr].w + to_f(g[c + 3]));
+            const float4 d = *reinterpret_cast<const float4*>(direct + c);
+            store4(dmlp + b * w + c,
+                   make_float4(acc[rr].x + d.x, acc[rr].y + d.y, acc[rr].z + d.z, acc[rr].w + d.w));
           } else if (demb != nullptr) {
             store4(demb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w) + c, acc[rr]);
           }
@@ -299,46 +347,79 @@ __global__ void fm_order2_backward_kernel(std::int64_t batch, std::int64_t slots
   }
 }
 
-// The fast path's layout, or warps = 0 when the shape does not fit it.
-FastLayout fast_layout(std::int64_t f1, std::int64_t w, bool backward) {
-  FastLayout lay{0, 0, 0, 0};
-  if (f1 < 1 || f1 > kMaxFastRows || w < 4 || w % 4 != 0 || w > 1024) return lay;
+// The CUDA-core kernels' layout, or warps = 0 when the shape does not fit them.
+CoreLayout core_layout(std::int64_t f1, std::int64_t w, bool backward) {
+  CoreLayout lay{0, 0, 0, 0, 0};
+  if (f1 < 1 || f1 > kInteractionMaxRows || w < 4 || w % 4 != 0 || w > 4096) return lay;
   lay.rows_pad = static_cast<int>(backward ? (f1 + 7) / 8 * 8 : (f1 + 3) / 4 * 4);
   lay.stride = static_cast<int>(w + 4);
-  const int extra =
-      backward ? lay.rows_pad * lay.rows_pad : static_cast<int>((f1 * (f1 - 1) / 2 + 3) / 4 * 4);
-  lay.warp_floats = lay.rows_pad * lay.stride + extra;
-  const std::size_t bytes = static_cast<std::size_t>(lay.warp_floats) * sizeof(float);
-  if (bytes > kMaxBlockSmem) return lay;
-  lay.warps = static_cast<int>(kMaxBlockSmem / bytes);
-  if (lay.warps > 4) lay.warps = 4;
+  const std::int64_t extra =
+      backward ? lay.rows_pad * lay.rows_pad + w : (f1 * (f1 - 1) / 2 + 3) / 4 * 4;
+  const std::int64_t bytes = ((lay.rows_pad * lay.stride + extra) * 4 + 127) / 128 * 128;
+  lay.table_bytes = backward ? static_cast<int>(pair_table_bytes(f1)) : 0;
+  const std::int64_t room = static_cast<std::int64_t>(max_block_shared_bytes()) - lay.table_bytes;
+  if (bytes > room) return lay;
+  lay.warp_bytes = static_cast<int>(bytes);
+  lay.warps = static_cast<int>(std::min<std::int64_t>(kInteractionWarps, room / bytes));
   return lay;
 }
 
-unsigned fast_grid(std::int64_t batch, int warps) {
-  const std::int64_t blocks = (batch + warps - 1) / warps;
-  const std::int64_t cap = 132 * 16;
-  return static_cast<unsigned>(blocks < cap ? blocks : cap);
+std::size_t shared_bytes(const CoreLayout& lay) {
+  return static_cast<std::size_t>(lay.table_bytes) +
+         static_cast<std::size_t>(lay.warps) * static_cast<std::size_t>(lay.warp_bytes);
+}
+
+// The kernels a call takes, given whether its pointers are 16-byte aligned.
+InteractionKernel choose(DType dtype, std::int64_t f1, std::int64_t width, bool backward,
+                         bool aligned) {
+  if (!aligned) return InteractionKernel::Generic;
+  if (interaction_tensor_cores_fit(dtype, f1, width, backward)) {
+    return InteractionKernel::TensorCores;
+  }
+  if (core_layout(f1, width, backward).warps > 0) return InteractionKernel::CudaCores;
+  return InteractionKernel::Generic;
 }
 
 }  // namespace
+
+InteractionKernel interaction_kernel(DType dtype, std::int64_t num_emb, std::int64_t width,
+                                     bool backward) {
+  return choose(dtype, num_emb + 1, width, backward, true);
+}
+
+const char* interaction_kernel_name(InteractionKernel k) {
+  switch (k) {
+    case InteractionKernel::TensorCores:
+      return "tensor cores";
+    case InteractionKernel::CudaCores:
+      return "CUDA cores";
+    default:
+      return "generic";
+  }
+}
 
 void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                          const void* mlp, const void* emb, void* out, StreamHandle stream) {
   if (batch <= 0) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
-  const FastLayout lay = fast_layout(f1, width, false);
+  const InteractionKernel kind = choose(dtype, f1, width, false, aligned16(mlp) && aligned16(emb));
+  if (kind == InteractionKernel::TensorCores) {
+    interaction_forward_tensor_cores(dtype, batch, f1, width, mlp, emb, out, stream);
+    return;
+  }
   dispatch_act(dtype, "Interaction", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* m = static_cast<const T*>(mlp);
     const T* e = static_cast<const T*>(emb);
     T* o = static_cast<T*>(out);
-    if (lay.warps > 0) {
-      const std::size_t smem =
-          static_cast<std::size_t>(lay.warp_floats) * lay.warps * sizeof(float);
-      interaction_forward_fast<T><<<fast_grid(batch, lay.warps), lay.warps * 32, smem, stream>>>(
-          batch, static_cast<int>(f1), static_cast<int>(width), m, e, o, lay);
+    if (kind == InteractionKernel::CudaCores) {
+      const CoreLayout lay = core_layout(f1, width, false);
+      const std::size_t smem = shared_bytes(lay);
+      const auto kernel = interaction_forward_fast<T>;
+      const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
+      kernel<<<grid, lay.warps * 32, smem, stream>>>(batch, static_cast<int>(f1),
+                                                     static_cast<int>(width), m, e, o, lay);
     } else {
       const std::int64_t n = batch * (width + f1 * (f1 - 1) / 2 + 1);
       interaction_forward_generic<T><<<grid_for(n), kThreads, 0, stream>>>(
@@ -354,16 +435,23 @@ void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb,
   if (batch <= 0 || (dmlp == nullptr && demb == nullptr)) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
-  const FastLayout lay = fast_layout(f1, width, true);
+  const bool aligned = aligned16(mlp) && aligned16(emb) && aligned16(dmlp) && aligned16(demb);
+  const InteractionKernel kind = choose(dtype, f1, width, true, aligned);
+  if (kind == InteractionKernel::TensorCores) {
+    interaction_backward_tensor_cores(dtype, batch, f1, width, mlp, emb, dout, dmlp, demb, stream);
+    return;
+  }
   dispatch_act(dtype, "Interaction backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* m = static_cast<const T*>(mlp);
     const T* e = static_cast<const T*>(emb);
     const T* g = static_cast<const T*>(dout);
-    if (lay.warps > 0) {
-      const std::size_t smem =
-          static_cast<std::size_t>(lay.warp_floats) * lay.warps * sizeof(float);
-      interaction_backward_fast<T><<<fast_grid(batch, lay.warps), lay.warps * 32, smem, stream>>>(
+    if (kind == InteractionKernel::CudaCores) {
+      const CoreLayout lay = core_layout(f1, width, true);
+      const std::size_t smem = shared_bytes(lay);
+      const auto kernel = interaction_backward_fast<T>;
+      const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
+      kernel<<<grid, lay.warps * 32, smem, stream>>>(
           batch, static_cast<int>(f1), static_cast<int>(width), m, e, g, static_cast<T*>(dmlp),
           static_cast<T*>(demb), lay);
     } else {

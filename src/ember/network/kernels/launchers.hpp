@@ -107,6 +107,15 @@ void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, 
 void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                           const void* mlp, const void* emb, const void* dout, void* dmlp,
                           void* demb, StreamHandle stream);
+// The kernels that run an interaction of this dtype and shape when its pointers are 16-byte
+// aligned (the arena's are; unaligned ones take the generic kernels): 16-bit tensor cores for
+// F1 = num_emb + 1 <= 32 and widths that are a multiple of 16 (sm_80 or newer), exact f32
+// CUDA-core kernels for F1 <= 32 and widths that are a multiple of 4, the generic kernels
+// otherwise. For tests and benchmarks; needs a current CUDA device.
+enum class InteractionKernel : std::uint8_t { TensorCores, CudaCores, Generic };
+InteractionKernel interaction_kernel(DType dtype, std::int64_t num_emb, std::int64_t width,
+                                     bool backward);
+const char* interaction_kernel_name(InteractionKernel kernel);
 // FM order 2: in [batch, slots, width] -> out [batch, width] = 0.5 ((sum v)^2 - sum v^2).
 void fm_order2_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t width,
                        const void* in, void* out, StreamHandle stream);
