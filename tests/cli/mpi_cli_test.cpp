@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <regex>
 
 #include "cli/mpi_run_support.hpp"
@@ -48,13 +49,29 @@ struct Team {
   int processes, ranks_each;
 };
 
-TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
-  EMBER_REQUIRE_MPI();
-  const Team teams[] = {
-      {"dlrm", "", 2, 2},                                    // localized, hash
-      {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 3, 1},  // one-hot
-      {"deepfm", "", 3, 1},                                  // distributed
-  };
+// Shared reading: process 0's line "input (training): process 0 parsed P samples (B bytes) and
+// passed over S; process 1 ..." says that every process parsed its share of the samples (its
+// ranks' rows of every batch) and passed over the rest.
+void expect_each_process_parsed_its_share(const std::string& err, int processes) {
+  const std::regex line(
+      "process ([0-9]+) parsed ([0-9]+) samples \\(([0-9]+) bytes\\) and "
+      "passed over ([0-9]+)");
+  int seen = 0;
+  for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
+    const auto& m = *it;
+    EXPECT_EQ(std::stoi(m[1]), seen) << err;
+    const double parsed = std::stod(m[2]), passed = std::stod(m[4]);
+    EXPECT_GT(std::stod(m[3]), 0) << m[0];
+    // 20 steps of full batches and what the readers read ahead: 1/N of every batch (the readers
+    // may be inside a batch when the numbers are taken).
+    EXPECT_NEAR(parsed / (parsed + passed), 1.0 / processes, 0.05) << m[0];
+    ++seen;
+  }
+  EXPECT_EQ(seen, processes) << err;
+}
+
+void train_teams(const std::vector<Team>& teams,
+                 const std::function<std::string(const char*)>& data) {
   for (const Team& t : teams) {
     SCOPED_TRACE(std::string(t.config) + " " + t.embedding_type + " on " +
                  std::to_string(t.processes) + " processes");
@@ -65,16 +82,17 @@ TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
     }
     const int total = t.processes * t.ranks_each;
     const Outcome one =
-        run(0, args + " --cpu-ranks " + std::to_string(total) + " --run-dir one", dir);
+        run_in(0, args + " --cpu-ranks " + std::to_string(total) + " --run-dir one", dir);
     ASSERT_EQ(one.status, 0) << one.err;
     const Outcome many =
-        run(t.processes, args + " --cpu-ranks " + std::to_string(t.ranks_each) + " --run-dir many",
-            dir);
+        run_in(t.processes,
+               args + " --cpu-ranks " + std::to_string(t.ranks_each) + " --run-dir many", dir);
     ASSERT_EQ(many.status, 0) << many.err;
-    // Process 0 alone prints: every line once, the same numbers.
+    // Process 0 alone prints: every line once, the same numbers (the same reduction order).
     EXPECT_EQ(numbers_of(many.out), numbers_of(one.out)) << many.err;
     EXPECT_THAT(many.out, HasSubstr("eval iter=20 AUC="));
     EXPECT_THAT(many.err, HasSubstr(" in each of " + std::to_string(t.processes) + " processes"));
+    expect_each_process_parsed_its_share(many.err, t.processes);
     // One metrics.csv, written by process 0, with the rows of one process's.
     const auto rows = [&](const char* run_dir) {
       const std::string csv = slurp(dir / run_dir / "metrics.csv");
@@ -83,6 +101,36 @@ TEST_F(MpiCli, ProcessesTrainAsOneProcessWithTheSameRanks) {
     EXPECT_GT(rows("one"), 4);
     EXPECT_EQ(rows("many"), rows("one"));
   }
+}
+
+TEST_F(MpiCli, TwoProcessesTrainAsOneProcessWithTheSameRanks) {
+  EMBER_REQUIRE_MPI();
+  train_teams(
+      {
+          {"dlrm", "", 2, 2},                                    // localized, hash
+          {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 2, 1},  // one-hot
+          {"deepfm", "", 2, 2},                                  // distributed
+      },
+      [](const char* name) { return data(name); });
+}
+
+TEST_F(MpiCli, ThreeProcessesTrainAsOneProcessWithTheSameRanks) {
+  EMBER_REQUIRE_MPI();
+  train_teams(
+      {
+          {"dlrm", "", 3, 1},                                    // localized, hash
+          {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 3, 1},  // one-hot
+          {"deepfm", "", 3, 1},                                  // distributed
+      },
+      [](const char* name) { return data(name); });
+}
+
+// HybridSparseEmbedding: frequent rows replicated, the rest sharded over the ranks of both
+// processes; every process chooses the same frequent categories from the same statistics.
+TEST_F(MpiCli, HybridEmbeddingOnTwoProcessesTrainsAsOneProcess) {
+  EMBER_REQUIRE_MPI();
+  train_teams({{"dlrm", "HybridSparseEmbedding", 2, 1}, {"dlrm", "HybridSparseEmbedding", 2, 2}},
+              [](const char* name) { return data(name); });
 }
 
 TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {

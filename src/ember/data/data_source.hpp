@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ember/core/dtype.hpp"
+#include "ember/data/batch.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/host_batch.hpp"
@@ -22,10 +23,12 @@ namespace ember::data {
 // Counters shared by the readers of one pipeline (or one tool run).
 class ReadCounters {
  public:
-  std::atomic<std::int64_t> samples{0};  // samples delivered
+  std::atomic<std::int64_t> samples{0};  // samples parsed and delivered
+  // Samples passed over for another process to parse (shared reading): in the batches, keyless.
+  std::atomic<std::int64_t> skipped{0};
   std::atomic<std::int64_t> dropped{0};  // samples dropped by a checksum mismatch
   std::atomic<std::int64_t> bad{0};      // samples dropped by bad_sample_policy "drop"
-  std::atomic<std::int64_t> bytes{0};    // bytes of sample data parsed
+  std::atomic<std::int64_t> bytes{0};    // bytes of the samples parsed
 
   // Records a dropped sample; the first few are kept (and logged) with their file and index.
   void record_drop(const std::string& file, std::int64_t sample_index);
@@ -60,6 +63,13 @@ struct ShardSpec {
   bool repeat = false;          // wrap around the shard forever
   std::int64_t batch_size = 1;  // the pipeline's batch size (Raw reads batch-size chunks)
   ReadCounters* counters = nullptr;
+  // Shared reading (key_exchange.hpp): of every full batch, only rows [window->offset,
+  // window->offset + window->size) are this process's to parse. A reader may pass over the
+  // others (add_rows_without_keys), as long as the batch holds the same samples as it would
+  // otherwise (samples that a check would drop are still dropped). A batch that ends short (the
+  // end of a shard) must be read whole: the collector merges it with others at rows the reader
+  // cannot know. Readers that cannot pass over samples cheaply read every row. Unset: every row.
+  std::optional<Share> window;
 };
 
 class DataSource {

@@ -1,5 +1,7 @@
 #include "ember/data/host_batch.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "ember/core/error.hpp"
@@ -48,6 +50,17 @@ void HostBatch::set_size(std::int64_t n) {
 std::int64_t HostBatch::nnz(int input) const {
   const auto& s = layout_.sparse[static_cast<std::size_t>(input)];
   return row_offsets(input)[size_ * s.slot_num];
+}
+
+void HostBatch::add_rows_without_keys(std::int64_t n) {
+  EMBER_CHECK(n >= 0 && size_ + n <= capacity_, "HostBatch::add_rows_without_keys(", n, ") with ",
+              capacity_ - size_, " rows left");
+  for (int i = 0; i < num_inputs(); ++i) {
+    const std::int64_t slots = layout_.sparse[static_cast<std::size_t>(i)].slot_num;
+    std::int64_t* off = row_offsets(i) + size_ * slots;
+    std::fill(off + 1, off + n * slots + 1, off[0]);
+  }
+  size_ += n;
 }
 
 void HostBatch::append(const HostBatch& src, std::int64_t begin, std::int64_t end) {

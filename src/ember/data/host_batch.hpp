@@ -51,6 +51,10 @@ class HostBatch {
   // Keys of the committed samples of `input`.
   std::int64_t nnz(int input) const;
 
+  // Commits `n` samples that another process parses (shared reading, key_exchange.hpp): their
+  // rows hold no keys, and their label and dense values are left as they are.
+  void add_rows_without_keys(std::int64_t n);
+
   // Appends samples [begin, end) of `src` (same layout), rebasing its row offsets.
   void append(const HostBatch& src, std::int64_t begin, std::int64_t end);
 

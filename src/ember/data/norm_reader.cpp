@@ -344,6 +344,55 @@ void NormFileReader::fail_record(const std::byte* payload, std::int64_t length,
                  " has a broken record: ", why);
 }
 
+void NormFileReader::seek(const Position& at) {
+  EMBER_CHECK(is_open() && at.byte >= data_begin_ && at.byte <= size_ &&
+                  at.record <= header_.number_of_records,
+              "NormFileReader::seek to byte ", at.byte, " (sample ", at.record, ") of '", path_,
+              "'");
+  pos_ = at.byte;
+  record_ = at.record;
+  dropped_ = at.dropped;
+  bad_ = at.bad;
+  if (dropped_indices_.size() > static_cast<std::size_t>(dropped_))
+    dropped_indices_.resize(static_cast<std::size_t>(dropped_));
+}
+
+bool NormFileReader::pass_over(HostBatch& batch, const std::byte* sample) {
+  if (validator_ && validator_->policy() == BadSamplePolicy::Drop) {
+    const std::int64_t row = batch.size();
+    std::memcpy(batch.label() + row * layout_.label_dim, sample,
+                static_cast<std::size_t>(layout_.label_dim) * 4);
+    std::memcpy(batch.dense() + row * layout_.dense_dim, sample + layout_.label_dim * 4,
+                static_cast<std::size_t>(layout_.dense_dim) * 4);
+    if (!accept_sample(batch)) return false;
+  }
+  batch.add_rows_without_keys(1);
+  ++passed_over_;
+  return true;
+}
+
+template <class Key>
+const std::byte* NormFileReader::frame_sample(const std::byte* p, const std::byte* end) const {
+  if (static_cast<std::size_t>(end - p) < min_sample_bytes_) return nullptr;
+  p += layout_.label_dense_bytes();
+  for (const auto& s : layout_.sparse) {
+    const std::int64_t* fixed = s.fixed_nnz.empty() ? nullptr : s.fixed_nnz.data();
+    std::int64_t keys = 0;
+    for (std::int64_t k = 0; k < s.slot_num; ++k) {
+      if (end - p < 4) return nullptr;
+      const auto nnz = load<std::int32_t>(p);
+      p += 4;
+      if (nnz < 0 || nnz > s.max_feature_num_per_sample - keys) return nullptr;
+      if (fixed != nullptr && nnz != fixed[k]) return nullptr;
+      if (static_cast<std::size_t>(end - p) < static_cast<std::size_t>(nnz) * sizeof(Key))
+        return nullptr;
+      p += static_cast<std::size_t>(nnz) * sizeof(Key);
+      keys += nnz;
+    }
+  }
+  return p;
+}
+
 bool NormFileReader::accept_sample(const HostBatch& batch) {
   if (!validator_) return true;
   const std::int64_t row = batch.size();
@@ -357,6 +406,7 @@ bool NormFileReader::accept_sample(const HostBatch& batch) {
                    bad_sample_hint());
   }
   ++bad_;
+  ++bad_in_all_;
   if (counters_ != nullptr) counters_->record_bad(path_, record_, what);
   return false;
 }
@@ -418,7 +468,8 @@ const std::byte* NormFileReader::parse_sample(const std::byte* p, const std::byt
 template <class Key>
 std::int64_t NormFileReader::read_typed(HostBatch& batch) {
   const std::int64_t start = batch.size();
-  const std::size_t start_pos = pos_;
+  const std::int64_t passed_before = passed_over_;
+  std::size_t parsed_bytes = 0;
   const std::byte* const end = data_ + size_;
   const auto parse = [&](const std::byte* p, const std::byte* sample_end) {
     if (static_cast<std::size_t>(end - p) >= max_sample_bytes_) {
@@ -452,8 +503,12 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
       const auto stored = load<std::uint8_t>(payload + length);
       if (norm_checksum(payload, static_cast<std::size_t>(length)) != stored) {
         ++dropped_;
+        ++dropped_in_all_;
         if (dropped_indices_.size() < ReadCounters::kKeptDrops) dropped_indices_.push_back(record_);
         if (counters_ != nullptr) counters_->record_drop(path_, record_);
+      } else if (passes_over(batch)) {
+        // The checksum is verified all the same: a drop moves every sample behind it.
+        pass_over(batch, payload);
       } else {
         const std::byte* after = parse(payload, payload + length);
         if (after != payload + length) {
@@ -462,15 +517,22 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
                           after == nullptr || after > payload + length ? "run past" : "end before",
                           " the record length ", length));
         }
+        parsed_bytes += record_bytes;
         if (accept_sample(batch)) batch.set_size(batch.size() + 1);
       }
       pos_ += record_bytes;
     } else {
       sample_limit_ = end;
-      const std::byte* after = parse(p, end);
-      if (after == nullptr) fail_truncated("ends past the end of the file");
+      const std::byte* after = passes_over(batch) ? frame_sample<Key>(p, end) : nullptr;
+      if (after != nullptr) {
+        pass_over(batch, p);
+      } else {
+        after = parse(p, end);
+        if (after == nullptr) fail_truncated("ends past the end of the file");
+        parsed_bytes += static_cast<std::size_t>(after - p);
+        if (accept_sample(batch)) batch.set_size(batch.size() + 1);
+      }
       pos_ += static_cast<std::size_t>(after - p);
-      if (accept_sample(batch)) batch.set_size(batch.size() + 1);
     }
     ++record_;
   }
@@ -480,9 +542,10 @@ std::int64_t NormFileReader::read_typed(HostBatch& batch) {
   }
   const std::int64_t added = batch.size() - start;
   if (counters_ != nullptr) {
-    counters_->samples.fetch_add(added, std::memory_order_relaxed);
-    counters_->bytes.fetch_add(static_cast<std::int64_t>(pos_ - start_pos),
-                               std::memory_order_relaxed);
+    const std::int64_t passed = passed_over_ - passed_before;
+    counters_->samples.fetch_add(added - passed, std::memory_order_relaxed);
+    if (passed > 0) counters_->skipped.fetch_add(passed, std::memory_order_relaxed);
+    counters_->bytes.fetch_add(static_cast<std::int64_t>(parsed_bytes), std::memory_order_relaxed);
   }
   return added;
 }
@@ -507,7 +570,78 @@ class NormShardReader final : public ShardReader {
         spec_(spec),
         reader_(source.layout(), source.check(), spec.counters, source.checks()) {}
 
+  void restart() override {
+    reader_.close();
+    next_ = 0;
+    files_without_samples_ = 0;
+  }
+
+  // Shared reading: the window's rows are parsed, the others passed over. A batch that ends
+  // short is read again whole, from where it began (its rows land where the collector merges
+  // them), and the counters forget the first attempt.
   std::int64_t fill(HostBatch& batch) override {
+    if (!spec_.window || !batch.empty()) return fill_rows(batch);
+    const Saved saved = save();
+    reader_.set_window(spec_.window);
+    std::int64_t n = 0;
+    try {
+      n = fill_rows(batch);
+    } catch (...) {
+      reader_.set_window(std::nullopt);
+      throw;
+    }
+    reader_.set_window(std::nullopt);
+    if (n == 0 || batch.full()) return n;
+    if (ReadCounters* c = spec_.counters) {
+      const std::int64_t passed = reader_.passed_over() - saved.passed_over;
+      c->samples.fetch_sub(n - passed, std::memory_order_relaxed);
+      c->skipped.fetch_sub(passed, std::memory_order_relaxed);
+      c->dropped.fetch_sub(reader_.dropped_in_all() - saved.dropped, std::memory_order_relaxed);
+      c->bad.fetch_sub(reader_.bad_in_all() - saved.bad, std::memory_order_relaxed);
+    }
+    batch.clear();
+    restore(saved);
+    return fill_rows(batch);
+  }
+
+ private:
+  struct Saved {
+    std::int64_t next = 0;
+    std::int64_t files_without_samples = 0;
+    std::string path;  // empty: no file open
+    NormFileReader::Position position;
+    std::int64_t passed_over = 0;
+    std::int64_t dropped = 0;  // the reader's drops so far (checksum, checks)
+    std::int64_t bad = 0;
+  };
+
+  Saved save() const {
+    Saved s{next_,
+            files_without_samples_,
+            {},
+            {},
+            reader_.passed_over(),
+            reader_.dropped_in_all(),
+            reader_.bad_in_all()};
+    if (reader_.is_open()) {
+      s.path = reader_.path();
+      s.position = reader_.position();
+    }
+    return s;
+  }
+
+  void restore(const Saved& s) {
+    next_ = s.next;
+    files_without_samples_ = s.files_without_samples;
+    if (s.path.empty()) {
+      reader_.close();
+      return;
+    }
+    if (!reader_.is_open() || reader_.path() != s.path) reader_.open(s.path);
+    reader_.seek(s.position);
+  }
+
+  std::int64_t fill_rows(HostBatch& batch) {
     const std::int64_t start = batch.size();
     const auto& files = source_.file_list().files;
     const auto n = static_cast<std::int64_t>(files.size());
@@ -528,13 +662,6 @@ class NormShardReader final : public ShardReader {
     return batch.size() - start;
   }
 
-  void restart() override {
-    reader_.close();
-    next_ = 0;
-    files_without_samples_ = 0;
-  }
-
- private:
   const NormSource& source_;
   ShardSpec spec_;
   NormFileReader reader_;

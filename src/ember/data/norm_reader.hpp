@@ -54,6 +54,28 @@ class NormFileReader {
   // header's number_of_records samples are ignored with a warning (as Raw's are).
   std::int64_t read(HostBatch& batch);
 
+  // Shared reading (ShardSpec::window): the rows of the batch being filled (its row indices, as
+  // read() is called on it) whose samples are parsed. The others are passed over: framed by
+  // their record length (Sum) or their key counts (None), their checksum verified and, under
+  // bad_sample_policy "drop", their label and dense values checked, so that exactly the same
+  // samples are dropped, but their keys not read; their rows get no keys (and, unless checked,
+  // no label or dense values). Unset: every row is parsed.
+  void set_window(std::optional<Share> window) { window_ = window; }
+  // Since the reader was made: samples passed over, and samples dropped (checksum, checks).
+  std::int64_t passed_over() const { return passed_over_; }
+  std::int64_t dropped_in_all() const { return dropped_in_all_; }
+  std::int64_t bad_in_all() const { return bad_in_all_; }
+
+  // Where the reader stands in its file, to come back to (seek) and read again.
+  struct Position {
+    std::size_t byte = 0;
+    std::int64_t record = 0;
+    std::int64_t dropped = 0;
+    std::int64_t bad = 0;
+  };
+  Position position() const { return {pos_, record_, dropped_, bad_}; }
+  void seek(const Position& at);
+
   const NormHeader& header() const { return header_; }
   const std::string& path() const { return path_; }
   // Index of the next record (sample) in the file.
@@ -71,6 +93,18 @@ class NormFileReader {
   const std::byte* parse_sample(const std::byte* p, const std::byte* end, HostBatch& batch);
   // Whether the sample just parsed into row batch.size() goes into the batch (the checks).
   bool accept_sample(const HostBatch& batch);
+  // Shared reading: whether row batch.size() is another process's.
+  bool passes_over(const HostBatch& batch) const {
+    return window_ &&
+           (batch.size() < window_->offset || batch.size() >= window_->offset + window_->size);
+  }
+  // Commits a sample passed over at `sample` (its label and dense values first): keyless, after
+  // the checks that could drop it. Returns whether it went into the batch.
+  bool pass_over(HostBatch& batch, const std::byte* sample);
+  // The end of the sample at p (None mode: walking its key counts), or nullptr for anything a
+  // parse would report (the caller then parses it, which reports it).
+  template <class Key>
+  const std::byte* frame_sample(const std::byte* p, const std::byte* end) const;
   [[noreturn]] void fail_nnz(int input, std::int64_t slot_in_input, std::int64_t nnz,
                              std::int64_t keys_so_far, const std::byte* sample) const;
   [[noreturn]] void fail_fixed(int input, std::int64_t slot_in_input, std::int64_t nnz) const;
@@ -103,6 +137,11 @@ class NormFileReader {
   NormHeader header_;
   std::int64_t record_ = 0;
   bool end_checked_ = false;
+
+  std::optional<Share> window_;
+  std::int64_t passed_over_ = 0;
+  std::int64_t dropped_in_all_ = 0;
+  std::int64_t bad_in_all_ = 0;
 
   std::int64_t dropped_ = 0;
   std::int64_t bad_ = 0;

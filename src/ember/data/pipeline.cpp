@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -75,7 +76,14 @@ struct Pipeline::Impl {
   std::deque<OutItem> out;
 
   std::atomic<bool> stopping{false};
+  // Shared reading: the consumer is done; the collector finishes the exchanges that the prefetch
+  // queue has room for (the same ones on every process), then ends.
+  std::atomic<bool> draining{false};
   std::vector<std::thread> threads;
+  bool collector_started = false;  // threads.back() is the collector
+
+  // Shared reading: the rows of each full batch this process parses.
+  std::optional<Share> window;
 
   // Consumer side.
   std::exception_ptr failure;
@@ -98,6 +106,13 @@ struct Pipeline::Impl {
   bool push_work(int w, WorkItem item);
   bool pop_work(std::vector<bool>& done, int& round_robin, WorkItem& item, int& from);
   bool push_out(OutItem item);
+  // Shared reading: waits until the prefetch queue has room for the next batch (false: stopping,
+  // or draining with no room), so that whether a batch's keys are exchanged depends only on the
+  // batches the consumer took.
+  bool wait_for_room();
+  // Hands the consumer an error; when it is gone (draining) and the other processes wait in
+  // exchanges, ends the job instead.
+  void fail(std::exception_ptr error);
   bool deliver(HostBatchLease batch, std::int64_t epoch, bool end_of_epoch);
 };
 
@@ -147,7 +162,7 @@ void Pipeline::Impl::Collector::run() {
     while (step()) {
     }
   } catch (...) {
-    m_.push_out({OutItem::Kind::Error, {}, std::current_exception()});
+    m_.fail(std::current_exception());
   }
 }
 
@@ -162,7 +177,7 @@ bool Pipeline::Impl::Collector::step() {
 bool Pipeline::Impl::Collector::take(WorkItem item, int from) {
   switch (item.kind) {
     case WorkItem::Kind::Error:
-      m_.push_out({OutItem::Kind::Error, {}, item.error});
+      m_.fail(item.error);
       return false;
     case WorkItem::Kind::EndOfEpoch:
       done_[static_cast<std::size_t>(from)] = true;
@@ -261,6 +276,7 @@ void Pipeline::Impl::worker_main(int w) {
     spec.repeat = options.mode == PipelineMode::Repeat;
     spec.batch_size = options.batch_size;
     spec.counters = &counters;
+    spec.window = window;
     std::unique_ptr<ShardReader> reader = source->open_shard(spec);
     std::int64_t epoch = 0;
     while (!stopping.load()) {
@@ -316,23 +332,54 @@ bool Pipeline::Impl::pop_work(std::vector<bool>& done, int& round_robin, WorkIte
 
 bool Pipeline::Impl::push_out(OutItem item) {
   std::unique_lock lock(out_mutex);
-  const auto room = [&] {
-    return stopping.load() || out.size() < static_cast<std::size_t>(options.prefetch_depth);
-  };
+  const auto depth = static_cast<std::size_t>(options.prefetch_depth);
+  const auto room = [&] { return stopping.load() || draining.load() || out.size() < depth; };
   if (!room()) {
     const auto t0 = Clock::now();
     out_space.wait(lock, room);
     collector_output_wait.add_since(t0);
   }
-  if (stopping.load()) return false;
+  if (stopping.load() || out.size() >= depth) return false;
   out.push_back(std::move(item));
   lock.unlock();
   out_ready.notify_all();
   return true;
 }
 
+bool Pipeline::Impl::wait_for_room() {
+  std::unique_lock lock(out_mutex);
+  const auto depth = static_cast<std::size_t>(options.prefetch_depth);
+  const auto room = [&] { return stopping.load() || draining.load() || out.size() < depth; };
+  if (!room()) {
+    const auto t0 = Clock::now();
+    out_space.wait(lock, room);
+    collector_output_wait.add_since(t0);
+  }
+  return !stopping.load() && out.size() < depth;
+}
+
+void Pipeline::Impl::fail(std::exception_ptr error) {
+  if (!push_out({OutItem::Kind::Error, {}, error}) && options.exchange && draining.load() &&
+      !stopping.load()) {
+    std::string why = "unknown error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      why = e.what();
+    } catch (...) {
+    }
+    options.exchange->abandon(cat(source->description(), ": ", why));
+  }
+}
+
 bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_of_epoch) {
   const BatchInfo info{sequence, epoch, end_of_epoch};
+  if (options.exchange) {
+    if (!wait_for_room()) return false;
+    const Share rows =
+        process_window(batch->size(), options.slice, static_cast<int>(options.devices.size()));
+    exchange_batch_keys(*batch, rows, {sequence, batch->size(), workers}, *options.exchange);
+  }
   OutItem item{OutItem::Kind::Batch, {}, nullptr};
   if (gpu) {
     item.batch = transfer->copy(std::move(batch), info);
@@ -350,6 +397,7 @@ void Pipeline::Impl::start() {
     for (int w = 0; w < workers; ++w)
       threads.emplace_back([this, w] { worker_main(w); });
     threads.emplace_back([this] { collector_main(); });
+    collector_started = true;
   } catch (...) {
     stop();
     throw;
@@ -357,6 +405,16 @@ void Pipeline::Impl::start() {
 }
 
 void Pipeline::Impl::stop() {
+  if (options.exchange && collector_started && threads.back().joinable()) {
+    // The other processes' collectors exchange the keys of every batch their queues have room
+    // for: so must this one, before its readers stop.
+    {
+      std::lock_guard lock(out_mutex);
+      draining.store(true);
+    }
+    out_space.notify_all();
+    threads.back().join();
+  }
   stopping.store(true);
   {
     // Taking each lock orders the flag before any waiter's next check.
@@ -413,6 +471,8 @@ void check_options(const PipelineOptions& options) {
   EMBER_CHECK(options.slice.first_rank >= 0 &&
                   options.slice.first_rank + static_cast<std::int64_t>(options.devices.size()) <= D,
               "Pipeline: devices from rank ", options.slice.first_rank, " are not ranks of ", D);
+  EMBER_CHECK(options.exchange == nullptr || options.deterministic,
+              "Pipeline: shared reading (an exchange between processes) needs deterministic mode");
   if (options.require_even_split && options.batch_size % D != 0) {
     EMBER_THROW_AS(ConfigError, "batch size ", options.batch_size, " is not a multiple of the ", D,
                    " training devices");
@@ -473,6 +533,20 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
   m.options = std::move(options);
   m.layout = m.source->layout();
   m.workers = choose_workers(*m.source, m.options, m.gpu);
+  if (m.options.exchange) {
+    // Which samples a batch holds depends on the worker count: every process takes the fewest.
+    std::vector<std::byte> mine(sizeof(int));
+    std::memcpy(mine.data(), &m.workers, sizeof(int));
+    for (const auto& theirs : m.options.exchange->all_gather(mine)) {
+      int w = 0;
+      EMBER_CHECK(theirs.size() == sizeof(int), "Pipeline: a process sent ", theirs.size(),
+                  " bytes for its reader worker count");
+      std::memcpy(&w, theirs.data(), sizeof(int));
+      m.workers = std::min(m.workers, w);
+    }
+    m.window = process_window(m.options.batch_size, m.options.slice,
+                              static_cast<int>(m.options.devices.size()));
+  }
   // Everything a steady run needs is made before any thread starts.
   const std::int64_t host_batches =
       steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth, m.options.mode);
@@ -549,6 +623,7 @@ PipelineStats Pipeline::stats() const {
   s.batches = m.delivered_batches.load();
   s.samples = m.delivered_samples.load();
   s.samples_read = m.counters.samples.load();
+  s.samples_skipped = m.counters.skipped.load();
   s.dropped = m.counters.dropped.load();
   s.bad_samples = m.counters.bad.load();
   s.bytes_read = m.counters.bytes.load();

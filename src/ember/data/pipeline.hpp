@@ -38,6 +38,7 @@
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_config.hpp"
 #include "ember/data/data_source.hpp"
+#include "ember/data/key_exchange.hpp"
 
 namespace ember::data {
 
@@ -61,6 +62,15 @@ struct PipelineOptions {
   // A process of a multi-process job: the ranks of all processes share each batch and `devices`
   // take the shares of ranks slice.first_rank, ... (batch.hpp). Default: `devices` are all.
   RankSlice slice;
+  // Shared reading in a job of several processes (key_exchange.hpp): the readers parse only the
+  // rows of this process's ranks (`slice`) in every batch and the collector swaps the keys with
+  // the other processes through `exchange` before it hands the batch on, so every batch holds
+  // the whole batch's keys and this process's rows' label and dense values. Needs deterministic
+  // mode; every process must make its pipelines in the same order and consume the same batches.
+  // Stopping the pipeline first completes the exchanges that the prefetch queue has room for,
+  // which is the same set on every process (the consumers took the same batches). The reader
+  // worker count is agreed at construction (the smallest of all processes'). Null: every row.
+  std::shared_ptr<ProcessExchange> exchange;
   // Require batch_size to be a multiple of the rank count (HugeCTR's rule for training).
   bool require_even_split = true;
   // GPU batches: next() makes each device's current stream wait for the batch's copies.
@@ -72,11 +82,12 @@ struct PipelineOptions {
 };
 
 struct PipelineStats {
-  std::int64_t batches = 0;  // handed out by next()
-  std::int64_t samples = 0;  // in those batches
-  std::int64_t samples_read = 0;
-  std::int64_t dropped = 0;      // samples dropped by checksum mismatches
-  std::int64_t bad_samples = 0;  // samples dropped by bad_sample_policy "drop"
+  std::int64_t batches = 0;          // handed out by next()
+  std::int64_t samples = 0;          // in those batches
+  std::int64_t samples_read = 0;     // parsed by this process's readers
+  std::int64_t samples_skipped = 0;  // passed over for the other processes (shared reading)
+  std::int64_t dropped = 0;          // samples dropped by checksum mismatches
+  std::int64_t bad_samples = 0;      // samples dropped by bad_sample_policy "drop"
   std::int64_t bytes_read = 0;
   int workers = 0;
 

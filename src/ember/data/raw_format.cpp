@@ -80,6 +80,10 @@ int RawSource::max_workers(std::int64_t batch_size) const {
   return static_cast<int>(std::min<std::int64_t>(chunks, std::numeric_limits<int>::max()));
 }
 
+bool RawSource::may_drop() const {
+  return validator_ && validator_->policy() == BadSamplePolicy::Drop;
+}
+
 std::vector<std::int64_t> RawSource::chunk_order(std::int64_t batch_size) const {
   EMBER_CHECK(batch_size > 0, "Raw chunks need a positive batch size");
   const std::int64_t chunks = (options_.num_samples + batch_size - 1) / batch_size;
@@ -215,13 +219,8 @@ class RawShardReader final : public ShardReader {
       const std::int64_t count = std::min(spec_.batch_size, source_.num_samples() - first);
       EMBER_CHECK(count <= batch.capacity() - batch.size(), "Raw chunk of ", count,
                   " samples does not fit the batch");
-      const std::int64_t added = source_.read_samples(first, count, batch, spec_.counters);
+      const std::int64_t added = read_chunk(first, count, batch);
       ++next_;
-      if (spec_.counters != nullptr) {
-        spec_.counters->samples.fetch_add(added, std::memory_order_relaxed);
-        spec_.counters->bytes.fetch_add(count * static_cast<std::int64_t>(source_.stride()),
-                                        std::memory_order_relaxed);
-      }
       if (added > 0) return added;
     }
     return 0;
@@ -230,6 +229,34 @@ class RawShardReader final : public ShardReader {
   void restart() override { next_ = 0; }
 
  private:
+  // Samples [first, first + count) into `batch`. Shared reading: a full chunk is one batch, so
+  // only the window's samples are parsed (fixed-size records: no other sample is touched). A
+  // short chunk, or a chunk whose checks may drop samples (which moves the samples behind them),
+  // is read whole.
+  std::int64_t read_chunk(std::int64_t first, std::int64_t count, HostBatch& batch) {
+    ReadCounters* counters = spec_.counters;
+    const auto stride = static_cast<std::int64_t>(source_.stride());
+    if (!spec_.window || count < spec_.batch_size || !batch.empty() || source_.may_drop()) {
+      const std::int64_t added = source_.read_samples(first, count, batch, counters);
+      if (counters != nullptr) {
+        counters->samples.fetch_add(added, std::memory_order_relaxed);
+        counters->bytes.fetch_add(count * stride, std::memory_order_relaxed);
+      }
+      return added;
+    }
+    const Share w = *spec_.window;
+    batch.add_rows_without_keys(w.offset);
+    const std::int64_t parsed = source_.read_samples(first + w.offset, w.size, batch, counters);
+    EMBER_CHECK(parsed == w.size, "Raw read of ", w.size, " samples gave ", parsed);
+    batch.add_rows_without_keys(count - w.offset - w.size);
+    if (counters != nullptr) {
+      counters->samples.fetch_add(parsed, std::memory_order_relaxed);
+      counters->skipped.fetch_add(count - parsed, std::memory_order_relaxed);
+      counters->bytes.fetch_add(parsed * stride, std::memory_order_relaxed);
+    }
+    return count;
+  }
+
   const RawSource& source_;
   ShardSpec spec_;
   std::vector<std::int64_t> order_;

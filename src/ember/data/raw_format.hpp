@@ -52,6 +52,8 @@ class RawSource final : public DataSource {
   // sample, the slot and the value; so is a sample that fails the checks under "error".
   std::int64_t read_samples(std::int64_t first, std::int64_t count, HostBatch& batch,
                             ReadCounters* counters = nullptr) const;
+  // Whether a check can drop samples (bad_sample_policy "drop"): a chunk may then hold fewer.
+  bool may_drop() const;
   // The order of the batch-size chunks (chunk c = samples [c * batch_size, ...)).
   std::vector<std::int64_t> chunk_order(std::int64_t batch_size) const;
 

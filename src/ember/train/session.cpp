@@ -18,6 +18,7 @@
 #include "ember/train/checkpoint_recovery.hpp"
 #include "ember/train/hybrid_statistics.hpp"
 #include "ember/train/session_impl.hpp"
+#include "ember/train/shared_reading.hpp"
 #include "ember/train/snapshot_retention.hpp"
 
 namespace ember::train {
@@ -278,6 +279,7 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   po.batch_size_name = "solver.batchsize";
   po.devices = m_.places;
   po.slice = {m_.job.world_ranks, m_.job.first_rank};
+  po.exchange = make_key_exchange(m_.job);
   po.num_workers = session_.config_.data.num_workers;
   po.mode = s_.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;
   po.num_epochs = s_.num_epochs;
@@ -551,6 +553,7 @@ void Session::TrainingLoop::interrupt() {
 
 void Session::TrainingLoop::finish() {
   progress_.clear();
+  log_shared_reading(m_.job, "training", pipeline_.stats());
   result_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   result_.samples_per_second =
       result_.seconds > 0 ? static_cast<double>(trained_samples_) / result_.seconds : 0;

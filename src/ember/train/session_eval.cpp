@@ -9,6 +9,7 @@
 #include "ember/core/log.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/train/session_impl.hpp"
+#include "ember/train/shared_reading.hpp"
 
 namespace ember::train {
 
@@ -40,6 +41,7 @@ class EvalBatches {
     po.batch_size_name = "solver.batchsize_eval";
     po.devices = places;
     po.slice = {job.world_ranks, job.first_rank};
+    po.exchange = make_key_exchange(job);
     po.num_workers = c.data.num_workers;
     po.mode = data::PipelineMode::Epochs;
     po.num_epochs = 1;

@@ -1,0 +1,57 @@
+// Shared reading in a job of several processes. Each process parses only the samples of its own
+// ranks in every batch (a window of rows: PipelineOptions::exchange, ShardSpec::window); the
+// dense features and labels of those rows are all its ranks need, but model-parallel embeddings
+// need every sample's keys on every rank. So, batch by batch, the processes swap the keys of
+// their windows: every process sends the key counts and keys of its rows, and puts everyone's
+// back in sample order, which gives every process the whole batch's key CSR it would have
+// parsed itself.
+//
+// The data layer knows nothing of MPI: the transport is a ProcessExchange, which the training
+// layer implements over a process channel (distributed/process_channel.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/data/batch.hpp"
+#include "ember/data/host_batch.hpp"
+
+namespace ember::data {
+
+class ProcessExchange {
+ public:
+  virtual ~ProcessExchange() = default;
+  // This process's rank among the processes and their count.
+  virtual int process() const = 0;
+  virtual int processes() const = 0;
+  // Every process's bytes, in process order. Every process makes the same calls in the same
+  // order, from one thread (the pipeline's collector).
+  virtual std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) = 0;
+  // This process cannot take part in exchanges that the others will wait for (its pipeline
+  // failed while it was being stopped, so no consumer will see the error): end the job, saying
+  // `why`. The default throws, for exchanges whose peers cannot wait (tests).
+  [[noreturn]] virtual void abandon(const std::string& why);
+};
+
+// What a batch's exchange checks that every process agrees on: the batch's place in the stream,
+// its size, and how the readers were split (the batches' content depends on the worker count).
+struct ExchangeCheck {
+  std::int64_t sequence = 0;
+  std::int64_t samples = 0;
+  std::int64_t workers = 0;
+};
+
+// Completes the keys of `batch`: rows [window.offset, window.offset + window.size) hold this
+// process's parsed samples; the other rows are overwritten with the keys of the processes that
+// own them. Every process's window must be the next after the previous process's, the first at
+// row 0 and the last ending at batch.size() (local_shares of consecutive ranks). A process whose
+// batch differs (`check`, the windows) is a DataError naming both processes and the numbers.
+void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
+                         ProcessExchange& exchange);
+
+// The rows of a batch of `n` samples whose samples this process's `local_ranks` ranks take.
+Share process_window(std::int64_t n, const RankSlice& slice, int local_ranks);
+
+}  // namespace ember::data

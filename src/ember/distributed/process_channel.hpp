@@ -1,0 +1,39 @@
+// A communicator of its own between the processes of a job, for exchanges that another thread
+// than the main one makes while the main thread goes on with its own (the input pipeline's key
+// exchange, on its collector thread). MPI orders collectives per communicator, so two threads
+// must not share one: each channel duplicates the world's.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace ember::distributed {
+
+class ProcessChannel {
+ public:
+  // Made by every process, in the same order with respect to the other process-level calls
+  // (it duplicates the world's communicator, a collective call). In a world of one process (no
+  // MPI) the channel is local.
+  static std::unique_ptr<ProcessChannel> open();
+  ~ProcessChannel();
+  ProcessChannel(const ProcessChannel&) = delete;
+  ProcessChannel& operator=(const ProcessChannel&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Every process's bytes, in process order (sizes may differ). One thread per channel; every
+  // process makes the same calls in the same order. More than 2 GiB in all is an error.
+  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine);
+
+ private:
+  struct Comm;
+  ProcessChannel(std::unique_ptr<Comm> comm, int rank, int size);
+
+  std::unique_ptr<Comm> comm_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace ember::distributed

@@ -1,0 +1,347 @@
+// Shared reading (key_exchange.hpp): N "processes" (pipelines in one test, their exchange a
+// rendezvous of threads) each parse only their ranks' rows of every batch and swap keys; every
+// one of them must hand its devices exactly what one process driving every rank hands the same
+// ranks, for Norm (None and Sum, with dropped samples), Raw, both modes and batches that end
+// short, while parsing only about its share.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+
+#include "data/data_test_support.hpp"
+#include "ember/data/file_list.hpp"
+#include "ember/data/key_exchange.hpp"
+#include "ember/data/norm_reader.hpp"
+#include "ember/data/pipeline.hpp"
+#include "ember/data/raw_format.hpp"
+#include "support/test_support.hpp"
+
+namespace ember::data {
+namespace {
+
+using datatest::Sample;
+using datatest::SampleShape;
+
+// An all-gather among `n` threads: each call returns once every participant has made its own.
+class Rendezvous {
+ public:
+  explicit Rendezvous(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
+
+  std::vector<std::vector<std::byte>> all_gather(int p, const std::vector<std::byte>& mine) {
+    std::unique_lock lock(mutex_);
+    const std::int64_t generation = generation_;
+    pending_[static_cast<std::size_t>(p)] = mine;
+    if (++arrived_ == n_) {
+      // Nobody can arrive for the next round before every participant has left this one.
+      done_ = pending_;
+      arrived_ = 0;
+      ++generation_;
+      changed_.notify_all();
+      return done_;
+    }
+    changed_.wait(lock, [&] { return generation_ != generation; });
+    return done_;
+  }
+
+ private:
+  int n_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::vector<std::byte>> pending_, done_;
+  int arrived_ = 0;
+  std::int64_t generation_ = 0;
+};
+
+class ThreadExchange final : public ProcessExchange {
+ public:
+  ThreadExchange(std::shared_ptr<Rendezvous> hub, int p, int n)
+      : hub_(std::move(hub)), p_(p), n_(n) {}
+  int process() const override { return p_; }
+  int processes() const override { return n_; }
+  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
+    return hub_->all_gather(p_, mine);
+  }
+
+ private:
+  std::shared_ptr<Rendezvous> hub_;
+  int p_, n_;
+};
+
+SampleShape shape_for(bool one_hot) {
+  SampleShape shape;
+  shape.label_dim = 1;
+  shape.dense_dim = 2;
+  shape.slots_per_input = {3, 2};
+  shape.min_nnz = one_hot ? 1 : 0;
+  shape.max_nnz = one_hot ? 1 : 3;
+  shape.max_key = 100;
+  return shape;
+}
+
+// Flips the checksum byte of record `k` of a Sum-mode Norm file: the reader drops that sample.
+void break_checksum(const std::string& path, std::int64_t k) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::int64_t pos = 4 + 64 + 1;  // the header record
+  for (std::int64_t r = 0;; ++r) {
+    std::int32_t length = 0;
+    f.seekg(pos);
+    f.read(reinterpret_cast<char*>(&length), 4);
+    pos += 4 + length;
+    if (r == k) break;
+    pos += 1;
+  }
+  f.seekg(pos);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x5a);
+  f.seekp(pos);
+  f.write(&c, 1);
+}
+
+struct Case {
+  std::string name;
+  std::function<std::shared_ptr<DataSource>()> source;
+  std::int64_t samples = 0;  // delivered per epoch
+  std::int64_t dropped = 0;  // per epoch (broken checksums)
+};
+
+Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode check,
+               const std::vector<std::int64_t>& counts, bool drops) {
+  const SampleShape shape = shape_for(false);
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> files;
+  std::int64_t total = 0, dropped = 0;
+  for (std::size_t f = 0; f < counts.size(); ++f) {
+    const std::string path = (dir / ("part" + std::to_string(f) + ".data")).string();
+    datatest::write_norm(path, datatest::random_samples(rng, counts[f], shape), shape, check,
+                         DType::U32);
+    total += counts[f];
+    if (drops && counts[f] > 40) {
+      for (std::int64_t k : {3, 17, 40}) {
+        break_checksum(path, k);
+        --total;
+        ++dropped;
+      }
+    }
+    files.push_back(path);
+  }
+  const std::string list = (dir / "list.txt").string();
+  write_file_list(list, files);
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  return {cat("Norm ", check == CheckMode::Sum ? "Sum" : "None", drops ? " with drops" : ""),
+          [=] { return std::make_shared<NormSource>(list, check, layout); }, total, dropped};
+}
+
+Case raw_case(const std::filesystem::path& dir, std::mt19937_64& rng, std::int64_t n) {
+  const SampleShape shape = shape_for(true);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "raw.bin").string();
+  datatest::write_raw(path, datatest::random_samples(rng, n, shape), shape, true);
+  RawOptions raw;
+  raw.path = path;
+  raw.num_samples = n;
+  raw.float_label_dense = true;
+  raw.shuffle = true;
+  raw.seed = 7;
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  return {"Raw", [=] { return std::make_shared<RawSource>(raw, layout); }, n};
+}
+
+PipelineOptions options_for(PipelineMode mode, int ranks, RankSlice slice, int workers) {
+  PipelineOptions o;
+  o.batch_size = 24;
+  o.devices.assign(static_cast<std::size_t>(ranks), Place::host());
+  o.num_workers = workers;
+  o.deterministic = true;
+  o.mode = mode;
+  o.num_epochs = 2;
+  o.slice = slice;
+  o.prefetch_depth = 2;
+  return o;
+}
+
+// What device `d` of a batch holds, keys included.
+void expect_same_device(const DeviceBatch& got, const DeviceBatch& want) {
+  EXPECT_EQ(got.local_offset, want.local_offset);
+  EXPECT_EQ(got.local_size, want.local_size);
+  EXPECT_EQ(got.label.to_vector<float>(), want.label.to_vector<float>());
+  EXPECT_EQ(got.dense.to_vector<float>(), want.dense.to_vector<float>());
+  ASSERT_EQ(got.sparse.size(), want.sparse.size());
+  for (std::size_t i = 0; i < got.sparse.size(); ++i) {
+    EXPECT_EQ(got.sparse[i].row_offsets().to_vector<std::int64_t>(),
+              want.sparse[i].row_offsets().to_vector<std::int64_t>());
+    EXPECT_EQ(got.sparse[i].values().to_vector<std::uint32_t>(),
+              want.sparse[i].values().to_vector<std::uint32_t>());
+  }
+}
+
+// `processes` pipelines of `ranks_each` ranks, made at once (their construction agrees on the
+// worker count through the exchange).
+std::vector<std::unique_ptr<Pipeline>> shared_pipelines(const Case& c, PipelineMode mode,
+                                                        int processes, int ranks_each,
+                                                        int workers) {
+  auto hub = std::make_shared<Rendezvous>(processes);
+  std::vector<std::future<std::unique_ptr<Pipeline>>> made;
+  for (int p = 0; p < processes; ++p) {
+    made.push_back(std::async(std::launch::async, [&, p] {
+      PipelineOptions o =
+          options_for(mode, ranks_each, {processes * ranks_each, p * ranks_each}, workers);
+      o.exchange = std::make_shared<ThreadExchange>(hub, p, processes);
+      return std::make_unique<Pipeline>(c.source(), o);
+    }));
+  }
+  std::vector<std::unique_ptr<Pipeline>> out;
+  for (auto& f : made)
+    out.push_back(f.get());
+  return out;
+}
+
+TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const std::vector<Case> cases = {
+      norm_case(dir / "none", rng, CheckMode::None, {61, 0, 200, 7, 33}, false),
+      norm_case(dir / "sum", rng, CheckMode::Sum, {130, 45, 9}, true),
+      raw_case(dir / "raw", rng, 203),
+  };
+  for (const Case& c : cases) {
+    for (PipelineMode mode : {PipelineMode::Epochs, PipelineMode::Repeat}) {
+      for (auto [processes, ranks_each, workers] :
+           {std::tuple{2, 1, 1}, std::tuple{3, 2, 3}, std::tuple{3, 1, 2}}) {
+        SCOPED_TRACE(cat(c.name, mode == PipelineMode::Epochs ? ", epochs" : ", repeat", ", ",
+                         processes, " processes of ", ranks_each, " ranks, ", workers, " workers"));
+        const int ranks = processes * ranks_each;
+        Pipeline whole(c.source(), options_for(mode, ranks, {}, workers));
+        auto parts = shared_pipelines(c, mode, processes, ranks_each, workers);
+        const int limit = mode == PipelineMode::Repeat ? 25 : 1 << 20;
+        std::int64_t delivered = 0;
+        int batches = 0;
+        for (; batches < limit; ++batches) {
+          const std::optional<Batch> w = whole.next();
+          for (int p = 0; p < processes; ++p) {
+            const std::optional<Batch> b = parts[static_cast<std::size_t>(p)]->next();
+            ASSERT_EQ(b.has_value(), w.has_value());
+            if (!w) continue;
+            ASSERT_EQ(b->global_size, w->global_size);
+            EXPECT_EQ(b->end_of_epoch, w->end_of_epoch);
+            for (int d = 0; d < ranks_each; ++d) {
+              expect_same_device(b->devices[static_cast<std::size_t>(d)],
+                                 w->devices[static_cast<std::size_t>(p * ranks_each + d)]);
+            }
+          }
+          if (!w) break;
+          delivered += w->global_size;
+        }
+        if (mode == PipelineMode::Epochs) EXPECT_EQ(delivered, 2 * c.samples);
+        // Each process parsed about its share; together they parsed each sample about once.
+        std::int64_t parsed = 0;
+        for (const auto& p : parts) {
+          const PipelineStats s = p->stats();
+          parsed += s.samples_read;
+          EXPECT_GT(s.samples_skipped, 0);
+          EXPECT_LT(s.samples_read, s.samples_read + s.samples_skipped);
+          if (mode == PipelineMode::Epochs) {
+            EXPECT_EQ(s.samples_read + s.samples_skipped, delivered);
+            // Every process verifies every checksum, and counts a drop once (a batch read
+            // again whole forgets its first attempt).
+            EXPECT_EQ(s.dropped, 2 * c.dropped);
+            // Only batches that end short (one per worker and epoch) are read whole.
+            EXPECT_LE(s.samples_read, delivered / processes + 2 * workers * 24 + 24);
+          }
+        }
+        if (mode == PipelineMode::Epochs) {
+          EXPECT_GE(parsed, delivered);
+          EXPECT_LE(parsed, delivered + 2 * processes * (workers + 1) * 24);
+        }
+      }
+    }
+  }
+}
+
+// A process that stops early drains the exchanges its queue has room for, as the others do, so
+// that destroying the pipelines one after the other in any order ends (no process waits for an
+// exchange another one left).
+TEST(SharedReading, PipelinesStoppedAfterTheSameBatchesEndInAnyOrder) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const Case c = norm_case(dir.path(), rng, CheckMode::None, {300, 300}, false);
+  for (int taken : {0, 1, 5}) {
+    auto parts = shared_pipelines(c, PipelineMode::Repeat, 3, 1, 2);
+    for (int i = 0; i < taken; ++i) {
+      for (auto& p : parts)
+        ASSERT_TRUE(p->next().has_value());
+    }
+    parts[1].reset();
+    parts[2].reset();
+    parts[0].reset();
+  }
+}
+
+TEST(SharedReading, ProcessesWithDifferentBatchesAreADataError) {
+  auto rng = testing::make_rng();
+  const SampleShape shape = shape_for(false);
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  auto hub = std::make_shared<Rendezvous>(2);
+  std::vector<std::future<void>> done;
+  for (int p = 0; p < 2; ++p) {
+    done.push_back(std::async(std::launch::async, [&, p] {
+      ThreadExchange exchange(hub, p, 2);
+      HostBatch batch(layout, 8);
+      batch.add_rows_without_keys(8);
+      // Process 1 thinks the batch came from other readers.
+      exchange_batch_keys(batch, {p * 4, 4}, {0, 8, p == 0 ? 2 : 3}, exchange);
+    }));
+  }
+  for (auto& f : done)
+    EMBER_EXPECT_THROW_WITH(f.get(), DataError, "the processes read different batches");
+}
+
+TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
+  auto rng = testing::make_rng();
+  const SampleShape shape = shape_for(false);
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  for (std::int64_t n : {1, 7, 30}) {
+    // The whole batch, as one process would parse it.
+    HostBatch whole(layout, n);
+    const auto samples = datatest::random_samples(rng, n, shape);
+    testing::ScratchDir dir;
+    datatest::write_norm(dir / "f.data", samples, shape, CheckMode::None, DType::U32);
+    NormFileReader reader(layout, CheckMode::None);
+    reader.open(dir / "f.data");
+    ASSERT_EQ(reader.read(whole), n);
+    for (int processes : {1, 2, 4}) {
+      auto hub = std::make_shared<Rendezvous>(processes);
+      std::vector<std::future<std::vector<Sample>>> got;
+      for (int p = 0; p < processes; ++p) {
+        got.push_back(std::async(std::launch::async, [&, p] {
+          const Share w = process_window(n, {processes, p}, 1);
+          HostBatch mine(layout, n);
+          mine.add_rows_without_keys(w.offset);
+          mine.append(whole, w.offset, w.offset + w.size);
+          mine.add_rows_without_keys(n - w.offset - w.size);
+          ThreadExchange exchange(hub, p, processes);
+          exchange_batch_keys(mine, w, {0, n, 1}, exchange);
+          return datatest::samples_of(mine);
+        }));
+      }
+      const std::vector<Sample> want = datatest::samples_of(whole);
+      for (int p = 0; p < processes; ++p) {
+        std::vector<Sample> g = got[static_cast<std::size_t>(p)].get();
+        ASSERT_EQ(g.size(), want.size());
+        const Share w = process_window(n, {processes, p}, 1);
+        for (std::int64_t r = 0; r < n; ++r) {
+          // Keys everywhere; label and dense in this process's rows only.
+          EXPECT_EQ(g[static_cast<std::size_t>(r)].slots, want[static_cast<std::size_t>(r)].slots);
+          if (r >= w.offset && r < w.offset + w.size)
+            EXPECT_EQ(g[static_cast<std::size_t>(r)], want[static_cast<std::size_t>(r)]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::data
