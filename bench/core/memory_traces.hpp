@@ -244,4 +244,18 @@ inline ReplayResult replay(Candidate& c, const Trace& t, const std::vector<Strea
   return r;
 }
 
+// The time of one replay is a few milliseconds, as long as scheduling noise: bench_memory replays
+// each trace several times, the candidates interleaved (so a slow stretch of the machine hits them
+// alike), and keeps the median time with the first replay's fragmentation figures (the same in
+// every replay for Ember's allocators, which start empty each time).
+inline ReplayResult median_replay(const std::vector<ReplayResult>& runs) {
+  std::vector<double> ns;
+  for (const auto& r : runs)
+    ns.push_back(r.ns_per_op);
+  std::sort(ns.begin(), ns.end());
+  ReplayResult out = runs.front();
+  out.ns_per_op = ns[ns.size() / 2];
+  return out;
+}
+
 }  // namespace ember::bench

@@ -151,11 +151,13 @@ int ember_torch_free_ctx(void* context) {
   return guarded([&] { free_data_ptr(static_cast<c10::DataPtr*>(context)); }) ? 1 : 0;
 }
 
-// Empties the cache and resets the peak statistics.
+// Empties the cache and resets the peak and the accumulated statistics (so the segment count of
+// a trace is that trace's, not the process's).
 int ember_torch_reset(int device) {
   return guarded([&] {
     torch_alloc::emptyCache();
     torch_alloc::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+    torch_alloc::resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   })
              ? 1
              : 0;
@@ -170,7 +172,7 @@ long long ember_torch_peak_reserved(int device) {
   return peak;
 }
 
-// Segments ever allocated (cudaMalloc calls), from the start of the process.
+// Segments allocated (cudaMalloc calls) since the last ember_torch_reset.
 long long ember_torch_segments_allocated(int device) {
   long long n = -1;
   guarded([&] {

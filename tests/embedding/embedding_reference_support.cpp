@@ -58,6 +58,40 @@ std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng) {
   return g;
 }
 
+optim::OptimizerConfig test_optimizer(optim::OptimizerType type, optim::UpdateType update,
+                                      int warmup_steps) {
+  optim::OptimizerConfig o;
+  o.type = type;
+  o.update_type = update;
+  o.schedule.base_lr = type == optim::OptimizerType::Adam ? 0.05f : 0.3f;
+  o.schedule.warmup_steps = warmup_steps;
+  o.momentum_factor = 0.8f;
+  o.initial_accu_value = 0.1f;
+  o.epsilon = 1e-6f;
+  o.rmsprop_beta = 0.8f;
+  o.ftrl_beta = 0.5f;
+  o.lambda1 = 0.001f;
+  o.lambda2 = 0.01f;
+  return o;
+}
+
+std::vector<std::int64_t> most_used_keys(const Problem& p, std::size_t count) {
+  std::map<std::int64_t, std::int64_t> uses;
+  for (const auto& b : p.batches) {
+    for (std::int64_t k : b.keys)
+      ++uses[k];
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> order;
+  for (const auto& [k, n] : uses)
+    order.emplace_back(-n, k);
+  std::sort(order.begin(), order.end());
+  std::vector<std::int64_t> keys;
+  for (std::size_t i = 0; i < std::min(count, order.size()); ++i)
+    keys.push_back(order[i].second);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
 namespace {
 
 CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place) {

@@ -59,6 +59,15 @@ HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot
                        std::mt19937_64& rng);
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
 
+// The optimizer settings the embedding tests share: rates that move the weights visibly within a
+// few steps, a short warm-up, and every optimizer's own parameters away from their defaults.
+optim::OptimizerConfig test_optimizer(optim::OptimizerType type, optim::UpdateType update,
+                                      int warmup_steps = 2);
+
+// The `count` keys the problem's batches use most (ties: the smaller key), ascending: the hot
+// set HybridSparseEmbedding's tests replicate.
+std::vector<std::int64_t> most_used_keys(const Problem& p, std::size_t count);
+
 // The whole-model outputs of every step ([batch, slot_num, vec_size] each, sample order) and
 // the final model sorted by key.
 struct RunResult {

@@ -92,18 +92,6 @@ TEST(HalfEmbeddingRounding, BitsDependOnValuesNotOnWhereTheyAre) {
 
 // ---- the update step alone -------------------------------------------------------------------
 
-optim::OptimizerConfig make_optimizer(optim::OptimizerType type, optim::UpdateType update) {
-  optim::OptimizerConfig o;
-  o.type = type;
-  o.update_type = update;
-  o.schedule.base_lr = type == optim::OptimizerType::Adam ? 0.05f : 0.3f;
-  o.schedule.warmup_steps = 2;
-  o.momentum_factor = 0.8f;
-  o.initial_accu_value = 0.1f;
-  o.epsilon = 1e-6f;
-  return o;
-}
-
 constexpr optim::OptimizerType kOptimizers[] = {
     optim::OptimizerType::SGD, optim::OptimizerType::MomentumSGD, optim::OptimizerType::Nesterov,
     optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad};
@@ -124,7 +112,7 @@ void check_update_rows(ValueType type, Rounding rounding, std::mt19937_64& rng) 
                offsets.data(), &count, nullptr);
   const std::vector<float> sums = testing::chunked_gradient_sums(b);
   for (optim::OptimizerType ot : kOptimizers) {
-    const optim::OptimizerConfig o = make_optimizer(ot, optim::UpdateType::Local);
+    const optim::OptimizerConfig o = testing::test_optimizer(ot, optim::UpdateType::Local);
     const std::int64_t step = 3;
     const optim::UpdateStep u = optim::make_update_step(o, 0.05f, step, 2.0f);
     std::vector<V> w(b.rows_in_table * V_);
@@ -246,7 +234,7 @@ TEST(HalfEmbeddingLayer, EveryOptimizerAndUpdateTypeMatchesTheRoundingReference)
              {optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal}) {
           const Combiner comb = rng() % 2 ? Combiner::Sum : Combiner::Mean;
           const auto c = half_config(type, comb, dt, rng());
-          const Problem p = make_problem(c, make_optimizer(ot, ut), 4, 6, rng);
+          const Problem p = make_problem(c, testing::test_optimizer(ot, ut), 4, 6, rng);
           const std::string what = std::string(name_of(dt)) + " " + embedding_type_name(type) +
                                    " " + optim::optimizer_name(ot) + " " +
                                    optim::update_type_name(ut);
@@ -274,7 +262,7 @@ TEST(HalfEmbeddingLayer, Bf16AndF16ConfigValidation) {
 TEST(HalfEmbeddingLayer, StochasticRoundingKeepsStepsThatNearestLoses) {
   auto rng = ember::testing::make_rng();
   const std::int64_t steps = 200, batch = 8;
-  auto opt = make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local);
+  auto opt = testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local);
   opt.schedule.base_lr = 5e-7f;  // weights of 0.03 to 0.05 have an f16 ulp of 3e-5
   opt.schedule.warmup_steps = 1;
   auto base = half_config(EmbeddingType::LocalizedSlotOneHot, Combiner::Sum, DType::F32, rng());
@@ -343,7 +331,8 @@ TEST(HalfEmbeddingCheckpoint, RoundTripAndLoadsBetweenF32And16BitTables) {
   for (DType dt : {DType::F16, DType::BF16}) {
     const auto c = half_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, dt, rng());
     const Problem p = make_problem(
-        c, make_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 4, 6, rng);
+        c, testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 4, 6,
+        rng);
     const auto d16 = scratch / (std::string(name_of(dt)) + "_16"),
                d32 = scratch / (std::string(name_of(dt)) + "_32");
     // 16-bit -> save (files are f32) -> 16-bit: identical table, identical next step.

@@ -25,15 +25,7 @@ EmbeddingConfig cache_config(EmbeddingType type, Combiner combiner, std::uint64_
 }
 
 optim::OptimizerConfig cache_optimizer(optim::OptimizerType type, optim::UpdateType update) {
-  optim::OptimizerConfig o;
-  o.type = type;
-  o.update_type = update;
-  o.schedule.base_lr = type == optim::OptimizerType::Adam ? 0.05f : 0.3f;
-  o.schedule.warmup_steps = 3;
-  o.momentum_factor = 0.8f;
-  o.initial_accu_value = 0.1f;
-  o.epsilon = 1e-6f;
-  return o;
+  return test_optimizer(type, update, 3);
 }
 
 HostBatch skewed_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes,

@@ -172,23 +172,6 @@ TEST(HybridKernelsGpu, SelectItemsAndFlaggedRowsMatchTheCpu) {
 
 // ---- the layer ----
 
-std::vector<std::int64_t> most_used_keys(const testing::Problem& p, std::size_t count) {
-  std::map<std::int64_t, std::int64_t> uses;
-  for (const auto& b : p.batches) {
-    for (std::int64_t k : b.keys)
-      ++uses[k];
-  }
-  std::vector<std::pair<std::int64_t, std::int64_t>> order;
-  for (const auto& [k, n] : uses)
-    order.emplace_back(-n, k);
-  std::sort(order.begin(), order.end());
-  std::vector<std::int64_t> keys;
-  for (std::size_t i = 0; i < std::min(count, order.size()); ++i)
-    keys.push_back(order[i].second);
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
 // Batches of up to one key per slot, `steps` of them (the third evaluates).
 testing::Problem problem(optim::OptimizerType ot, optim::UpdateType ut, std::int64_t V,
                          std::int64_t batch, std::mt19937_64& rng) {
@@ -217,7 +200,7 @@ testing::Problem problem(optim::OptimizerType ot, optim::UpdateType ut, std::int
 }
 
 testing::Problem as_hybrid(testing::Problem p, std::size_t frequent) {
-  p.config.hybrid.frequent_keys = most_used_keys(p, frequent);
+  p.config.hybrid.frequent_keys = testing::most_used_keys(p, frequent);
   p.config.type = EmbeddingType::Hybrid;
   return p;
 }

@@ -40,22 +40,6 @@ EmbeddingConfig make_config(EmbeddingType type, std::uint64_t seed, DType key = 
   return c;
 }
 
-optim::OptimizerConfig make_optimizer(optim::OptimizerType type, optim::UpdateType update) {
-  optim::OptimizerConfig o;
-  o.type = type;
-  o.update_type = update;
-  o.schedule.base_lr = type == optim::OptimizerType::Adam ? 0.05f : 0.3f;
-  o.schedule.warmup_steps = 2;
-  o.momentum_factor = 0.8f;
-  o.initial_accu_value = 0.1f;
-  o.epsilon = 1e-6f;
-  o.rmsprop_beta = 0.8f;
-  o.ftrl_beta = 0.5f;
-  o.lambda1 = 0.001f;
-  o.lambda2 = 0.01f;
-  return o;
-}
-
 // `steps` batches of 0 or 1 key per slot (one-hot data with empty slots); the second-to-last
 // step evaluates.
 Problem make_problem(const optim::OptimizerConfig& o, int steps, std::int64_t batch,
@@ -74,24 +58,6 @@ Problem make_problem(const optim::OptimizerConfig& o, int steps, std::int64_t ba
       x *= p.loss_scaler;
   }
   return p;
-}
-
-// The `count` keys the problem's batches use most (ties: the smaller key), ascending.
-std::vector<std::int64_t> most_used_keys(const Problem& p, std::size_t count) {
-  std::map<std::int64_t, std::int64_t> uses;
-  for (const auto& b : p.batches) {
-    for (std::int64_t k : b.keys)
-      ++uses[k];
-  }
-  std::vector<std::pair<std::int64_t, std::int64_t>> order;
-  for (const auto& [k, n] : uses)
-    order.emplace_back(-n, k);
-  std::sort(order.begin(), order.end());
-  std::vector<std::int64_t> keys;
-  for (std::size_t i = 0; i < std::min(count, order.size()); ++i)
-    keys.push_back(order[i].second);
-  std::sort(keys.begin(), keys.end());
-  return keys;
 }
 
 Problem as_hybrid(Problem p, std::vector<std::int64_t> frequent) {
@@ -115,8 +81,8 @@ TEST(HybridEmbedding, OneRankIsOneHotBitForBit) {
   auto rng = ember::testing::make_rng(1);
   for (optim::OptimizerType ot : kOptimizers) {
     for (optim::UpdateType ut : kUpdates) {
-      const Problem onehot = make_problem(make_optimizer(ot, ut), 5, 12, rng);
-      const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 12));
+      const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 5, 12, rng);
+      const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 12));
       testing::expect_identical_runs(testing::run_ranks(hybrid, 1), testing::run_ranks(onehot, 1),
                                      name_of(ot, ut));
     }
@@ -129,10 +95,10 @@ TEST(HybridEmbedding, OneRankIsOneHotBitForBitWithSixteenBitTablesAndU32Keys) {
     for (optim::OptimizerType ot :
          {optim::OptimizerType::Adam, optim::OptimizerType::MomentumSGD}) {
       for (optim::UpdateType ut : kUpdates) {
-        Problem onehot = make_problem(make_optimizer(ot, ut), 4, 12, rng);
+        Problem onehot = make_problem(testing::test_optimizer(ot, ut), 4, 12, rng);
         onehot.config.value_dtype = dtype;
         onehot.config.key_dtype = DType::U32;
-        const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 20));
+        const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 20));
         testing::expect_identical_runs(testing::run_ranks(hybrid, 1), testing::run_ranks(onehot, 1),
                                        std::string(dtype_name(dtype)) + " " + name_of(ot, ut));
       }
@@ -146,8 +112,8 @@ TEST(HybridEmbedding, HotRowsOverSeveralGradientChunksAreBitForBit) {
   auto rng = ember::testing::make_rng(3);
   for (optim::OptimizerType ot : {optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad}) {
     for (optim::UpdateType ut : {optim::UpdateType::Local, optim::UpdateType::Global}) {
-      const Problem onehot = make_problem(make_optimizer(ot, ut), 3, 2400, rng, false);
-      const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 8));
+      const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 3, 2400, rng, false);
+      const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 8));
       testing::expect_identical_runs(testing::run_ranks(hybrid, 1), testing::run_ranks(onehot, 1),
                                      name_of(ot, ut));
     }
@@ -159,8 +125,8 @@ TEST(HybridEmbedding, SeveralRanksMatchOneHotWithinRounding) {
   for (int D : {2, 3, 4, 6}) {  // 6 ranks: more than the 5 slots, rank 5 owns none
     for (optim::OptimizerType ot : kOptimizers) {
       for (optim::UpdateType ut : kUpdates) {
-        const Problem onehot = make_problem(make_optimizer(ot, ut), 5, 12, rng);
-        const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 15));
+        const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 5, 12, rng);
+        const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 15));
         const auto want = testing::run_ranks(onehot, 1);
         const auto got = testing::run_ranks(hybrid, D);
         testing::expect_same_run(got, want, 2e-5,
@@ -176,8 +142,9 @@ TEST(HybridEmbedding, SeveralRanksMatchOneHotWithinRounding) {
 TEST(HybridEmbedding, SeveralRanksAreDeterministic) {
   auto rng = ember::testing::make_rng(5);
   const Problem onehot = make_problem(
-      make_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 6, 24, rng);
-  const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 10));
+      testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 6, 24,
+      rng);
+  const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 10));
   testing::expect_identical_runs(testing::run_ranks(hybrid, 3), testing::run_ranks(hybrid, 3),
                                  "two runs on 3 ranks");
 }
@@ -188,7 +155,8 @@ TEST(HybridEmbedding, NoFrequentKeysAndEveryKeyFrequent) {
   std::iota(every.begin(), every.end(), std::int64_t{0});
   for (const auto& frequent : {std::vector<std::int64_t>{}, every}) {
     const Problem onehot = make_problem(
-        make_optimizer(optim::OptimizerType::MomentumSGD, optim::UpdateType::Global), 4, 12, rng);
+        testing::test_optimizer(optim::OptimizerType::MomentumSGD, optim::UpdateType::Global), 4,
+        12, rng);
     const Problem hybrid = as_hybrid(onehot, frequent);
     const auto want = testing::run_ranks(onehot, 1);
     const std::string what = std::to_string(frequent.size()) + " frequent keys";
@@ -199,13 +167,13 @@ TEST(HybridEmbedding, NoFrequentKeysAndEveryKeyFrequent) {
 
 TEST(HybridEmbedding, EmptyBatchesAndSamplesWithoutKeys) {
   auto rng = ember::testing::make_rng(7);
-  Problem onehot =
-      make_problem(make_optimizer(optim::OptimizerType::Adam, optim::UpdateType::Local), 3, 6, rng);
+  Problem onehot = make_problem(
+      testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::Local), 3, 6, rng);
   // Step 0 has no key at all (the random batches also leave slots empty).
   auto& empty = onehot.batches[0];
   empty.keys.clear();
   std::fill(empty.offsets.begin(), empty.offsets.end(), 0);
-  const Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 5));
+  const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 5));
   testing::expect_identical_runs(testing::run_ranks(hybrid, 1), testing::run_ranks(onehot, 1),
                                  "1 rank");
   testing::expect_same_run(testing::run_ranks(hybrid, 3), testing::run_ranks(onehot, 1), 2e-5,
@@ -221,8 +189,9 @@ TEST(HybridEmbedding, SavesTheOneHotLayoutByteForByte) {
   auto rng = ember::testing::make_rng(8);
   ember::testing::ScratchDir dir;
   Problem onehot = make_problem(
-      make_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 4, 12, rng);
-  Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 12));
+      testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 4, 12,
+      rng);
+  Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 12));
   onehot.save_after = dir / "onehot";
   hybrid.save_after = dir / "hybrid";
   testing::run_ranks(onehot, 1);
@@ -238,8 +207,9 @@ TEST(HybridEmbedding, CheckpointsMoveBetweenHybridAndOneHotAcrossRankCounts) {
   auto rng = ember::testing::make_rng(9);
   ember::testing::ScratchDir dir;
   for (optim::UpdateType ut : kUpdates) {
-    const Problem whole = make_problem(make_optimizer(optim::OptimizerType::Adam, ut), 6, 12, rng);
-    const auto frequent = most_used_keys(whole, 10);
+    const Problem whole =
+        make_problem(testing::test_optimizer(optim::OptimizerType::Adam, ut), 6, 12, rng);
+    const auto frequent = testing::most_used_keys(whole, 10);
     auto want = testing::run_ranks(whole, 1);
     for (std::size_t t = 0; t < 3; ++t)  // a resumed run's outputs start at step 3
       std::fill(want.outputs[t].begin(), want.outputs[t].end(), 0.0f);
@@ -279,11 +249,12 @@ TEST(HybridEmbedding, LoadingPutsEveryRowWhereItWas) {
   auto rng = ember::testing::make_rng(10);
   ember::testing::ScratchDir dir;
   Problem onehot = make_problem(
-      make_optimizer(optim::OptimizerType::MomentumSGD, optim::UpdateType::Global), 3, 12, rng);
+      testing::test_optimizer(optim::OptimizerType::MomentumSGD, optim::UpdateType::Global), 3, 12,
+      rng);
   onehot.save_after = dir / "m";
   const auto saved = testing::run_ranks(onehot, 1);
   for (int D : {1, 3}) {
-    Problem hybrid = as_hybrid(onehot, most_used_keys(onehot, 10));
+    Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 10));
     hybrid.save_after.clear();
     hybrid.first_step = hybrid.batches.size();  // load, then only the final snapshot
     hybrid.load_before = dir / "m";
@@ -307,10 +278,10 @@ void set_bag(testing::HostBatch& b, std::int64_t bag, const std::vector<std::int
 
 TEST(HybridEmbedding, SeveralKeysInASlotAreAnError) {
   auto rng = ember::testing::make_rng(11);
-  Problem p =
-      as_hybrid(make_problem(make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), 2,
-                             6, rng, false),
-                {0, 8});
+  Problem p = as_hybrid(
+      make_problem(testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), 2,
+                   6, rng, false),
+      {0, 8});
   set_bag(p.batches[1], 4 * 5 + 1, {9, 10});  // sample 4, slot 1 (keys [7, 27))
   for (int D : {1, 2}) {
     EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, D), DataError, "slot 1 of sample 4 has 2 keys");
@@ -320,10 +291,10 @@ TEST(HybridEmbedding, SeveralKeysInASlotAreAnError) {
 TEST(HybridEmbedding, AKeyOutsideItsSlotIsAnError) {
   auto rng = ember::testing::make_rng(12);
   for (std::int64_t key : {std::int64_t{0}, std::int64_t{40}}) {  // frequent, infrequent
-    Problem p =
-        as_hybrid(make_problem(make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local),
-                               2, 6, rng, false),
-                  {0, 8});
+    Problem p = as_hybrid(
+        make_problem(testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local),
+                     2, 6, rng, false),
+        {0, 8});
     set_bag(p.batches[1], 2 * 5 + 4, {key});  // sample 2, slot 4 (keys [80, 91))
     for (int D : {1, 3}) {
       EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, D), DataError,

@@ -37,22 +37,6 @@ EmbeddingConfig base_config(EmbeddingType type, Combiner combiner, DType key_dty
   return c;
 }
 
-optim::OptimizerConfig make_optimizer(optim::OptimizerType type, optim::UpdateType update) {
-  optim::OptimizerConfig o;
-  o.type = type;
-  o.update_type = update;
-  o.schedule.base_lr = type == optim::OptimizerType::Adam ? 0.05f : 0.3f;
-  o.schedule.warmup_steps = 2;
-  o.momentum_factor = 0.8f;
-  o.initial_accu_value = 0.1f;
-  o.epsilon = 1e-6f;
-  o.rmsprop_beta = 0.8f;
-  o.ftrl_beta = 0.5f;
-  o.lambda1 = 0.001f;
-  o.lambda2 = 0.01f;
-  return o;
-}
-
 Problem make_problem(const EmbeddingConfig& c, const optim::OptimizerConfig& o, int steps,
                      std::int64_t batch, std::mt19937_64& rng, bool with_eval = false) {
   Problem p;
@@ -79,7 +63,8 @@ TEST_P(ShardedEmbedding, ForwardMatchesReferenceForBothCombiners) {
       const auto c = base_config(type, combiner, key, rng());
       // One training forward then an evaluation forward of a different batch.
       Problem p = make_problem(
-          c, make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), 3, 12, rng,
+          c, testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), 3, 12,
+          rng,
           /*with_eval=*/true);
       const auto got = testing::run_ranks(p, D);
       const auto want = testing::run_reference(p);
@@ -103,7 +88,7 @@ TEST_P(ShardedEmbedding, EveryOptimizerAndUpdateTypeMatchesReference) {
     for (optim::UpdateType ut :
          {optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal}) {
       const auto c = base_config(type, Combiner::Mean, DType::I64, rng());
-      Problem p = make_problem(c, make_optimizer(ot, ut), 4, 12, rng);
+      Problem p = make_problem(c, testing::test_optimizer(ot, ut), 4, 12, rng);
       p.loss_scaler = 4.0f;
       // Scale the gradients by the loss scaler, as a mixed-precision network would.
       for (auto& g : p.grads) {
@@ -139,7 +124,7 @@ TEST(SparseEmbedding, MoreRanksThanSlotsAndEmptyBatches) {
     if (!c.slot_size_array.empty()) c.slot_size_array = {7, 20};
     Problem p;
     p.config = c;
-    p.optimizer = make_optimizer(optim::OptimizerType::AdaGrad, optim::UpdateType::Global);
+    p.optimizer = testing::test_optimizer(optim::OptimizerType::AdaGrad, optim::UpdateType::Global);
     const std::vector<std::int64_t> sizes = {7, 20};
     for (int t = 0; t < 3; ++t) {
       // Step 1 has no keys at all.
@@ -162,7 +147,7 @@ TEST(SparseEmbedding, LazyGlobalEqualsGlobalOverLongGaps) {
         base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::I64, rng());
     Problem global;
     global.config = c;
-    global.optimizer = make_optimizer(ot, optim::UpdateType::Global);
+    global.optimizer = testing::test_optimizer(ot, optim::UpdateType::Global);
     // A rate that changes over the gaps (warm-up, then decay): the catch-up must use each missed
     // step's own rate where the rule depends on it (Adam's step sizes, Ftrl's weight).
     global.optimizer.schedule.decay_start = 4;
@@ -195,7 +180,8 @@ TEST(SparseEmbedding, SaveLoadGivesIdenticalTablesAndNextStep) {
   for (EmbeddingType type : {EmbeddingType::DistributedSlotHash, EmbeddingType::LocalizedSlotHash,
                              EmbeddingType::LocalizedSlotOneHot}) {
     const auto c = base_config(type, Combiner::Sum, DType::U32, rng());
-    const auto opt = make_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal);
+    const auto opt =
+        testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal);
     Problem p = make_problem(c, opt, 4, 12, rng);
     const auto dir = scratch / embedding_type_name(type);
     // Train 3 steps with 2 ranks and save; then a 3-rank job loads and runs step 4, while the
@@ -290,8 +276,8 @@ TEST(SparseEmbeddingErrors, FullTableNamesLayerNumbersAndKey) {
         base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::I64, 1);
     c.slot_num = 1;
     c.max_vocabulary_size_per_gpu = 5;
-    SparseEmbedding emb(c, make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local),
-                        comm);
+    SparseEmbedding emb(
+        c, testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), comm);
     try {
       emb.forward(csr_of({0, 4, 8}, {1, 2, 3, 4, 5, 6, 7, 8}, DType::I64), 0, 2);
       FAIL() << "a full table must be an error";
@@ -311,8 +297,8 @@ TEST(SparseEmbeddingErrors, OneHotKeyOutsideItsSlot) {
         base_config(EmbeddingType::LocalizedSlotOneHot, Combiner::Sum, DType::U32, 1);
     c.slot_num = 2;
     c.slot_size_array = {4, 6};
-    SparseEmbedding emb(c, make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local),
-                        comm);
+    SparseEmbedding emb(
+        c, testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), comm);
     try {
       // Slot 1 spans keys [4, 10); key 2 belongs to slot 0.
       emb.forward(csr_of({0, 1, 2}, {1, 2}, DType::U32), 0, 1);
@@ -330,8 +316,8 @@ TEST(SparseEmbeddingErrors, BadCallsAreClearErrors) {
   auto comms = distributed::make_in_process_communicators(1);
   EmbeddingConfig c = base_config(EmbeddingType::DistributedSlotHash, Combiner::Sum, DType::U32, 1);
   c.slot_num = 2;
-  SparseEmbedding emb(c, make_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local),
-                      *comms[0]);
+  SparseEmbedding emb(
+      c, testing::test_optimizer(optim::OptimizerType::SGD, optim::UpdateType::Local), *comms[0]);
   const CsrTensor batch = csr_of({0, 1, 1, 2, 3}, {1, 2, 3}, DType::U32);
   EXPECT_THROW(emb.forward(batch, 1, 2), Error);                                  // wrong share
   EXPECT_THROW(emb.forward(csr_of({0, 1, 2}, {1, 2}, DType::I64), 0, 1), Error);  // key dtype
