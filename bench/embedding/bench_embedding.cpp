@@ -5,7 +5,10 @@
 //   (b) a DLRM-shaped embedding step (26 Criteo-Kaggle tables, dim 128, batch 65536, power-law
 //       keys, pooling 1 and 8): forward, backward + update (SGD, AdaGrad), the whole step, in
 //       samples/s and effective GB/s against the device copy bandwidth measured in the same run,
-//       and PyTorch's nn.EmbeddingBag (sparse gradients) on the same shapes (torch_embedding.py).
+//       and PyTorch's nn.EmbeddingBag (sparse gradients) on the same shapes (torch_embedding.py);
+//   (c) the one-hot layer of configs/dlrm_criteo_kaggle.json (the same 26 tables as one-hot
+//       slots, 23.8 M rows): its training forward written into an f32 or f16 network input and
+//       its backward + update from that dtype's gradient, f32 and f16 tables, in ms and GB/s.
 //
 // Usage: bench_embedding            (GPU: the full run, SUMMARY lines last)
 //        bench_embedding --quick    (CPU: tiny sizes, checks the code paths in seconds)
@@ -322,7 +325,7 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, optim::Opti
   auto pool = [&] {
     steps.pool(b0.row_offsets().data<std::int64_t>(), rows.data<std::int64_t>(),
                scale.data<float>(), bags, kernels::Values{values.data<float>()}, V,
-               out.data<float>(), s);
+               out.data<float>(), kernels::ValueType::F32, s);
   };
   r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
   // The update kernels alone (plan + fused update) on this batch's segments.
@@ -379,7 +382,7 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, optim::Opti
   const optim::UpdateStep u = optim::make_update_step(o, 0.01f, 1);
   const Tensor grad2 = grad.reshape({bags, V});
   auto update = [&] {
-    steps.update_rows(seg, scale.data<float>(), grad2.data<float>(),
+    steps.update_rows(seg, scale.data<float>(), grad2.data<float>(), kernels::ValueType::F32,
                       kernels::Values{values.data<float>()}, V, st, 1, u, nullptr, s);
   };
   r.update_kernel_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, update);
@@ -556,6 +559,76 @@ void bench_dlrm(bool cuda, int device, const StepShape& base, double copy_gbs, b
   }
 }
 
+// ---- (c) one-hot forward into the network's input (DLRM Kaggle's layer) ----------------------
+
+// LocalizedSlotSparseEmbeddingOneHot on one rank over the Criteo-Kaggle tables, as
+// configs/dlrm_criteo_kaggle.json trains it: the training forward written into an f32 or f16
+// input (forward_into, what the training loop calls), and backward + update from a gradient of
+// that dtype (mixed precision's is f16), for f32 and f16 tables. Bytes that must move: every
+// looked-up row read (the table's dtype) and every output value written (the input's).
+void bench_onehot(bool cuda, int device, const StepShape& base, double copy_gbs,
+                  distributed::Communicator& comm) {
+  std::printf("\n(c) one-hot forward into the network's input: %zu tables, dim %lld, batch %lld\n",
+              base.sizes.size(), static_cast<long long>(base.dim),
+              static_cast<long long>(base.batch));
+  const Place place = comm.place();
+  const std::int64_t S = static_cast<std::int64_t>(base.sizes.size()), V = base.dim;
+  StepShape shape = base;
+  shape.pooling = 1;
+  std::vector<CsrTensor> batches;
+  for (int i = 0; i < 3; ++i)
+    batches.push_back(make_batch(shape, 200 + i, place));
+  const std::int64_t n = shape.batch * S;
+  for (DType table : {DType::F32, DType::F16}) {
+    EmbeddingConfig c;
+    c.name = "dlrm_onehot";
+    c.type = EmbeddingType::LocalizedSlotOneHot;
+    c.vec_size = V;
+    c.slot_num = S;
+    c.slot_size_array = shape.sizes;
+    c.key_dtype = DType::I64;
+    c.seed = 1;
+    c.value_dtype = table;
+    optim::OptimizerConfig o;
+    o.type = optim::OptimizerType::SGD;
+    o.schedule.base_lr = 0.01f;
+    SparseEmbedding emb(c, o, comm);
+    for (DType input : {DType::F32, DType::F16}) {
+      const Tensor out = Tensor::empty({shape.batch, S, V}, input, place);
+      const Tensor grad =
+          Tensor::uniform({shape.batch, S, V}, -1, 1, 5, DType::F32, place).to(input);
+      int next = 0;
+      auto forward = [&] { emb.forward_into(batches[next++ % 3], 0, shape.batch, out); };
+      const double fwd_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, forward);
+      std::vector<double> bu;
+      for (int i = 0; i < (cuda ? 7 : 2); ++i) {
+        forward();
+        bu.push_back(time_ms(cuda, device, 0, 1, [&] {
+          emb.backward(grad);
+          emb.update();
+        }));
+      }
+      std::sort(bu.begin(), bu.end());
+      const double bu_ms = bu[bu.size() / 2];
+      const double bytes =
+          static_cast<double>(n) * V * static_cast<double>(dtype_size(table) + dtype_size(input));
+      const double gbs = bytes / (fwd_ms * 1e-3) / 1e9;
+      const double pct = cuda ? 100.0 * gbs / copy_gbs : 0.0;
+      const std::string tag =
+          std::string(dtype_name(table)) + " table -> " + std::string(dtype_name(input)) + " input";
+      std::printf("    %-34s %9.3f ms %9.1f GB/s %6.0f%% of copy (%.3f GB: rows + output)\n",
+                  ("forward, " + tag).c_str(), fwd_ms, gbs, pct, bytes / 1e9);
+      std::printf("    %-34s %9.3f ms (the gradient in %s, read as it is)\n",
+                  "backward + update (SGD)", bu_ms, std::string(dtype_name(input)).c_str());
+      if (!cuda) continue;
+      summary("one-hot forward, " + tag + " (ms)", fwd_ms, 3, "-", "-");
+      summary("one-hot forward, " + tag + " (% of copy)", pct, 0, ">= 60",
+              pct >= 60 ? "yes" : "no");
+      summary("one-hot backward + update, " + tag + " (ms)", bu_ms, 3, "-", "-");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -587,6 +660,7 @@ int main(int argc, char** argv) {
       s.batch = 256;
       s.dim = 16;
       bench_dlrm(false, 0, s, 0, false, script);
+      bench_onehot(false, 0, s, 0, *distributed::make_solo_communicator(Place::host()));
       std::printf("\nquick CPU mode: no SUMMARY figures (they are measured on the GPU)\n");
       return 0;
     }
@@ -601,6 +675,9 @@ int main(int argc, char** argv) {
     s.batch = 65536;
     s.dim = 128;
     bench_dlrm(true, device, s, copy_gbs, torch, script);
+    release_cached_memory(device);
+    bench_onehot(true, device, s, copy_gbs,
+                 *distributed::make_solo_communicator(Place::cuda(device)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_embedding failed: %s\n", e.what());
     return 1;

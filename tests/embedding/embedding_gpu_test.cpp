@@ -218,8 +218,8 @@ UpdateRun run_update(const testing::UpdateBatch& b, const optim::UpdateStep& u,
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
   steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                                       offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    scale.data<float>(), grad.data<float>(), kernels::Values{w.data<float>()},
-                    b.vec_size, st, step, u, lazy, s);
+                    scale.data<float>(), grad.data<float>(), kernels::ValueType::F32,
+                    kernels::Values{w.data<float>()}, b.vec_size, st, step, u, lazy, s);
   UpdateRun run;
   run.count = count.to_vector<std::int64_t>()[0];
   const auto all_sorted = sorted.to_vector<std::int32_t>();

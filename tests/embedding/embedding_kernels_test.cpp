@@ -128,8 +128,9 @@ TEST(EmbeddingKernels, UpdateSumsGradientsInTheChunkOrder) {
     const optim::UpdateStep u = optim::make_update_step(sgd, 1.0f, 1);
     kernels::on(Place::host())
         .update_rows(kernels::Segments{sorted.data(), unique.data(), offsets.data(), &count, n},
-                     b.scale.data(), b.grad.data(), kernels::Values{values.data()}, V,
-                     kernels::RowStates{}, 1, u, nullptr, nullptr);
+                     b.scale.data(), b.grad.data(), kernels::ValueType::F32,
+                     kernels::Values{values.data()}, V, kernels::RowStates{}, 1, u, nullptr,
+                     nullptr);
     const std::vector<float> want = testing::chunked_gradient_sums(b);
     std::vector<double> exact, magnitude;
     testing::exact_gradient_sums(b, exact, magnitude);

@@ -79,7 +79,7 @@ Run run_half(const testing::UpdateBatch& b, DType dtype, Rounding rounding,
       Tensor::from_vector(bag_rows.empty() ? std::vector<std::int64_t>{0} : bag_rows, place);
   Tensor pooled = Tensor::empty({b.bags, V}, DType::F32, place);
   steps.pool(pool_offsets.data<std::int64_t>(), pool_rows.data<std::int64_t>(), scale.data<float>(),
-             b.bags, table, V, pooled.data<float>(), s);
+             b.bags, table, V, pooled.data<float>(), ValueType::F32, s);
   steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
                  sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
@@ -90,7 +90,8 @@ Run run_half(const testing::UpdateBatch& b, DType dtype, Rounding rounding,
                               nullptr};
   steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                                       offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    scale.data<float>(), grad.data<float>(), table, V, st, 2, u, nullptr, s);
+                    scale.data<float>(), grad.data<float>(), ValueType::F32, table, V, st, 2, u,
+                    nullptr, s);
   Run run;
   run.pooled = pooled.to_vector<float>();
   run.values = tensor_bits(w);

@@ -126,7 +126,7 @@ void check_update_rows(ValueType type, Rounding rounding, std::mt19937_64& rng) 
     const bool two = o.state_count() > 1, one = o.state_count() > 0;
     cpu.update_rows(
         kernels::Segments{sorted.data(), unique.data(), offsets.data(), &count, n}, b.scale.data(),
-        b.grad.data(), values, V_,
+        b.grad.data(), ValueType::F32, values, V_,
         kernels::RowStates{one ? s0.data() : nullptr, two ? s1.data() : nullptr, nullptr}, step, u,
         nullptr, nullptr);
     for (std::int64_t r = 0; r < static_cast<std::int64_t>(lengths.size()); ++r) {
@@ -169,7 +169,7 @@ TEST(HalfEmbeddingKernels, PoolWidensAndSumsInEntryOrder) {
   std::vector<float> out(3 * V_, -9.0f);
   kernels::on(Place::host())
       .pool(offsets.data(), entries.data(), scale.data(), 3,
-            kernels::Values{table.data(), ValueType::F16}, V_, out.data(), nullptr);
+            kernels::Values{table.data(), ValueType::F16}, V_, out.data(), ValueType::F32, nullptr);
   for (std::int64_t bag = 0; bag < 3; ++bag) {
     for (std::int64_t c = 0; c < V_; ++c) {
       float want = 0.0f;

@@ -46,6 +46,27 @@ __global__ void fill_kernel(SelectArgs a, const Key* __restrict__ keys,
   }
 }
 
+// A rank that holds every key (selects_all()) pools every global row as bag = global row (one
+// rank; or every slot owned, in order), so its CSR is the global one rebased to 0: one pass, a
+// thread per bag, instead of count, scan and fill.
+template <class Key>
+__global__ void select_all_kernel(SelectArgs a, const Key* __restrict__ keys,
+                                  std::int64_t* __restrict__ local_offsets,
+                                  Key* __restrict__ local_keys,
+                                  std::int64_t* __restrict__ entry_bag, float* __restrict__ scale) {
+  const std::int64_t bags = a.bags(), base = a.offsets[0];
+  for (std::int64_t bag = global_thread(); bag < bags; bag += thread_count()) {
+    const std::int64_t begin = a.offsets[bag], end = a.offsets[bag + 1];
+    local_offsets[bag + 1] = end - base;
+    for (std::int64_t e = begin; e < end; ++e) {
+      local_keys[e - base] = keys[e];
+      entry_bag[e - base] = bag;
+    }
+    const std::int64_t nnz = end - begin;
+    scale[bag] = !a.mean ? 1.0f : (nnz == 0 ? 0.0f : 1.0f / static_cast<float>(nnz));
+  }
+}
+
 template <class Key>
 std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,
                           Key* local_keys, std::int64_t* entry_bag, float* scale,
@@ -53,6 +74,12 @@ std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* lo
   const std::int64_t bags = a.bags();
   EMBER_CUDA_CHECK(cudaMemsetAsync(local_offsets, 0, sizeof(std::int64_t), stream));
   if (bags == 0) return 0;
+  if (a.selects_all()) {
+    select_all_kernel<Key><<<blocks_for_threads(bags), kThreads, 0, stream>>>(
+        a, keys, local_offsets, local_keys, entry_bag, scale);
+    EMBER_CUDA_CHECK_LAUNCH();
+    return a.nnz;
+  }
   Temp counts(bags * sizeof(std::int64_t), stream);
   count_kernel<Key><<<blocks_for_threads(bags), kThreads, 0, stream>>>(
       a, keys, counts.as<std::int64_t>(), scale);
@@ -66,7 +93,6 @@ std::int64_t select_local(const SelectArgs& a, const Key* keys, std::int64_t* lo
   fill_kernel<Key><<<blocks_for_threads(bags), kThreads, 0, stream>>>(a, keys, local_offsets,
                                                                       local_keys, entry_bag);
   EMBER_CUDA_CHECK_LAUNCH();
-  if (a.selects_all()) return a.nnz;
   return read_back(local_offsets + bags, stream);
 }
 

@@ -1,6 +1,13 @@
-// CUDA pooling of the embedding forward (see embedding_kernels.hpp): a warp per bag (or per
-// group of bags) with 16-byte loads (4 floats a lane, 128 columns a warp pass) and several rows
-// in flight; each bag adds its rows in entry order, as the CPU does.
+// CUDA pooling of the embedding forward (see embedding_kernels.hpp). Each bag adds its rows in
+// entry order in f32, as the CPU does, and writes its vector once, in the output's own type (f32,
+// or f16 / bf16 rounded to nearest even: the network's mixed-precision input, with no f32 copy
+// and cast pass between). Three kernels by what the width and the pointers allow:
+//  - pool8: 8 columns a thread (vec_size % 8 == 0, 16-byte aligned table and output): a thread
+//    per (bag, 8 columns), each reading its row piece with one or two 16-byte loads and writing
+//    16 or 32 bytes; up to 4 rows of a bag in flight. A one-hot bag (DLRM) is then a plain
+//    gather: a 128-wide row is 16 threads, a warp two bags.
+//  - pool4: a warp per group of bags, 4 columns a lane (vec_size % 4 == 0);
+//  - pool1: any vec_size, a lane per column.
 #include "ember/embedding/embedding_cuda.cuh"
 
 namespace ember::embedding::kernels::cuda {
@@ -21,6 +28,96 @@ __device__ inline float4 load_row4(const V* values, std::int64_t row, std::int64
   return ldg4(values + row * vec_size + c);
 }
 
+// Four pooled values, rounded into O and stored with one 16- or 8-byte store.
+template <class O>
+__device__ inline void store_out4(O* p, const float4& v) {
+  const O o[4] = {O(v.x), O(v.y), O(v.z), O(v.w)};
+  store4(p, o);
+}
+
+// Eight consecutive table values (16-byte aligned) as f32.
+template <class V>
+__device__ inline void ldg8(const V* p, float (&v)[8]) {
+  if constexpr (sizeof(V) == 4) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(p));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    const float wide[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = wide[i];
+  } else {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = static_cast<float>(V::from_bits(words[i] & 0xffffu));
+      v[2 * i + 1] = static_cast<float>(V::from_bits(words[i] >> 16));
+    }
+  }
+}
+
+// Eight pooled values rounded into O (16-byte aligned): two 16-byte stores of f32 or one of a
+// 16-bit type.
+template <class O>
+__device__ inline void store8(O* p, const float (&v)[8]) {
+  if constexpr (sizeof(O) == 4) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+    unsigned words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      words[i] = O(v[2 * i]).bits | (static_cast<unsigned>(O(v[2 * i + 1]).bits) << 16);
+    }
+    *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+}
+
+// Rows of one bag each thread keeps in flight (pooling > 1).
+constexpr int kPoolRowsInFlight = 4;
+
+// A thread per (bag, 8 columns); consecutive threads take consecutive column pieces of a bag and
+// then the next bag, so loads of a row and stores of the output are coalesced. The bag's offsets
+// and row indices are the same for its vec_size / 8 threads (one transaction each). The grid
+// covers all items where it can (no grid-stride chain of dependent loads per thread): a thread's
+// offsets -> row index -> row loads are all latency, hidden by the other resident threads.
+template <class V, class O>
+__global__ void pool8_kernel(const std::int64_t* __restrict__ offsets,
+                             const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
+                             std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
+                             O* __restrict__ out) {
+  const std::int64_t pieces = vec_size / 8;
+  const std::int64_t items = bags * pieces;
+  for (std::int64_t i = global_thread(); i < items; i += thread_count()) {
+    const std::int64_t bag = i / pieces;
+    const std::int64_t c = (i - bag * pieces) * 8;
+    const std::int64_t begin = __ldg(offsets + bag), end = __ldg(offsets + bag + 1);
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (std::int64_t e = begin; e < end; e += kPoolRowsInFlight) {
+      std::int64_t r[kPoolRowsInFlight];
+      float v[kPoolRowsInFlight][8];
+#pragma unroll
+      for (int q = 0; q < kPoolRowsInFlight; ++q) {
+        r[q] = e + q < end ? __ldg(rows + e + q) : -1;
+        if (r[q] >= 0) ldg8(values + r[q] * vec_size + c, v[q]);
+      }
+      // Absent rows (-1) are skipped, not added as zeros (-0 + 0 would turn a -0 sum into +0).
+#pragma unroll
+      for (int q = 0; q < kPoolRowsInFlight; ++q) {
+        if (r[q] < 0) continue;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+          acc[k] += v[q][k];
+      }
+    }
+    const float s = __ldg(scale + bag);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      acc[k] *= s;
+    store8(out + bag * vec_size + c, acc);
+  }
+}
+
 // A warp per group of kBagsPerWarp bags; lane l covers columns 4l..4l+3 of each 128-column
 // pass. The bags' row indices are loaded together (a lane per entry, 32 entries of each bag at a
 // time) and shuffled out, so a warp has one 16-byte row load per bag in flight at each step;
@@ -28,11 +125,11 @@ __device__ inline float4 load_row4(const V* values, std::int64_t row, std::int64
 // its rows in entry order (the CPU's order).
 constexpr int kBagsPerWarp = 4;
 
-template <class V>
+template <class V, class O>
 __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
                              std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
-                             float* __restrict__ out) {
+                             O* __restrict__ out) {
   constexpr int G = kBagsPerWarp;
   const int lane = threadIdx.x & 31;
   const std::int64_t passes = (vec_size + 127) / 128;  // uniform over the warp (shuffles)
@@ -69,14 +166,15 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
         if (m == 0) break;
         for (int j = 0; j < m; ++j) {
           float4 v[G];
+          std::int64_t r[G];
 #pragma unroll
           for (int q = 0; q < G; ++q) {
-            const std::int64_t r = __shfl_sync(0xffffffffu, mine[q], j);
-            v[q] = (active && j < n[q]) ? load_row4(values, r, vec_size, c) : zero;
+            r[q] = __shfl_sync(0xffffffffu, mine[q], j);
+            v[q] = (active && j < n[q]) ? load_row4(values, r[q], vec_size, c) : zero;
           }
 #pragma unroll
           for (int q = 0; q < G; ++q) {
-            if (j < n[q]) add4(acc[q], v[q]);
+            if (j < n[q] && r[q] >= 0) add4(acc[q], v[q]);
           }
         }
       }
@@ -90,7 +188,7 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
             o.y *= s[q];
             o.z *= s[q];
             o.w *= s[q];
-            *reinterpret_cast<float4*>(out + bag * vec_size + c) = o;
+            store_out4(out + bag * vec_size + c, o);
           }
         }
       }
@@ -99,11 +197,11 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
 }
 
 // Any vec_size: a lane per column.
-template <class V>
+template <class V, class O>
 __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
                              std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
-                             float* __restrict__ out) {
+                             O* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t bag = global_warp(); bag < bags; bag += warp_count()) {
     const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
@@ -114,29 +212,44 @@ __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
         const std::int64_t r = rows[e];
         if (r >= 0) acc += ldg1(values + r * vec_size + c);
       }
-      out[bag * vec_size + c] = acc * s;
+      out[bag * vec_size + c] = O(acc * s);
     }
   }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// pool8's grid: a thread per item up to 2^31 - 1 blocks' worth (the kernel strides past that).
+int blocks_for_items(std::int64_t items) {
+  return static_cast<int>(std::min<std::int64_t>((items + kThreads - 1) / kThreads, INT32_MAX));
 }
 
 }  // namespace
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
-          StreamHandle stream) {
-  if (bags == 0) return;
+          std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
+          ValueType out_type, StreamHandle stream) {
+  if (bags == 0 || vec_size == 0) return;
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
-    const V* table = static_cast<const V*>(values.data);
-    const bool aligned = vec_size % 4 == 0 && aligned4<V>(table) && aligned4<float>(out);
-    if (aligned) {
-      pool4_kernel<V>
-          <<<blocks_for_warps((bags + kBagsPerWarp - 1) / kBagsPerWarp), kThreads, 0, stream>>>(
-              local_offsets, rows, scale, bags, table, vec_size, out);
-    } else {
-      pool1_kernel<V><<<blocks_for_warps(bags), kThreads, 0, stream>>>(local_offsets, rows, scale,
-                                                                       bags, table, vec_size, out);
-    }
+    with_value_type(out_type, [&](auto out_tag) {
+      using O = decltype(out_tag);
+      const V* table = static_cast<const V*>(values.data);
+      O* o = static_cast<O*>(out);
+      if (vec_size % 8 == 0 && aligned16(table) && aligned16(o)) {
+        pool8_kernel<V, O><<<blocks_for_items(bags * (vec_size / 8)), kThreads, 0, stream>>>(
+            local_offsets, rows, scale, bags, table, vec_size, o);
+      } else if (vec_size % 4 == 0 && aligned4<V>(table) && aligned4<O>(o)) {
+        pool4_kernel<V, O>
+            <<<blocks_for_warps((bags + kBagsPerWarp - 1) / kBagsPerWarp), kThreads, 0, stream>>>(
+                local_offsets, rows, scale, bags, table, vec_size, o);
+      } else {
+        pool1_kernel<V, O><<<blocks_for_warps(bags), kThreads, 0, stream>>>(
+            local_offsets, rows, scale, bags, table, vec_size, o);
+      }
+    });
   });
   EMBER_CUDA_CHECK_LAUNCH();
 }

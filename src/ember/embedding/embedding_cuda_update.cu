@@ -33,7 +33,11 @@ struct Lanes<4> {
   static constexpr int kColumns = 128;
   __device__ static T zero() { return make_float4(0.f, 0.f, 0.f, 0.f); }
   __device__ static T load(const float* p) { return *reinterpret_cast<const float4*>(p); }
-  __device__ static T load_ro(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+  // An output gradient's values (f32, or 16-bit widened exactly), read-only.
+  template <class G>
+  __device__ static T load_grad(const G* p) {
+    return ldg4(p);
+  }
   // Partial sums written by other warps during the kernel: read from L2, never a stale L1 line.
   __device__ static T load_l2(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
   __device__ static void store(float* p, const T& v) { *reinterpret_cast<float4*>(p) = v; }
@@ -72,7 +76,10 @@ struct Lanes<1> {
   static constexpr int kColumns = 32;
   __device__ static T zero() { return 0.f; }
   __device__ static T load(const float* p) { return *p; }
-  __device__ static T load_ro(const float* p) { return __ldg(p); }
+  template <class G>
+  __device__ static T load_grad(const G* p) {
+    return ldg1(p);
+  }
   __device__ static T load_l2(const float* p) { return __ldcg(p); }
   __device__ static void store(float* p, const T& v) { *p = v; }
   __device__ static void store_l2(float* p, const T& v) { __stcg(p, v); }
@@ -94,15 +101,16 @@ constexpr int kLoadsInFlight = 4;
 // batch (hot chunks are the first items).
 constexpr int kPartialsInFlight = 4;
 
-// The sum from zero, in entry order, of grad[bag] * scale[bag] over sorted entries
+// The sum from zero, in entry order, of grad[bag] * scale[bag] (grad of type G, widened to f32
+// as it is read) over sorted entries
 // [first, last), for this lane's columns c .. c + W - 1. The entries' bags and scales are fetched
 // 32 at a time (a lane each) and shuffled out; the first entry's bag and scale may come known
 // (first_bag >= 0), which spares a one-entry row two dependent loads before its gradient row.
 // Every lane of the warp must call it.
-template <int W>
+template <int W, class G>
 __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bags,
                                             const float* __restrict__ scale,
-                                            const float* __restrict__ grad, std::int64_t vec_size,
+                                            const G* __restrict__ grad, std::int64_t vec_size,
                                             std::int64_t c, bool active, std::int64_t first,
                                             std::int64_t last, std::int32_t first_bag,
                                             float first_scale, int lane) {
@@ -131,7 +139,7 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
       if (active) {
 #pragma unroll
         for (int q = 0; q < kLoadsInFlight; ++q) {
-          if (j + q < m) v[q] = L::load_ro(grad + static_cast<std::int64_t>(b[q]) * vec_size + c);
+          if (j + q < m) v[q] = L::load_grad(grad + static_cast<std::int64_t>(b[q]) * vec_size + c);
         }
 #pragma unroll
         for (int q = 0; q < kLoadsInFlight; ++q) {
@@ -281,11 +289,11 @@ constexpr int kUpdateBlocksPerSm = 4;
 // long items, so the short ones fill in behind them), then every distinct row, of which the
 // cold ones (at most kGradientChunk entries) are updated whole and the hot ones skipped (their
 // last chunk to finish updates them). Sums follow the kGradientChunk order exactly.
-template <int W, class V>
+template <int W, class V, class G>
 __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
     update_kernel(Segments seg, UpdatePlan plan, const float* __restrict__ scale,
-                  const float* __restrict__ grad, Values values, std::int64_t vec_size,
-                  RowStates st, std::int64_t step, optim::UpdateStep u) {
+                  const G* __restrict__ grad, Values values, std::int64_t vec_size, RowStates st,
+                  std::int64_t step, optim::UpdateStep u) {
   using L = Lanes<W>;
   const int lane = threadIdx.x & 31;
   const std::int64_t hot_count = *plan.hot_count;
@@ -295,8 +303,8 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       const HotChunk h = plan.hot[item];
       for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
         const bool active = c < vec_size;
-        const typename L::T p = sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active,
-                                               h.begin, h.end, -1, 0.f, lane);
+        const typename L::T p = sum_entries<W, G>(seg.sorted_bags, scale, grad, vec_size, c, active,
+                                                  h.begin, h.end, -1, 0.f, lane);
         if (active) L::store_l2(plan.partials + item * vec_size + c, p);
       }
       // Publish the partial sum, then count the chunk in; the warp that brings the count to
@@ -327,9 +335,9 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       step_row<W, V>(
           r,
           [&](std::int64_t c, bool active) {
-            return sum_entries<W>(seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
-                                  static_cast<std::int64_t>(e.first) + e.count, e.first_bag,
-                                  e.first_scale, lane);
+            return sum_entries<W, G>(seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
+                                     static_cast<std::int64_t>(e.first) + e.count, e.first_bag,
+                                     e.first_scale, lane);
           },
           values, vec_size, st, step, u, lane);
     }
@@ -399,8 +407,8 @@ __global__ void replay_kernel(const std::int64_t* __restrict__ slots, std::int64
 
 }  // namespace
 
-void update_rows(const Segments& seg, const float* scale, const float* grad, const Values& values,
-                 std::int64_t vec_size, RowStates states, std::int64_t step,
+void update_rows(const Segments& seg, const float* scale, const void* grad, ValueType grad_type,
+                 const Values& values, std::int64_t vec_size, RowStates states, std::int64_t step,
                  const optim::UpdateStep& u, const LazyParams* lazy, StreamHandle stream) {
   const std::int64_t n = seg.entries;
   if (n == 0 || vec_size == 0) return;
@@ -429,16 +437,24 @@ void update_rows(const Segments& seg, const float* scale, const float* grad, con
   // A persistent grid: items go out in order, so the hot chunks (the first items) finish early
   // and the last warp of each hot row adds its partial sums while the cold rows still run.
   const std::int64_t items = n + hot_bound;
+  // The output gradient's type is a template argument: a 16-bit gradient (mixed precision) is
+  // read as it is, half the bytes of an f32 copy, and widened in registers.
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
-    if (vec_size % 4 == 0 && aligned4<V>(values.data) && aligned(grad) && aligned(states.s0) &&
-        aligned(states.s1)) {
-      update_kernel<4, V><<<persistent_blocks(update_kernel<4, V>, items), kThreads, 0, stream>>>(
-          seg, plan, scale, grad, values, vec_size, states, step, u);
-    } else {
-      update_kernel<1, V><<<persistent_blocks(update_kernel<1, V>, items), kThreads, 0, stream>>>(
-          seg, plan, scale, grad, values, vec_size, states, step, u);
-    }
+    with_value_type(grad_type, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      const G* g = static_cast<const G*>(grad);
+      if (vec_size % 4 == 0 && aligned4<V>(values.data) && aligned4<G>(g) && aligned(states.s0) &&
+          aligned(states.s1)) {
+        update_kernel<4, V, G>
+            <<<persistent_blocks(update_kernel<4, V, G>, items), kThreads, 0, stream>>>(
+                seg, plan, scale, g, values, vec_size, states, step, u);
+      } else {
+        update_kernel<1, V, G>
+            <<<persistent_blocks(update_kernel<1, V, G>, items), kThreads, 0, stream>>>(
+                seg, plan, scale, g, values, vec_size, states, step, u);
+      }
+    });
   });
   EMBER_CUDA_CHECK_LAUNCH();
 }

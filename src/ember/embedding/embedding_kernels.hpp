@@ -135,7 +135,9 @@ struct SelectArgs {
     return sharding == Sharding::Distributed ? batch * slot_num : batch * owned_count;
   }
   // Every key of the batch is this rank's (one rank, or a rank owning every slot): the local
-  // CSR then holds exactly nnz entries, known on the host without reading anything back.
+  // CSR then holds exactly nnz entries, known on the host without reading anything back, and
+  // is the global CSR itself (bag = global row: owned slots are ascending, so owning all of
+  // them means owned_slots[j] == j).
   EMBER_HOST_DEVICE bool selects_all() const {
     return sharding == Sharding::Distributed ? ranks == 1 : owned_count == slot_num;
   }
@@ -272,11 +274,13 @@ struct KernelTable {
     }
   }
 
-  // out[bag] = scale[bag] * sum of values[rows[e]] over the bag's entries (rows -1 skipped),
-  // in f32 whatever the table's value type.
+  // out[bag] = scale[bag] * sum of values[rows[e]] over the bag's entries (rows -1 skipped):
+  // summed in f32 in entry order whatever the table's value type, then written as out_type
+  // ([bags, vec_size]; a 16-bit output is the f32 result rounded to nearest even, so the network
+  // reads its mixed-precision input straight from here, with no f32 copy and cast between).
   void (*pool)(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-               std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
-               StreamHandle stream);
+               std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
+               ValueType out_type, StreamHandle stream);
   // Groups the n entries by row (see Segments): sorted_bags [n], unique_rows [n], offsets
   // [n + 1] and *count (one i64). Bags must be < 2^31, rows < capacity. Nothing waits.
   void (*segments)(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,
@@ -290,11 +294,12 @@ struct KernelTable {
   // Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag] in the
   // kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up when lazy is
   // set); last_step[row] = step. 16-bit values are stepped in f32 and rounded once
-  // (embedding_values.hpp).
-  void (*update_rows)(const Segments& seg, const float* scale, const float* grad,
-                      const Values& values, std::int64_t vec_size, RowStates states,
-                      std::int64_t step, const optim::UpdateStep& u, const LazyParams* lazy,
-                      StreamHandle stream);
+  // (embedding_values.hpp). grad is [bags, vec_size] of grad_type: a 16-bit output gradient
+  // (mixed precision) is widened as it is read (exactly), so the sums are those of its f32 copy.
+  void (*update_rows)(const Segments& seg, const float* scale, const void* grad,
+                      ValueType grad_type, const Values& values, std::int64_t vec_size,
+                      RowStates states, std::int64_t step, const optim::UpdateStep& u,
+                      const LazyParams* lazy, StreamHandle stream);
   // Global: a zero-gradient step for every row r < *rows_in_use (bound when null; at most
   // bound) not yet at `step`.
   void (*update_untouched)(std::int64_t bound, const std::int64_t* rows_in_use,

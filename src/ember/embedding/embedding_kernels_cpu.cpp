@@ -194,25 +194,32 @@ float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
 }
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const Values& values, std::int64_t vec_size, float* out,
-          StreamHandle) {
+          std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
+          ValueType out_type, StreamHandle) {
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
-    const V* table = static_cast<const V*>(values.data);
-#pragma omp parallel for schedule(static) if (bags * vec_size >= 65536)
-    for (std::int64_t bag = 0; bag < bags; ++bag) {
-      float* o = out + bag * vec_size;
-      std::fill(o, o + vec_size, 0.0f);
-      for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
-        if (rows[e] < 0) continue;
-        const V* v = table + rows[e] * vec_size;
-        for (std::int64_t c = 0; c < vec_size; ++c)
-          o[c] += static_cast<float>(v[c]);
+    with_value_type(out_type, [&](auto out_tag) {
+      using O = decltype(out_tag);
+      const V* table = static_cast<const V*>(values.data);
+#pragma omp parallel if (bags * vec_size >= 65536)
+      {
+        std::vector<float> acc(vec_size);
+#pragma omp for schedule(static)
+        for (std::int64_t bag = 0; bag < bags; ++bag) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
+            if (rows[e] < 0) continue;
+            const V* v = table + rows[e] * vec_size;
+            for (std::int64_t c = 0; c < vec_size; ++c)
+              acc[c] += static_cast<float>(v[c]);
+          }
+          const float s = scale[bag];
+          O* o = static_cast<O*>(out) + bag * vec_size;
+          for (std::int64_t c = 0; c < vec_size; ++c)
+            o[c] = O(acc[c] * s);
+        }
       }
-      const float s = scale[bag];
-      for (std::int64_t c = 0; c < vec_size; ++c)
-        o[c] *= s;
-    }
+    });
   });
 }
 
@@ -254,8 +261,9 @@ void catch_up_rows(const std::int64_t* rows, std::int64_t bound, const std::int6
 }
 
 // Row k's gradient (seg's k-th distinct row) in the kGradientChunk order (embedding_kernels.hpp):
-// chunk sums from zero, added from zero.
-void gradient_sum(const Segments& seg, std::int64_t k, const float* scale, const float* grad,
+// chunk sums from zero, added from zero. A 16-bit gradient widens exactly.
+template <class G>
+void gradient_sum(const Segments& seg, std::int64_t k, const float* scale, const G* grad,
                   std::int64_t vec_size, std::vector<float>& g, std::vector<float>& chunk) {
   std::fill(g.begin(), g.end(), 0.0f);
   for (std::int64_t first = seg.offsets[k]; first < seg.offsets[k + 1]; first += kGradientChunk) {
@@ -264,39 +272,43 @@ void gradient_sum(const Segments& seg, std::int64_t k, const float* scale, const
     for (std::int64_t i = first; i < last; ++i) {
       const std::int64_t bag = seg.sorted_bags[i];
       const float s = scale[bag];
-      const float* gb = grad + bag * vec_size;
+      const G* gb = grad + bag * vec_size;
       for (std::int64_t c = 0; c < vec_size; ++c)
-        chunk[c] += gb[c] * s;
+        chunk[c] += static_cast<float>(gb[c]) * s;
     }
     for (std::int64_t c = 0; c < vec_size; ++c)
       g[c] += chunk[c];
   }
 }
 
-void update_rows(const Segments& seg, const float* scale, const float* grad, const Values& values,
-                 std::int64_t vec_size, RowStates st, std::int64_t step, const optim::UpdateStep& u,
-                 const LazyParams* lazy, StreamHandle) {
+void update_rows(const Segments& seg, const float* scale, const void* grad, ValueType grad_type,
+                 const Values& values, std::int64_t vec_size, RowStates st, std::int64_t step,
+                 const optim::UpdateStep& u, const LazyParams* lazy, StreamHandle) {
   const std::int64_t count = seg.entries == 0 ? 0 : *seg.count;
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
+    with_value_type(grad_type, [&](auto grad_tag) {
+      using G = decltype(grad_tag);
+      const G* grads = static_cast<const G*>(grad);
 #pragma omp parallel if (count * vec_size >= 65536)
-    {
-      std::vector<float> g(vec_size), chunk(vec_size);
+      {
+        std::vector<float> g(vec_size), chunk(vec_size);
 #pragma omp for schedule(dynamic, 64)
-      for (std::int64_t k = 0; k < count; ++k) {
-        const std::int64_t r = seg.unique_rows[k];
-        if (r < 0) continue;
-        gradient_sum(seg, k, scale, grad, vec_size, g, chunk);
-        V* w = value_row<V>(values, r, vec_size);
-        float* s0 = row_of(st.s0, r, vec_size);
-        float* s1 = row_of(st.s1, r, vec_size);
-        if (lazy != nullptr && st.last_step[r] < step - 1) {
-          catch_up_row(values, *lazy, w, s0, s1, vec_size, st.last_step[r], step - 1);
+        for (std::int64_t k = 0; k < count; ++k) {
+          const std::int64_t r = seg.unique_rows[k];
+          if (r < 0) continue;
+          gradient_sum(seg, k, scale, grads, vec_size, g, chunk);
+          V* w = value_row<V>(values, r, vec_size);
+          float* s0 = row_of(st.s0, r, vec_size);
+          float* s1 = row_of(st.s1, r, vec_size);
+          if (lazy != nullptr && st.last_step[r] < step - 1) {
+            catch_up_row(values, *lazy, w, s0, s1, vec_size, st.last_step[r], step - 1);
+          }
+          step_row(values, u, w, g.data(), s0, s1, vec_size, step);
+          if (st.last_step != nullptr) st.last_step[r] = step;
         }
-        step_row(values, u, w, g.data(), s0, s1, vec_size, step);
-        if (st.last_step != nullptr) st.last_step[r] = step;
       }
-    }
+    });
   });
 }
 

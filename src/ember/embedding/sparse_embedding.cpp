@@ -23,6 +23,17 @@ T* ptr(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
+// The kernels' name of a batch's vector dtype (forward outputs, output gradients).
+kernels::ValueType vector_type(DType dtype) {
+  return dtype == DType::F16    ? kernels::ValueType::F16
+         : dtype == DType::BF16 ? kernels::ValueType::BF16
+                                : kernels::ValueType::F32;
+}
+
+bool is_vector_dtype(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+
 }  // namespace
 
 SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerConfig& optimizer,
@@ -232,11 +243,41 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   PlaceGuard guard(place_);
   check_deferred_errors();
   if (hybrid_) return hybrid_forward(batch, local_offset, local_size, training);
+  std::int64_t B = 0;
+  check_batch(batch, local_offset, local_size, &B);  // before local_size sizes anything
+  Tensor out = Tensor::empty({local_size, config_.slot_num, config_.vec_size}, DType::F32, place_);
   std::unique_ptr<Batch> b = host_rows_
                                  ? take_cached_batch(batch, local_offset, local_size, training)
                                  : prepare_batch(batch, local_offset, local_size, training,
                                                  stream(), training ? "train/" : "eval/", true);
-  return finish_forward(std::move(b), training);
+  finish_forward(std::move(b), training, out);
+  return out;
+}
+
+void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_offset,
+                                   std::int64_t local_size, const Tensor& out, bool training) {
+  PlaceGuard guard(place_);
+  check_deferred_errors();
+  check_output(out, local_size);
+  if (hybrid_) {
+    ops::copy(out, hybrid_forward(batch, local_offset, local_size, training), stream());
+    return;
+  }
+  std::unique_ptr<Batch> b = host_rows_
+                                 ? take_cached_batch(batch, local_offset, local_size, training)
+                                 : prepare_batch(batch, local_offset, local_size, training,
+                                                 stream(), training ? "train/" : "eval/", true);
+  finish_forward(std::move(b), training, out);
+}
+
+void SparseEmbedding::check_output(const Tensor& out, std::int64_t local_size) const {
+  EMBER_CHECK(out.defined(), where(), ": forward_into got no output tensor");
+  EMBER_CHECK(is_vector_dtype(out.dtype()), where(), ": the forward output must be f32, f16 or ",
+              "bf16, got ", dtype_name(out.dtype()));
+  out.check_place(place_, "embedding forward output");
+  out.check_shape(Shape{local_size, config_.slot_num, config_.vec_size},
+                  "embedding forward output ([local_size, slot_num, vec_size])");
+  EMBER_CHECK(out.is_contiguous(), where(), ": the forward output must be contiguous");
 }
 
 std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
@@ -295,8 +336,8 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
   return b;
 }
 
-Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) {
-  const std::int64_t S = config_.slot_num, V = config_.vec_size;
+void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out) {
+  const std::int64_t V = config_.vec_size;
   const int D = comm_.size();
   const std::string tag = training ? "train/" : "eval/";
   const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
@@ -306,19 +347,17 @@ Tensor SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training) 
                                       b->unique_count.data<std::int64_t>(), table_values(), V,
                                       row_states(), step_, lp, stream());
   }
-
-  Tensor out = Tensor::empty({b->local_size, S, V}, DType::F32, place_);
+  // One rank pools straight into the output, in its dtype; several pool f32 vectors for the
+  // exchange.
   const bool direct = D == 1;
-  Tensor pooled =
-      direct ? out.reshape({b->bags, V}) : scratch(tag + "pooled", b->bags * V, DType::F32);
+  const Tensor pooled = direct ? out : scratch(tag + "pooled", b->bags * V, DType::F32);
   if (b->bags > 0) {
     kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
-                             b->scale.data<float>(), b->bags, table_values(), V,
-                             pooled.data<float>(), stream());
+                             b->scale.data<float>(), b->bags, table_values(), V, pooled.data(),
+                             vector_type(pooled.dtype()), stream());
   }
   if (!direct) exchange_forward(pooled, out);
   if (training) batch_ = std::move(b);
-  return out;
 }
 
 void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool start_rows) {
@@ -467,6 +506,13 @@ kernels::Values SparseEmbedding::table_values() const {
 }
 
 void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
+  if (out.dtype() != DType::F32) {
+    // The exchange runs in f32; the result is rounded into the output once.
+    Tensor wide = scratch("exchanged", out.numel(), DType::F32).reshape(out.shape());
+    exchange_forward(pooled, wide);
+    ops::copy(out, wide, stream());
+    return;
+  }
   const int D = comm_.size();
   const std::int64_t S = config_.slot_num, V = config_.vec_size;
   const std::int64_t Bl = out.size(0);
@@ -553,11 +599,17 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
 void SparseEmbedding::backward(const Tensor& grad) {
   PlaceGuard guard(place_);
   EMBER_CHECK(batch_ != nullptr, where(), ": backward without a training forward before it");
-  grad.check_dtype(DType::F32, "embedding backward");
+  EMBER_CHECK(grad.defined() && is_vector_dtype(grad.dtype()), where(),
+              ": embedding backward takes an f32, f16 or bf16 gradient, got ",
+              grad.defined() ? dtype_name(grad.dtype()) : "none");
   grad.check_place(place_, "embedding backward");
   grad.check_shape(Shape{batch_->local_size, config_.slot_num, config_.vec_size},
                    "embedding backward (the forward output's shape)");
-  batch_->grad = hybrid_ ? hybrid_exchange_backward(grad) : exchange_backward(grad);
+  // One rank's update reads a 16-bit gradient as it is (no f32 copy); exchanges run in f32.
+  const bool read_as_is = comm_.size() == 1 && !hybrid_;
+  const Tensor g =
+      grad.dtype() == DType::F32 || read_as_is ? grad : ops::cast(grad, DType::F32, stream());
+  batch_->grad = hybrid_ ? hybrid_exchange_backward(g) : exchange_backward(g);
 }
 
 void SparseEmbedding::update(float loss_scaler) {
@@ -572,9 +624,9 @@ void SparseEmbedding::update(float loss_scaler) {
   const kernels::LazyParams lp = lazy ? lazy_params(t) : kernels::LazyParams{};
   const Batch& b = *batch_;
   if (b.entries > 0) {
-    kernels::on(place_).update_rows(b.segments(), b.scale.data<float>(), b.grad.data<float>(),
-                                    table_values(), config_.vec_size, st, t, u,
-                                    lazy ? &lp : nullptr, stream());
+    kernels::on(place_).update_rows(b.segments(), b.scale.data<float>(), b.grad.data(),
+                                    vector_type(b.grad.dtype()), table_values(), config_.vec_size,
+                                    st, t, u, lazy ? &lp : nullptr, stream());
   }
   if (optimizer_.update_type == optim::UpdateType::Global && host_rows_) {
     // Every cached row moves; rows on the host take their missed steps when they come back

@@ -100,6 +100,11 @@ class SparseEmbedding {
   // earlier batch that the device found (see above).
   Tensor forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                  bool training = true);
+  // The same, written into `out`: [local_size, slot_num, vec_size], contiguous, f32, f16 or bf16
+  // at place() (the network's input blob). A 16-bit `out` holds each pooled f32 vector rounded
+  // to nearest even; with one rank the pooling writes it directly (no f32 copy, no cast pass).
+  void forward_into(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                    const Tensor& out, bool training = true);
   // A host table prepares a training batch ahead (its keys looked up, its rows made resident by
   // a plan, the missing rows staged on a stream of their own), while the step before it runs:
   // the forward() of the same batch then only installs them. `ready` (GPU batches) is the event
@@ -107,7 +112,10 @@ class SparseEmbedding {
   // raised by the forward() of that batch.
   void prefetch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                 const Event* ready = nullptr);
-  // grad: [local_size, slot_num, vec_size] f32 at place(), the gradient of forward's output.
+  // grad: [local_size, slot_num, vec_size] f32, f16 or bf16 at place(), the gradient of
+  // forward's output. With one rank a 16-bit gradient is read as it is by update() (widened
+  // exactly, so the sums are those of its f32 copy): it must stay unchanged until then.
+  // Exchanges between ranks run in f32 (a 16-bit gradient is widened first).
   void backward(const Tensor& grad);
   // One optimizer step on the rows of the last backward (all rows for Global), with the
   // learning rate of the schedule's next step. Gradients arrive multiplied by loss_scaler.
@@ -153,8 +161,10 @@ class SparseEmbedding {
   std::unique_ptr<Batch> prepare_batch(const CsrTensor& batch, std::int64_t local_offset,
                                        std::int64_t local_size, bool training, StreamHandle stream,
                                        const std::string& tag, bool start_rows);
-  // LazyGlobal's catch-up, pooling and the exchange; keeps the batch for backward (training).
-  Tensor finish_forward(std::unique_ptr<Batch> b, bool training);
+  // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's); keeps the batch
+  // for backward (training).
+  void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
+  void check_output(const Tensor& out, std::int64_t local_size) const;
   void lookup(Batch& b, bool training, StreamHandle stream, bool start_rows);
   // ---- host tables (sparse_embedding_cache.cpp) ----
   StorageDecision decide_location() const;
@@ -208,6 +218,7 @@ class SparseEmbedding {
   void stream_model(const RowSink& sink);
   void read_rows(const std::vector<std::int64_t>& rows, std::vector<float>& vectors,
                  std::vector<std::vector<float>>& states);
+  // pooled f32 vectors to their samples' ranks, into `out` (any of forward_into's dtypes).
   void exchange_forward(const Tensor& pooled, const Tensor& out);
   Tensor exchange_backward(const Tensor& grad);
   void catch_up_all();

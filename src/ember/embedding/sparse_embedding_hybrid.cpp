@@ -346,12 +346,13 @@ Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t loca
     kernels::Values frequent_values = table_values();
     frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
     k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
-           h.ones.data<float>(), hb.local_bags, frequent_values, V, result.data<float>(), s);
+           h.ones.data<float>(), hb.local_bags, frequent_values, V, result.data<float>(),
+           kernels::ValueType::F32, s);
   }
   const Tensor send = scratch(tag + "send", N * V, DType::F32);
   if (N > 0) {
     k.pool(h.iota64.data<std::int64_t>(), b->rows.data<std::int64_t>(), h.ones.data<float>(), N,
-           table_values(), V, send.data<float>(), s);
+           table_values(), V, send.data<float>(), kernels::ValueType::F32, s);
   }
   const Tensor recv = scratch(tag + "recv", M * V, DType::F32);
   std::vector<std::int64_t> send_counts = hb.send_counts, recv_counts = hb.recv_counts;
@@ -404,7 +405,8 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   kernels::Values sum_table{sums.data(), kernels::ValueType::F32};
   if (hb.local_bags > 0) {
     k.update_rows(hb.segments(), batch_->scale.data<float>(), hb.local_grad.data<float>(),
-                  sum_table, V, kernels::RowStates{}, step, store_sum(), nullptr, s);
+                  kernels::ValueType::F32, sum_table, V, kernels::RowStates{}, step, store_sum(),
+                  nullptr, s);
   }
   comm_.all_reduce(sums, distributed::ReduceOp::Sum, s);
   comm_.all_reduce(hb.local_used, distributed::ReduceOp::Sum, s);
@@ -420,7 +422,8 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   const kernels::RowStates states{ptr<float>(h.state0), ptr<float>(h.state1),
                                   ptr<std::int64_t>(h.last_step)};
   const Tensor ones = sequence(h.ones, F, DType::F32, place_);
-  k.update_rows(seg, ones.data<float>(), sums.data<float>(), values, V, states, step, u, lazy, s);
+  k.update_rows(seg, ones.data<float>(), sums.data<float>(), kernels::ValueType::F32, values, V,
+                states, step, u, lazy, s);
   if (optimizer_.update_type == optim::UpdateType::Global) {
     k.update_untouched(F, nullptr, values, V, states, step, u, s);
   }

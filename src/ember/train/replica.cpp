@@ -164,8 +164,16 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     const std::int64_t slots = config_.embeddings[i].slot_num;
     const CsrTensor keys = pad_rows(batch.sparse.at(embedding_input_[i]), block * ranks * slots, s);
-    const Tensor out = embeddings_[i]->forward(keys, rank() * block, block, training);
-    fill_rows(in.embeddings[i]->value(), out.slice(0, 0, n), n, s);
+    const Tensor& dst = in.embeddings[i]->value();
+    if (block <= dst.size(0)) {
+      // Pooled straight into the network's input, in its dtype (no f32 copy and cast); the
+      // padding samples' rows and the rows past the batch read zeros.
+      embeddings_[i]->forward_into(keys, rank() * block, block, dst.slice(0, 0, block), training);
+      if (n < dst.size(0)) ops::fill(dst.slice(0, n, dst.size(0)), 0.0, s);
+    } else {
+      const Tensor out = embeddings_[i]->forward(keys, rank() * block, block, training);
+      fill_rows(dst, out.slice(0, 0, n), n, s);
+    }
   }
   if (training) begin_part(kDataPart);
   fill_rows(in.label->value(), batch.label, n, s);
@@ -217,8 +225,8 @@ float Replica::apply_updates(StreamHandle s) {
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     begin_part("embedding backward");
-    const Tensor& g = train_.inputs->embeddings[i]->grad();
-    embeddings_[i]->backward(g.dtype() == DType::F32 ? g : ops::cast(g, DType::F32, s));
+    // A 16-bit gradient goes as it is: the update reads it (one rank) or the exchange widens it.
+    embeddings_[i]->backward(train_.inputs->embeddings[i]->grad());
     begin_part("embedding update");
     embeddings_[i]->update(loss_scaler_);
   }

@@ -1,0 +1,260 @@
+// The GPU's pooling into f32 / f16 / bf16 outputs and its update from 16-bit output gradients,
+// against the CPU: one-hot bags (DLRM's gather: the 8-columns-a-thread kernel) and multi-hot
+// bags, every table x output type, odd and empty batches, and the widths that take the other
+// kernels; the update from a 16-bit gradient bit for bit what its f32 copy gives; the layer
+// (forward_into, backward with a 16-bit gradient, update) against the CPU layer.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "embedding_reference_support.hpp"
+#include "ember/core/stream.hpp"
+#include "ember/embedding/embedding_kernels.hpp"
+#include "support/test_support.hpp"
+#include "vector_dtype_support.hpp"
+
+namespace ember::embedding {
+namespace {
+
+std::vector<std::uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.to(Place::host());
+  std::vector<std::uint8_t> out(h.numel() * dtype_size(h.dtype()));
+  if (!out.empty()) std::memcpy(out.data(), h.data(), out.size());
+  return out;
+}
+
+// A table of `rows` x `dim` random values of `dtype` at `place` (the same values at each place
+// for the same seed).
+Tensor random_table(std::int64_t rows, std::int64_t dim, DType dtype, std::uint64_t seed,
+                    Place place) {
+  return Tensor::uniform({rows, dim}, -1.0, 1.0, seed, DType::F32, Place::host())
+      .to(dtype)
+      .to(place);
+}
+
+struct PoolCase {
+  std::vector<std::int64_t> offsets, rows;
+  std::vector<float> scale;
+};
+
+// bags one-hot bags (one row each, a few absent: -1) or multi-hot ones (0..5 rows, mean).
+PoolCase pool_case(std::int64_t bags, std::int64_t table_rows, bool onehot, std::mt19937_64& rng) {
+  PoolCase c;
+  c.offsets.push_back(0);
+  for (std::int64_t b = 0; b < bags; ++b) {
+    const std::int64_t n = onehot ? 1 : static_cast<std::int64_t>(rng() % 6);
+    for (std::int64_t k = 0; k < n; ++k) {
+      const bool absent = rng() % 50 == 0;
+      c.rows.push_back(absent ? -1 : static_cast<std::int64_t>(rng() % table_rows));
+    }
+    c.offsets.push_back(static_cast<std::int64_t>(c.rows.size()));
+    c.scale.push_back(onehot ? 1.0f : (n == 0 ? 0.0f : 1.0f / static_cast<float>(n)));
+  }
+  return c;
+}
+
+// The pooled output of `c` at `place`, written `shift` elements into its buffer (a shift moves
+// the output off the 16-byte alignment the widest kernel needs).
+std::vector<std::uint8_t> pool_at(const PoolCase& c, std::int64_t bags, const Tensor& host_table,
+                                  DType out_dtype, std::int64_t shift, Place place) {
+  const std::int64_t V = host_table.size(1);
+  const Tensor table = host_table.to(place);
+  const Tensor offsets = Tensor::from_vector(c.offsets, place);
+  const Tensor rows =
+      Tensor::from_vector(c.rows.empty() ? std::vector<std::int64_t>{0} : c.rows, place);
+  const Tensor scale =
+      Tensor::from_vector(c.scale.empty() ? std::vector<float>{0.0f} : c.scale, place);
+  const Tensor buffer = Tensor::full({bags * V + shift}, -7.0, out_dtype, place);
+  const Tensor out = buffer.slice(0, shift, shift + bags * V);
+  kernels::on(place).pool(offsets.data<std::int64_t>(), rows.data<std::int64_t>(),
+                          scale.data<float>(), bags,
+                          kernels::Values{table.data(), testing::value_type_of(table.dtype())}, V,
+                          out.data(), testing::value_type_of(out_dtype),
+                          place.is_cuda() ? current_stream(place.device()) : nullptr);
+  return bytes_of(out);
+}
+
+void check_pool(bool onehot) {
+  auto rng = ember::testing::make_rng(onehot ? 1 : 2);
+  const std::int64_t table_rows = 5000;
+  for (std::int64_t dim : {128, 64, 8, 12, 7}) {
+    for (DType table_dtype : {DType::F32, DType::F16, DType::BF16}) {
+      const Tensor table = random_table(table_rows, dim, table_dtype, rng(), Place::host());
+      for (std::int64_t bags : {0, 1, 7, 1023, 65537}) {
+        if (dim != 128 && bags == 65537) continue;  // the other widths: the small batches
+        const PoolCase c = pool_case(bags, table_rows, onehot, rng);
+        for (DType out : {DType::F32, DType::F16, DType::BF16}) {
+          for (std::int64_t shift : {0, 4}) {
+            const std::string what = std::string(onehot ? "one-hot" : "multi-hot") + ", dim " +
+                                     std::to_string(dim) + ", " +
+                                     std::string(dtype_name(table_dtype)) + " table, " +
+                                     std::string(dtype_name(out)) + " output, " +
+                                     std::to_string(bags) + " bags, shift " + std::to_string(shift);
+            const auto gpu = pool_at(c, bags, table, out, shift, Place::cuda(0));
+            const auto cpu = pool_at(c, bags, table, out, shift, Place::host());
+            ASSERT_EQ(gpu.size(), cpu.size()) << what;
+            // Entry order and one rounding on both sides: the same bits.
+            EXPECT_TRUE(gpu == cpu) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(VectorDtypesGpu, OneHotPoolingMatchesTheCpuBitwise) {
+  EMBER_REQUIRE_GPU();
+  check_pool(true);
+}
+
+TEST(VectorDtypesGpu, MultiHotPoolingMatchesTheCpuBitwise) {
+  EMBER_REQUIRE_GPU();
+  check_pool(false);
+}
+
+// update_rows on one batch at `place`, the gradient a tensor of grad_dtype; returns the table.
+std::vector<float> update_at(const testing::UpdateBatch& b, const std::vector<float>& grad,
+                             DType grad_dtype, const std::vector<float>& table,
+                             optim::OptimizerType type, Place place) {
+  const auto n = static_cast<std::int64_t>(b.rows.size());
+  const StreamHandle s = place.is_cuda() ? current_stream(place.device()) : nullptr;
+  const Tensor rows = Tensor::from_vector(b.rows, place);
+  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
+  const Tensor scale = Tensor::from_vector(b.scale, place);
+  const Tensor g = Tensor::from_vector(grad).to(grad_dtype).to(place);
+  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
+  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
+  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
+  Tensor count = Tensor::empty({1}, DType::I64, place);
+  Tensor w = Tensor::from_vector(table, place);
+  Tensor s0 = Tensor::full({b.rows_in_table * b.vec_size}, 0.1, DType::F32, place);
+  optim::OptimizerConfig o;
+  o.type = type;
+  o.initial_accu_value = 0.1f;
+  const optim::UpdateStep u = optim::make_update_step(o, 1e-2f, 1, 8.0f);
+  const kernels::KernelTable& steps = kernels::on(place);
+  steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
+                 sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
+                 offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
+  const kernels::RowStates st{type == optim::OptimizerType::SGD ? nullptr : s0.data<float>(),
+                              nullptr, nullptr};
+  steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
+                                      offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
+                    scale.data<float>(), g.data(), testing::value_type_of(grad_dtype),
+                    kernels::Values{w.data<float>()}, b.vec_size, st, 1, u, nullptr, s);
+  return w.to_vector<float>();
+}
+
+TEST(VectorDtypesGpu, UpdateFromA16BitGradientIsItsF32CopysBitwiseAndTheCpus) {
+  EMBER_REQUIRE_GPU();
+  auto rng = ember::testing::make_rng();
+  const std::int64_t C = kernels::kGradientChunk;
+  // Rows of one entry up to several hot chunks (the partial-sum path).
+  const std::vector<std::int64_t> lengths = {1, 2, 7, C, C + 1, 2 * C + 1, 1023, 4097};
+  for (std::int64_t dim : {128, 7}) {  // 4 columns a lane, and 1
+    const testing::UpdateBatch b = testing::random_update_batch(lengths, 5, 1023, dim, rng);
+    std::vector<float> table(b.rows_in_table * dim);
+    std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
+    for (auto& x : table)
+      x = dist(rng);
+    for (DType grad : {DType::F16, DType::BF16}) {
+      const std::vector<float> rounded = testing::round_through(b.grad, grad);
+      for (optim::OptimizerType type : {optim::OptimizerType::SGD, optim::OptimizerType::AdaGrad}) {
+        const std::string what = "dim " + std::to_string(dim) + ", " +
+                                 std::string(dtype_name(grad)) + " gradient, " +
+                                 optim::optimizer_name(type);
+        const auto gpu = update_at(b, b.grad, grad, table, type, Place::cuda(0));
+        const auto gpu_copy = update_at(b, rounded, DType::F32, table, type, Place::cuda(0));
+        const auto cpu = update_at(b, b.grad, grad, table, type, Place::host());
+        testing::expect_same_bits(gpu, gpu_copy, what + " (GPU: 16-bit vs its f32 copy)");
+        // The sums are the CPU's bit for bit; the step may fuse a multiply-add.
+        EXPECT_LE(testing::max_relative_error(gpu, cpu), 1e-5) << what;
+      }
+    }
+  }
+}
+
+testing::Problem layer_problem(EmbeddingType type, DType table, optim::OptimizerType opt,
+                               std::int64_t batch, std::mt19937_64& rng) {
+  // A 3-key slot: at 65537 samples its rows take ~22000 entries each (hot chunks).
+  const std::vector<std::int64_t> slots = {3, 50, 1000, 7};
+  testing::Problem p;
+  p.config.name = "vectors_gpu";
+  p.config.type = type;
+  p.config.vec_size = 64;
+  p.config.slot_num = static_cast<std::int64_t>(slots.size());
+  p.config.max_vocabulary_size_per_gpu = 1100;
+  if (type != EmbeddingType::DistributedSlotHash) p.config.slot_size_array = slots;
+  p.config.key_dtype = DType::I64;
+  p.config.seed = rng();
+  p.config.value_dtype = table;
+  p.config.combiner = type == EmbeddingType::LocalizedSlotOneHot ? Combiner::Sum : Combiner::Mean;
+  p.optimizer.type = opt;
+  p.optimizer.schedule.base_lr = opt == optim::OptimizerType::Adam ? 0.01f : 0.1f;
+  p.loss_scaler = 4.0f;
+  for (int t = 0; t < 3; ++t) {
+    p.batches.push_back(type == EmbeddingType::LocalizedSlotOneHot
+                            ? testing::onehot_batch(batch, slots, rng)
+                            : testing::random_batch(batch, slots, 4, rng));
+    p.grads.push_back(testing::random_grad(batch * p.config.slot_num * 64, rng));
+    p.training.push_back(true);
+  }
+  return p;
+}
+
+// The layer on the GPU against the CPU layer: the first forward bit for bit (a gather and one
+// rounding on both), the later ones and the model within the last bits of the optimizer step
+// (and one 16-bit step where that moves a rounding); and the GPU from 16-bit gradients bit for
+// bit what it gives from their f32 copies.
+void check_layer(EmbeddingType type, optim::OptimizerType opt,
+                 const std::vector<std::int64_t>& batches) {
+  auto rng = ember::testing::make_rng(static_cast<std::uint64_t>(type) * 7 +
+                                      static_cast<std::uint64_t>(opt));
+  for (DType table : {DType::F32, DType::F16}) {
+    for (DType vectors : {DType::F32, DType::F16, DType::BF16}) {
+      for (std::int64_t batch : batches) {
+        const std::string what =
+            std::string(embedding_type_name(type)) + " " + optim::optimizer_name(opt) + ", " +
+            std::string(dtype_name(table)) + " table, " + std::string(dtype_name(vectors)) +
+            " outputs and gradients, batch " + std::to_string(batch);
+        testing::Problem p = layer_problem(type, table, opt, batch, rng);
+        const testing::DtypeRun gpu = testing::run_with_dtypes(p, Place::cuda(0), vectors, vectors);
+        const testing::DtypeRun cpu = testing::run_with_dtypes(p, Place::host(), vectors, vectors);
+        ASSERT_EQ(gpu.outputs.size(), cpu.outputs.size()) << what;
+        testing::expect_same_bits(gpu.outputs[0], cpu.outputs[0], what + ", first output");
+        const double out_tol = vectors == DType::BF16 ? 2e-2 : vectors == DType::F16 ? 3e-3 : 1e-4;
+        const double model_tol = table == DType::F16 ? 3e-3 : 1e-4;
+        for (std::size_t t = 1; t < gpu.outputs.size(); ++t) {
+          EXPECT_LE(testing::max_relative_error(gpu.outputs[t], cpu.outputs[t]), out_tol)
+              << what << ", output of step " << t;
+        }
+        EXPECT_EQ(gpu.snapshot.keys, cpu.snapshot.keys) << what;
+        EXPECT_LE(testing::max_relative_error(gpu.snapshot.vectors, cpu.snapshot.vectors),
+                  model_tol)
+            << what;
+        if (vectors == DType::F32) continue;
+        for (auto& g : p.grads)
+          g = testing::round_through(g, vectors);
+        const testing::DtypeRun copy =
+            testing::run_with_dtypes(p, Place::cuda(0), vectors, DType::F32);
+        testing::expect_same_dtype_runs(gpu, copy, what + " (16-bit gradient vs its f32 copy)");
+      }
+    }
+  }
+}
+
+TEST(VectorDtypesGpu, OneHotLayerMatchesTheCpu) {
+  EMBER_REQUIRE_GPU();
+  check_layer(EmbeddingType::LocalizedSlotOneHot, optim::OptimizerType::SGD,
+              {0, 1, 7, 1023, 65537});
+  check_layer(EmbeddingType::LocalizedSlotOneHot, optim::OptimizerType::Adam, {7, 1023});
+}
+
+TEST(VectorDtypesGpu, MultiHotLayerMatchesTheCpu) {
+  EMBER_REQUIRE_GPU();
+  check_layer(EmbeddingType::LocalizedSlotHash, optim::OptimizerType::SGD, {0, 7, 1023});
+  check_layer(EmbeddingType::DistributedSlotHash, optim::OptimizerType::AdaGrad, {1, 1023});
+}
+
+}  // namespace
+}  // namespace ember::embedding
