@@ -4,6 +4,7 @@
 // kernels; the update from a 16-bit gradient bit for bit what its f32 copy gives; the layer
 // (forward_into, backward with a 16-bit gradient, update) against the CPU layer.
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <cstring>
 
@@ -222,8 +223,12 @@ void check_layer(EmbeddingType type, optim::OptimizerType opt,
         const testing::DtypeRun cpu = testing::run_with_dtypes(p, Place::host(), vectors, vectors);
         ASSERT_EQ(gpu.outputs.size(), cpu.outputs.size()) << what;
         testing::expect_same_bits(gpu.outputs[0], cpu.outputs[0], what + ", first output");
-        const double out_tol = vectors == DType::BF16 ? 2e-2 : vectors == DType::F16 ? 3e-3 : 1e-4;
         const double model_tol = table == DType::F16 ? 3e-3 : 1e-4;
+        // Later outputs are gathered from the updated rows, so they carry the model's tolerance
+        // too: a fused multiply-add can move a 16-bit table's rounding by one unit (2^-11).
+        const double out_tol = std::max(model_tol, vectors == DType::BF16  ? 2e-2
+                                                   : vectors == DType::F16 ? 3e-3
+                                                                           : 1e-4);
         for (std::size_t t = 1; t < gpu.outputs.size(); ++t) {
           EXPECT_LE(testing::max_relative_error(gpu.outputs[t], cpu.outputs[t]), out_tol)
               << what << ", output of step " << t;
