@@ -8,8 +8,8 @@
 // stay f32 in shared memory; each fragment is rounded to TF32 (10-bit mantissa, round to nearest)
 // after load_matrix_sync, and wmma m16n16k8 multiplies with f32 accumulators. The outputs are
 // those f32 accumulators: every product of two TF32 values is exact, so each dot differs from the
-// exact f32 one by the inputs' rounding (at most 2^-10 of the sum of its terms' magnitudes) and
-// the summation order.
+// exact f32 one by the inputs' rounding (at most 2^-10 + 2^-22 of the sum of its terms' magnitudes)
+// and the summation order.
 //
 // Forward: X X^T's lower-triangle 16 x 16 tiles, k = width in steps of 8; once every product is
 // in its accumulator, the tiles are stored as f32 over X's own space (saving 4.6 KB a warp: DLRM's
