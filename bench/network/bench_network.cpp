@@ -6,11 +6,13 @@
 //                            off; one FC 1024->1024 + ReLU and the top MLP, fused (chained where
 //                            the search says so) against InnerProduct + ReLU layers and against a
 //                            fully unfused plain GEMM + bias + ReLU kernels version; the dot
-//                            interaction (26 x 128) forward + backward. PyTorch's numbers come
+//                            interaction (26 x 128) forward + backward in fp32, TF32 (f32
+//                            activations, the network's allow_tf32: TF32 tensor cores) and bf16.
+//                            PyTorch's numbers come
 //                            from torch_mlp.py when `python3 -c 'import torch'` works. Ends with
 //                            "SUMMARY |" lines.
 //   bench_network --interaction  (GPU) only the interaction at DLRM's shape (26 x 128, F1 = 27):
-//                            forward and backward timed apart in fp32, f16 and bf16, each
+//                            forward and backward timed apart in fp32, tf32, f16 and bf16, each
 //                            against the bytes it must move (GB/s and % of the device's HBM
 //                            peak from its memory clock and bus width); also part of the full
 //                            run.
@@ -202,8 +204,8 @@ std::unique_ptr<Net> build_mlp(Place place, DType dtype, bool tf32, std::int64_t
   return net;
 }
 
-std::unique_ptr<Net> build_interaction(Place place, DType dtype, std::int64_t batch) {
-  auto net = std::make_unique<Net>(place, dtype, false);
+std::unique_ptr<Net> build_interaction(Place place, DType dtype, bool tf32, std::int64_t batch) {
+  auto net = std::make_unique<Net>(place, dtype, tf32);
   net->input("mlp", {batch, 128}, true);
   net->input("emb", {batch, 26, 128}, true);
   net->add({{"name", "interaction"},
@@ -363,12 +365,12 @@ void interaction_microbench(std::int64_t batch, int repeats) {
       "\nInteraction alone, batch %lld, 26 x 128 (F1 = 27) -> 480; HBM peak %.0f GB/s "
       "(memory clock x bus width):\n",
       static_cast<long long>(batch), peak);
-  const struct {
-    const char* name;
-    DType dtype;
-  } modes[] = {{"fp32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}};
+  const Mode modes[] = {{"fp32", DType::F32, false},
+                        {"tf32", DType::F32, true},
+                        {"f16", DType::F16, false},
+                        {"bf16", DType::BF16, false}};
   for (const auto& m : modes) {
-    auto net = build_interaction(Place::cuda(0), m.dtype, batch);
+    auto net = build_interaction(Place::cuda(0), m.dtype, m.tf32, batch);
     Layer& layer = *net->layers.at(0);
     const int device = net->ctx->place().device();
     const double fwd =
@@ -381,10 +383,10 @@ void interaction_microbench(std::int64_t batch, int repeats) {
     std::string kernels = "?";
 #if EMBER_WITH_CUDA
     kernels = cat(network::cuda::interaction_kernel_name(
-                      network::cuda::interaction_kernel(m.dtype, 26, 128, false)),
+                      network::cuda::interaction_kernel(m.dtype, 26, 128, false, m.tf32)),
                   " / ",
                   network::cuda::interaction_kernel_name(
-                      network::cuda::interaction_kernel(m.dtype, 26, 128, true)));
+                      network::cuda::interaction_kernel(m.dtype, 26, 128, true, m.tf32)));
 #endif
     for (const auto& [what, ms, gb] :
          {std::tuple{"forward", fwd, fwd_gb}, std::tuple{"backward", bwd, bwd_gb}}) {
@@ -475,8 +477,8 @@ int run_gpu(std::int64_t batch, int repeats, bool with_torch) {
   }
 
   std::printf("\nInteraction (26 x 128 -> 480), forward + backward:\n");
-  for (const Mode& m : {kModes[0], kModes[2]}) {
-    auto net = build_interaction(gpu, m.dtype, batch);
+  for (const Mode& m : kModes) {
+    auto net = build_interaction(gpu, m.dtype, m.tf32, batch);
     const double ms = time_gpu_ms(*net, 5, repeats);
     // The floor: read the inputs and the output gradient once, write output and input grads.
     const double elem = m.dtype == DType::F32 ? 4.0 : 2.0;
@@ -506,7 +508,7 @@ int run_quick(std::int64_t batch) {
   std::printf("  top MLP 480-1024-1024-512-256-1 fwd+bwd: %.3f ms\n", time_cpu_ms(*top, 1, 5));
   auto unfused = build_mlp(cpu, DType::F32, false, batch, kTop, false, true, FcBuild::Layers);
   std::printf("  top MLP, InnerProduct + ReLU layers: %.3f ms\n", time_cpu_ms(*unfused, 1, 5));
-  auto inter = build_interaction(cpu, DType::F32, batch);
+  auto inter = build_interaction(cpu, DType::F32, false, batch);
   std::printf("  Interaction 26 x 128 fwd+bwd: %.3f ms\n", time_cpu_ms(*inter, 1, 5));
   std::printf("quick run done (no SUMMARY lines: those come from the full run on a GPU)\n");
   return 0;

@@ -8,7 +8,8 @@ MLPs: nn.Linear + nn.ReLU in eager mode (the usual way to write them), input wit
 for the bottom MLP and with one for the top MLP (it comes from the interaction), backward from a
 fixed upstream gradient. Modes: fp32 with TF32 off, TF32, bf16 (model and activations in bf16).
 Interaction: cat, bmm, gather of the strictly lower triangle (tril_indices with offset -1, the
-order of HugeCTR's layout), cat with the MLP vector and a zero column.
+order of HugeCTR's layout), cat with the MLP vector and a zero column; fp32, TF32 (allow_tf32 on:
+the bmm and its backward on TF32 tensor cores) and bf16.
 """
 import argparse
 import json
@@ -63,7 +64,7 @@ def bench_mlp(dims, last_relu, input_grad, mode, batch, warmup, repeats):
 
 def bench_interaction(mode, batch, num_emb, width, warmup, repeats):
     dtype = torch.bfloat16 if mode == "bf16" else torch.float32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     mlp_out = torch.rand(batch, width, device="cuda", dtype=dtype).requires_grad_(True)
     emb = torch.rand(batch, num_emb, width, device="cuda", dtype=dtype).requires_grad_(True)
     rows = num_emb + 1
@@ -105,7 +106,7 @@ def main():
                                                             a.warmup, a.repeats)
         out["fc_relu"][mode] = bench_mlp([1024, 1024], True, True, mode, a.batch, a.warmup,
                                          a.repeats)
-    for mode in ("fp32", "bf16"):
+    for mode in ("fp32", "tf32", "bf16"):
         out["interaction"][mode] = bench_interaction(mode, a.batch, 26, 128, a.warmup, a.repeats)
     print(json.dumps(out))
     return 0

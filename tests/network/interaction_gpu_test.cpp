@@ -1,10 +1,11 @@
 // The dot interaction on CUDA against the CPU layer, for each of its kernels (16-bit tensor
-// cores, exact f32 CUDA cores, generic; launchers.hpp: interaction_kernel) in f32, f16 and bf16:
-// F1 = 1, 2, 7, 27, 32 (fast kernels) and 33 (generic) rows, widths 4, 16, 128, 256 and 136 (not
-// a multiple of 16: CUDA cores in 16 bits), batches 1, 7 and 1023, and batches larger than the
-// resident warps (the grid-stride loop): 8191 at DLRM's shape and at width 136, 65537 at width
-// 16. Fresh
-// random inputs each run.
+// cores, TF32 tensor cores, exact f32 CUDA cores, generic; launchers.hpp: interaction_kernel) in
+// f32, tf32 (f32 activations, the network's allow_tf32 on), f16 and bf16: F1 = 1, 2, 7, 27, 32
+// (fast kernels) and 33 (generic) rows, widths 4 (CUDA cores in tf32), 8 and 136 (multiples of
+// 8, not of 16: CUDA cores in 16 bits, TF32 tensor cores with a padded last column tile), 16, 128
+// and 256, batches 1, 7 and 1023, and batches larger than the resident warps (the grid-stride
+// loop): 8191 at DLRM's shape, at width 136 and at width 8, 65537 at width 16. Fresh random
+// inputs each run.
 //
 // Tolerance, per element. Both sides read the same 16-bit (or f32) inputs, whose products are
 // exact in f32, and accumulate in f32 in different orders; each side then rounds its f32 sum to
@@ -14,6 +15,12 @@
 // final roundings by at most 2u of the value (u: 2^-11 f16, 2^-8 bf16, 2^-24 f32), plus f16's
 // subnormal step. S is bounded by Cauchy-Schwarz from the rows' norms (forward: the two rows;
 // backward: G's row and X's column). A wrong pair, row or tile gives errors of order S.
+//
+// TF32 tensor cores round both factors of each product to TF32 (10-bit mantissa, round to
+// nearest: relative error at most u_in = 2^-11 each), so each product is off by at most
+// (2 u_in + u_in^2) of its magnitude: the bound adds (2 u_in + u_in^2) S to the above (u_in = 0
+// for every other kernel; their inputs reach the products unrounded), still far below a wrong
+// tile's S.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +34,23 @@
 
 namespace ember::network::testing {
 namespace {
+
+// The activations' dtype and whether the network allows TF32 (BuildOptions::allow_tf32).
+struct Mode {
+  const char* name;
+  DType dtype;
+  bool tf32;
+};
+constexpr Mode kModes[] = {{"f32", DType::F32, false},
+                           {"tf32", DType::F32, true},
+                           {"f16", DType::F16, false},
+                           {"bf16", DType::BF16, false}};
+
+// Whether a shape takes the TF32 tensor cores (aligned pointers, sm_80+): the rule the dispatch
+// test checks against interaction_kernel().
+bool takes_tf32(const Mode& mode, std::int64_t f1, std::int64_t width) {
+  return mode.dtype == DType::F32 && mode.tf32 && f1 <= 32 && width % 8 == 0;
+}
 
 double unit_roundoff(DType t) {
   switch (t) {
@@ -47,14 +71,16 @@ std::vector<double> random_rounded(std::size_t n, DType dtype, std::mt19937_64& 
   return rounded(std::move(v), dtype);
 }
 
-// Element-wise |gpu - cpu| <= 2u |cpu| + n 2^-21 scale + f16's subnormal step, and the norm of the
-// difference within 3u of the larger of the reference's norm and the scales' norm. Reports the
-// first failing element and how many failed.
+// Element-wise |gpu - cpu| <= 2u |cpu| + (n 2^-21 + 2 u_in + u_in^2) scale + f16's subnormal
+// step (u_in: the inputs' rounding inside the products, 2^-11 on TF32 tensor cores, else 0), and
+// the norm of the difference within 3 max(u, u_in) of the larger of the reference's norm and the
+// scales' norm. Reports the first failing element and how many failed.
 void expect_within(const std::vector<double>& gpu, const std::vector<double>& cpu,
-                   const std::vector<double>& scale, double terms, DType dtype,
+                   const std::vector<double>& scale, double terms, DType dtype, double u_in,
                    const std::string& what) {
   ASSERT_EQ(gpu.size(), cpu.size()) << what;
-  const double u = unit_roundoff(dtype), acc = terms * std::ldexp(1.0, -21);
+  const double u = unit_roundoff(dtype);
+  const double acc = terms * std::ldexp(1.0, -21) + 2 * u_in + u_in * u_in;
   const double floor = dtype == DType::F16 ? std::ldexp(1.0, -23) : 0.0;
   std::size_t bad = 0, first = 0;
   double worst_excess = 0, scale_sq = 0;
@@ -72,7 +98,8 @@ void expect_within(const std::vector<double>& gpu, const std::vector<double>& cp
                      << ", CPU " << cpu[first] << " (scale " << scale[first] << "), worst "
                      << worst_excess << "x its bound";
   const double norm_scale = std::sqrt(scale_sq);
-  EXPECT_LE(relative_error(gpu, cpu, std::max(norm_scale, 1e-12)), 3 * u + 2e-5) << what;
+  EXPECT_LE(relative_error(gpu, cpu, std::max(norm_scale, 1e-12)), 3 * std::max(u, u_in) + 2e-5)
+      << what;
 }
 
 struct Case {
@@ -80,10 +107,9 @@ struct Case {
   bool mlp_grad = true, emb_grad = true;
 };
 
-std::string describe(const Case& c, DType dtype) {
-  return cat("Interaction batch ", c.batch, " F1 ", c.f1, " width ", c.width, " ",
-             dtype_name(dtype), c.mlp_grad ? "" : " (no MLP gradient)",
-             c.emb_grad ? "" : " (no embedding gradient)");
+std::string describe(const Case& c, const Mode& mode) {
+  return cat("Interaction batch ", c.batch, " F1 ", c.f1, " width ", c.width, " ", mode.name,
+             c.mlp_grad ? "" : " (no MLP gradient)", c.emb_grad ? "" : " (no embedding gradient)");
 }
 
 void build(Graph& g, const Case& c) {
@@ -160,9 +186,13 @@ void backward_scales(const Case& c, const std::vector<double>& mlp, const std::v
   }
 }
 
-void compare_with_cpu(const Case& c, DType dtype, std::mt19937_64& rng) {
-  const std::string what = describe(c, dtype);
-  Graph gpu(Place::cuda(0), dtype);
+void compare_with_cpu(const Case& c, const Mode& mode, std::mt19937_64& rng) {
+  const std::string what = describe(c, mode);
+  const DType dtype = mode.dtype;
+  const double u_in = takes_tf32(mode, c.f1, c.width) ? std::ldexp(1.0, -11) : 0.0;
+  BuildOptions options;
+  options.allow_tf32 = mode.tf32;
+  Graph gpu(Place::cuda(0), dtype, options);
   build(gpu, c);
   Graph cpu(Place::host(), DType::F32);
   build(cpu, c);
@@ -177,7 +207,7 @@ void compare_with_cpu(const Case& c, DType dtype, std::mt19937_64& rng) {
   }
   const auto y = cpu.values("y");
   const auto y_gpu = gpu.values("y");
-  expect_within(y_gpu, y, forward_scale(c, mlp, emb), static_cast<double>(c.width), dtype,
+  expect_within(y_gpu, y, forward_scale(c, mlp, emb), static_cast<double>(c.width), dtype, u_in,
                 what + " forward");
   const std::int64_t ow = c.width + c.f1 * (c.f1 - 1) / 2 + 1;
   for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -193,47 +223,52 @@ void compare_with_cpu(const Case& c, DType dtype, std::mt19937_64& rng) {
   backward_scales(c, mlp, emb, dy, &dmlp_scale, &demb_scale);
   const double terms = static_cast<double>(c.f1);  // F1 - 1 products and the direct gradient
   if (c.mlp_grad) {
-    expect_within(gpu.grad("mlp"), cpu.grad("mlp"), dmlp_scale, terms, dtype,
+    expect_within(gpu.grad("mlp"), cpu.grad("mlp"), dmlp_scale, terms, dtype, u_in,
                   what + " gradient of mlp");
   }
   if (c.emb_grad && c.f1 > 1) {
-    expect_within(gpu.grad("emb"), cpu.grad("emb"), demb_scale, terms, dtype,
+    expect_within(gpu.grad("emb"), cpu.grad("emb"), demb_scale, terms, dtype, u_in,
                   what + " gradient of emb");
   }
 }
 
-constexpr DType kDtypes[] = {DType::F32, DType::F16, DType::BF16};
-
 #if EMBER_WITH_CUDA
-cuda::InteractionKernel expected_kernel(DType dtype, std::int64_t f1, std::int64_t width) {
+cuda::InteractionKernel expected_kernel(const Mode& mode, std::int64_t f1, std::int64_t width) {
   if (f1 > 32 || width % 4 != 0) return cuda::InteractionKernel::Generic;
-  if (dtype != DType::F32 && width % 16 == 0) return cuda::InteractionKernel::TensorCores;
+  if (mode.dtype != DType::F32 && width % 16 == 0) return cuda::InteractionKernel::TensorCores;
+  if (takes_tf32(mode, f1, width)) return cuda::InteractionKernel::Tf32TensorCores;
   return cuda::InteractionKernel::CudaCores;
 }
 #endif
 
 // Which kernels each shape takes: DLRM's (26 embeddings of width 128) the fast ones in every
-// dtype, tensor cores in 16 bits; the rest as documented in launchers.hpp.
+// dtype, tensor cores in 16 bits, and in f32 the exact CUDA cores unless TF32 is allowed, the
+// TF32 tensor cores when it is (16 bits ignore the flag); the rest as documented in
+// launchers.hpp.
 TEST(InteractionOnCuda, DispatchPicksTheFastKernelsForDlrm) {
   EMBER_REQUIRE_GPU();
 #if EMBER_WITH_CUDA
   using cuda::InteractionKernel;
   for (bool backward : {false, true}) {
-    EXPECT_EQ(cuda::interaction_kernel(DType::F16, 26, 128, backward),
-              InteractionKernel::TensorCores);
-    EXPECT_EQ(cuda::interaction_kernel(DType::BF16, 26, 128, backward),
-              InteractionKernel::TensorCores);
-    EXPECT_EQ(cuda::interaction_kernel(DType::F32, 26, 128, backward),
+    for (bool tf32 : {false, true}) {
+      EXPECT_EQ(cuda::interaction_kernel(DType::F16, 26, 128, backward, tf32),
+                InteractionKernel::TensorCores);
+      EXPECT_EQ(cuda::interaction_kernel(DType::BF16, 26, 128, backward, tf32),
+                InteractionKernel::TensorCores);
+    }
+    EXPECT_EQ(cuda::interaction_kernel(DType::F32, 26, 128, backward, false),
               InteractionKernel::CudaCores);
-    for (DType dtype : kDtypes) {
+    EXPECT_EQ(cuda::interaction_kernel(DType::F32, 26, 128, backward, true),
+              InteractionKernel::Tf32TensorCores);
+    for (const Mode& mode : kModes) {
       for (std::int64_t f1 : {1, 2, 7, 27, 32, 33}) {
-        for (std::int64_t width : {4, 16, 128, 136, 256, 6}) {
-          EXPECT_EQ(cuda::interaction_kernel(dtype, f1 - 1, width, backward),
-                    expected_kernel(dtype, f1, width))
-              << dtype_name(dtype) << " F1 " << f1 << " width " << width
+        for (std::int64_t width : {4, 8, 16, 128, 136, 256, 6}) {
+          const InteractionKernel got =
+              cuda::interaction_kernel(mode.dtype, f1 - 1, width, backward, mode.tf32);
+          EXPECT_EQ(got, expected_kernel(mode, f1, width))
+              << mode.name << " F1 " << f1 << " width " << width
               << (backward ? " backward" : " forward") << ": got "
-              << cuda::interaction_kernel_name(
-                     cuda::interaction_kernel(dtype, f1 - 1, width, backward));
+              << cuda::interaction_kernel_name(got);
         }
       }
     }
@@ -244,11 +279,11 @@ TEST(InteractionOnCuda, DispatchPicksTheFastKernelsForDlrm) {
 TEST(InteractionOnCuda, EveryKernelMatchesTheCpuAcrossShapes) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
-  for (DType dtype : kDtypes) {
+  for (const Mode& mode : kModes) {
     for (std::int64_t f1 : {1, 2, 7, 27, 32, 33}) {
-      for (std::int64_t width : {4, 16, 128, 136, 256}) {
+      for (std::int64_t width : {4, 8, 16, 128, 136, 256}) {
         for (std::int64_t batch : {1, 7, 1023}) {
-          compare_with_cpu({batch, f1, width}, dtype, rng);
+          compare_with_cpu({batch, f1, width}, mode, rng);
           if (::testing::Test::HasFatalFailure()) return;
         }
       }
@@ -257,14 +292,17 @@ TEST(InteractionOnCuda, EveryKernelMatchesTheCpuAcrossShapes) {
 }
 
 // More samples than warps resident at once: every warp loops over several samples, reusing its
-// shared memory (the zero padding, G's zero diagonal, the pair table stay valid).
+// shared memory (the zero padding, G's zero diagonal, the pair table stay valid; in the TF32
+// forward the padding rows its staged products overwrite are zeroed again: width 8).
 TEST(InteractionOnCuda, LargeBatchesMatchTheCpu) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
-  for (DType dtype : kDtypes) {
-    compare_with_cpu({8191, 27, 128}, dtype, rng);  // DLRM's shape
-    compare_with_cpu({8191, 7, 136}, dtype, rng);
-    compare_with_cpu({65537, 27, 16}, dtype, rng);
+  for (const Mode& mode : kModes) {
+    compare_with_cpu({8191, 27, 128}, mode, rng);  // DLRM's shape
+    compare_with_cpu({8191, 7, 136}, mode, rng);
+    compare_with_cpu({8191, 7, 8}, mode, rng);
+    compare_with_cpu({8191, 27, 8}, mode, rng);
+    compare_with_cpu({65537, 27, 16}, mode, rng);
   }
 }
 
@@ -272,10 +310,10 @@ TEST(InteractionOnCuda, LargeBatchesMatchTheCpu) {
 TEST(InteractionOnCuda, OneGradientAloneMatchesTheCpu) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
-  for (DType dtype : kDtypes) {
+  for (const Mode& mode : kModes) {
     for (std::int64_t width : {128, 136}) {
-      compare_with_cpu({1023, 27, width, true, false}, dtype, rng);
-      compare_with_cpu({1023, 27, width, false, true}, dtype, rng);
+      compare_with_cpu({1023, 27, width, true, false}, mode, rng);
+      compare_with_cpu({1023, 27, width, false, true}, mode, rng);
     }
   }
 }

@@ -6,7 +6,7 @@
 // matrix of the output's pair gradients (zero diagonal), plus the output's first `width`
 // gradients on row 0. The work per sample is small (DLRM: 27 x 128 values, 351 dots), so the
 // kernels are bound by memory traffic; each reads its inputs once and writes its outputs once.
-// Three kinds of kernels, chosen per call (interaction_kernel(): the same rule for tests):
+// Four kinds of kernels, chosen per call (interaction_kernel(): the same rule for tests):
 //
 // Tensor cores (16-bit activations, F1 <= 32, width a multiple of 16; interaction_tensor_core.cu):
 // one warp per sample, 4 samples per block, a persistent grid-stride grid. The sample's rows are
@@ -28,9 +28,14 @@
 // lane computes 4 x 4 tiles of the lower triangle of X X^T with float4 reads (16 FMAs per 8
 // shared loads), the dots go through a staging area so the output row is written coalesced.
 // Backward: each lane owns 4 columns and 8 rows at a time; G's rows are read as float4
-// broadcasts (4 X reads and 8 G reads per 128 FMAs). There is no TF32 path: f32 moves twice
-// the 16-bit bytes, and the exact kernels are expected to be bound by that traffic rather than
-// by their FMAs (bench_network --interaction shows whether they are).
+// broadcasts (4 X reads and 8 G reads per 128 FMAs). f32 runs here unless the network allows
+// TF32: the exact f32 result, as PyTorch's bmm with allow_tf32 off (in a DLRM step profiled on
+// an H100: 0.65 ms forward and 1.16 ms backward at batch 65536, about 1.6 TB/s of the minimum
+// traffic).
+//
+// TF32 tensor cores (f32 with allow_tf32, F1 <= 32, width a multiple of 8; interaction_tf32.cu):
+// the 16-bit kernels' design with the rows staged as f32, each fragment rounded to TF32 after
+// its load, wmma m16n16k8 with f32 accumulators (PyTorch's allow_tf32 for DLRM's bmm).
 //
 // Generic (anything else: F1 > 32, widths not a multiple of 4, unaligned pointers): one thread
 // per output element.
@@ -371,10 +376,13 @@ std::size_t shared_bytes(const CoreLayout& lay) {
 
 // The kernels a call takes, given whether its pointers are 16-byte aligned.
 InteractionKernel choose(DType dtype, std::int64_t f1, std::int64_t width, bool backward,
-                         bool aligned) {
+                         bool aligned, bool allow_tf32) {
   if (!aligned) return InteractionKernel::Generic;
   if (interaction_tensor_cores_fit(dtype, f1, width, backward)) {
     return InteractionKernel::TensorCores;
+  }
+  if (allow_tf32 && interaction_tf32_fit(dtype, f1, width, backward)) {
+    return InteractionKernel::Tf32TensorCores;
   }
   if (core_layout(f1, width, backward).warps > 0) return InteractionKernel::CudaCores;
   return InteractionKernel::Generic;
@@ -383,14 +391,16 @@ InteractionKernel choose(DType dtype, std::int64_t f1, std::int64_t width, bool 
 }  // namespace
 
 InteractionKernel interaction_kernel(DType dtype, std::int64_t num_emb, std::int64_t width,
-                                     bool backward) {
-  return choose(dtype, num_emb + 1, width, backward, true);
+                                     bool backward, bool allow_tf32) {
+  return choose(dtype, num_emb + 1, width, backward, true, allow_tf32);
 }
 
 const char* interaction_kernel_name(InteractionKernel k) {
   switch (k) {
     case InteractionKernel::TensorCores:
       return "tensor cores";
+    case InteractionKernel::Tf32TensorCores:
+      return "TF32 tensor cores";
     case InteractionKernel::CudaCores:
       return "CUDA cores";
     default:
@@ -399,13 +409,20 @@ const char* interaction_kernel_name(InteractionKernel k) {
 }
 
 void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
-                         const void* mlp, const void* emb, void* out, StreamHandle stream) {
+                         const void* mlp, const void* emb, void* out, bool allow_tf32,
+                         StreamHandle stream) {
   if (batch <= 0) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
-  const InteractionKernel kind = choose(dtype, f1, width, false, aligned16(mlp) && aligned16(emb));
+  const InteractionKernel kind =
+      choose(dtype, f1, width, false, aligned16(mlp) && aligned16(emb), allow_tf32);
   if (kind == InteractionKernel::TensorCores) {
     interaction_forward_tensor_cores(dtype, batch, f1, width, mlp, emb, out, stream);
+    return;
+  }
+  if (kind == InteractionKernel::Tf32TensorCores) {
+    interaction_forward_tf32(batch, f1, width, static_cast<const float*>(mlp),
+                             static_cast<const float*>(emb), static_cast<float*>(out), stream);
     return;
   }
   dispatch_act(dtype, "Interaction", [&](auto tag) {
@@ -431,14 +448,20 @@ void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, 
 
 void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                           const void* mlp, const void* emb, const void* dout, void* dmlp,
-                          void* demb, StreamHandle stream) {
+                          void* demb, bool allow_tf32, StreamHandle stream) {
   if (batch <= 0 || (dmlp == nullptr && demb == nullptr)) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
   const bool aligned = aligned16(mlp) && aligned16(emb) && aligned16(dmlp) && aligned16(demb);
-  const InteractionKernel kind = choose(dtype, f1, width, true, aligned);
+  const InteractionKernel kind = choose(dtype, f1, width, true, aligned, allow_tf32);
   if (kind == InteractionKernel::TensorCores) {
     interaction_backward_tensor_cores(dtype, batch, f1, width, mlp, emb, dout, dmlp, demb, stream);
+    return;
+  }
+  if (kind == InteractionKernel::Tf32TensorCores) {
+    interaction_backward_tf32(batch, f1, width, static_cast<const float*>(mlp),
+                              static_cast<const float*>(emb), static_cast<const float*>(dout),
+                              static_cast<float*>(dmlp), static_cast<float*>(demb), stream);
     return;
   }
   dispatch_act(dtype, "Interaction backward", [&](auto tag) {

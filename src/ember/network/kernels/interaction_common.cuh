@@ -1,5 +1,6 @@
 // What the dot interaction's kernels share (interaction.cu: CUDA cores and the generic kernels;
-// interaction_tensor_core.cu: 16-bit tensor cores): the pair order, the asynchronous 16-byte
+// interaction_tensor_core.cu: 16-bit tensor cores; interaction_tf32.cu: f32 on TF32 tensor
+// cores): the pair order, the asynchronous 16-byte
 // global-to-shared copies that stage a sample's rows, and the launch of the one-warp-per-sample
 // kernels (a persistent grid, more than 48 KB of shared memory where a block needs it).
 #pragma once
@@ -153,5 +154,15 @@ void interaction_backward_tensor_cores(DType dtype, std::int64_t batch, std::int
                                        std::int64_t width, const void* mlp, const void* emb,
                                        const void* dout, void* dmlp, void* demb,
                                        StreamHandle stream);
+
+// The TF32 tensor-core path (interaction_tf32.cu), for f32 activations when the network allows
+// TF32. fit: f32, F1 <= 32, width a multiple of 8 whose rows fit in shared memory, sm_80 or newer.
+// The launchers need a shape that fits and 16-byte aligned pointers (dmlp, demb may be null).
+bool interaction_tf32_fit(DType dtype, std::int64_t f1, std::int64_t width, bool backward);
+void interaction_forward_tf32(std::int64_t batch, std::int64_t f1, std::int64_t width,
+                              const float* mlp, const float* emb, float* out, StreamHandle stream);
+void interaction_backward_tf32(std::int64_t batch, std::int64_t f1, std::int64_t width,
+                               const float* mlp, const float* emb, const float* dout, float* dmlp,
+                               float* demb, StreamHandle stream);
 
 }  // namespace ember::network::cuda::detail

@@ -100,21 +100,25 @@ void softmax_backward(DType dtype, std::int64_t rows, std::int64_t cols, const v
 // ---- interaction family (interaction.cu) -----------------------------------------------------
 // DLRM dot interaction, HugeCTR layout: out[b] = [mlp[b] (w), dots (F1 (F1-1) / 2), 0] with
 // F1 = num_emb + 1 rows (the MLP vector is row 0) and dot(i, j) for j < i at w + i(i-1)/2 + j.
+// `allow_tf32` (the network's BuildOptions::allow_tf32) lets f32 activations take TF32 tensor
+// cores (PyTorch's allow_tf32 does the same for DLRM's bmm); 16-bit activations ignore it.
 void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
-                         const void* mlp, const void* emb, void* out, StreamHandle stream);
+                         const void* mlp, const void* emb, void* out, bool allow_tf32,
+                         StreamHandle stream);
 // Gradients for the MLP vector (direct part plus its dots) and the embeddings; either may be
 // null when not needed.
 void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                           const void* mlp, const void* emb, const void* dout, void* dmlp,
-                          void* demb, StreamHandle stream);
+                          void* demb, bool allow_tf32, StreamHandle stream);
 // The kernels that run an interaction of this dtype and shape when its pointers are 16-byte
 // aligned (the arena's are; unaligned ones take the generic kernels): 16-bit tensor cores for
-// F1 = num_emb + 1 <= 32 and widths that are a multiple of 16 (sm_80 or newer), exact f32
-// CUDA-core kernels for F1 <= 32 and widths that are a multiple of 4, the generic kernels
-// otherwise. For tests and benchmarks; needs a current CUDA device.
-enum class InteractionKernel : std::uint8_t { TensorCores, CudaCores, Generic };
+// f16/bf16, F1 = num_emb + 1 <= 32 and widths that are a multiple of 16 (sm_80 or newer); TF32
+// tensor cores for f32 with allow_tf32, F1 <= 32 and widths that are a multiple of 8 (sm_80 or
+// newer); exact f32 CUDA-core kernels for F1 <= 32 and widths that are a multiple of 4; the
+// generic kernels otherwise. For tests and benchmarks; needs a current CUDA device.
+enum class InteractionKernel : std::uint8_t { TensorCores, Tf32TensorCores, CudaCores, Generic };
 InteractionKernel interaction_kernel(DType dtype, std::int64_t num_emb, std::int64_t width,
-                                     bool backward);
+                                     bool backward, bool allow_tf32);
 const char* interaction_kernel_name(InteractionKernel kernel);
 // FM order 2: in [batch, slots, width] -> out [batch, width] = 0.5 ((sum v)^2 - sum v^2).
 void fm_order2_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t width,

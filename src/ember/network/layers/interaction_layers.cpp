@@ -100,7 +100,7 @@ void InteractionLayer::do_forward(bool, StreamHandle stream) {
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
     cuda::interaction_forward(mlp.dtype(), batch_, num_emb_, width_, mlp.data(), emb.data(),
-                              out.data(), stream_or_default(stream));
+                              out.data(), options_.allow_tf32, stream_or_default(stream));
 #endif
     return;
   }
@@ -120,7 +120,7 @@ void InteractionLayer::do_backward(StreamHandle stream) {
 #if EMBER_WITH_CUDA
     cuda::interaction_backward(mlp.dtype(), batch_, num_emb_, width_, mlp.data(), emb.data(),
                                dout.data(), want_mlp ? bottom(0).grad().data() : nullptr,
-                               want_emb ? bottom(1).grad().data() : nullptr,
+                               want_emb ? bottom(1).grad().data() : nullptr, options_.allow_tf32,
                                stream_or_default(stream));
 #endif
     return;

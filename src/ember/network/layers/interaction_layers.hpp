@@ -4,6 +4,9 @@
 // Row 0 is the MLP vector, rows 1..F the embeddings; the top [b, w + F(F+1)/2 + 1] holds the MLP
 // vector, then the dot products of every pair i > j in the order (1,0), (2,0), (2,1), (3,0), ...
 // (pair (i, j) at w + i(i-1)/2 + j), then one zero (HugeCTR's padding). 480 for w = 128, F = 26.
+// With BuildOptions::allow_tf32 an f32 network's dots and gradients run on TF32 tensor cores on
+// CUDA (inputs rounded to a 10-bit mantissa, f32 sums), as the FC layers' products do; the CPU
+// computes in exact f32 either way.
 //
 // FmOrder2 (factorisation machine, order 2): bottom [b, slots * w] (or [b, slots, w]), top
 // [b, w] = 0.5 ((sum_s v_s)^2 - sum_s v_s^2) with out_dim = w.
