@@ -73,9 +73,9 @@ class ColumnCursor {
   // a flat column that holds only rows passed over is then stepped over by its header, neither
   // decompressed nor decoded; within a page that is opened, PLAIN values are passed by moving a
   // pointer, dictionary indices and definition levels by moving the run decoder (a compressed
-  // page that holds any row read is decompressed whole). List columns walk their levels. Nulls,
-  // keys out of range and bad dictionary indices in these rows are left to the process that
-  // reads them.
+  // page that holds any row read is decompressed whole). List columns walk their levels (and
+  // still find nulls). Keys out of range, bad dictionary indices and nulls in flat columns in
+  // these rows are left to the process that reads them.
   void skip_rows(std::int64_t n) { pending_skip_ += n; }
   // Data pages stepped over unopened since the cursor was made.
   std::int64_t pages_stepped_over() const { return pages_stepped_over_; }
