@@ -2,10 +2,11 @@
 // entry order in f32, as the CPU does, and writes its vector once, in the output's own type (f32,
 // or f16 / bf16 rounded to nearest even: the network's mixed-precision input, with no f32 copy
 // and cast pass between). Three kernels by what the width and the pointers allow:
-//  - pool8: 8 columns a thread (vec_size % 8 == 0, 16-byte aligned table and output): a thread
-//    per (bag, 8 columns), each reading its row piece with one or two 16-byte loads and writing
-//    16 or 32 bytes; up to 4 rows of a bag in flight. A one-hot bag (DLRM) is then a plain
-//    gather: a 128-wide row is 16 threads, a warp two bags.
+//  - pool8: 8 columns a thread (vec_size % 8 == 0, 16-byte aligned table and output), 16 for a
+//    16-bit table whose width allows it: a thread per (bag, piece), each reading its row piece
+//    with two 16-byte loads (one for a 16-bit table's 8 columns) and writing 16 to 64 bytes; up
+//    to 4 rows of a bag in flight. A one-hot bag (DLRM) is then a plain gather: a 128-wide f32
+//    row is 16 threads, a 16-bit one 8.
 //  - pool4: a warp per group of bags, 4 columns a lane (vec_size % 4 == 0);
 //  - pool1: any vec_size, a lane per column.
 #include "ember/embedding/embedding_cuda.cuh"
@@ -76,45 +77,62 @@ __device__ inline void store8(O* p, const float (&v)[8]) {
 // Rows of one bag each thread keeps in flight (pooling > 1).
 constexpr int kPoolRowsInFlight = 4;
 
-// A thread per (bag, 8 columns); consecutive threads take consecutive column pieces of a bag and
-// then the next bag, so loads of a row and stores of the output are coalesced. The bag's offsets
-// and row indices are the same for its vec_size / 8 threads (one transaction each). The grid
-// covers all items where it can (no grid-stride chain of dependent loads per thread): a thread's
-// offsets -> row index -> row loads are all latency, hidden by the other resident threads.
-template <class V, class O>
+// A thread per (bag, 8 * P columns); consecutive threads take consecutive column pieces of a bag
+// and then the next bag, so loads of a row and stores of the output are coalesced. The bag's
+// offsets and row indices are the same for its vec_size / (8 P) threads (one transaction each).
+// The grid covers all items where it can (no grid-stride chain of dependent loads per thread): a
+// thread's offsets -> row index -> row loads are all latency, hidden by the other resident
+// threads. P = 2 for 16-bit tables, so that a thread's row piece is 32 bytes behind its chain of
+// index loads, as an f32 table's 8 columns are (with one 16-byte piece the 16-bit table's
+// forward ran at 37-47 % of copy on the H100, below the f32 table's 63-71 %).
+template <class V, class O, int P>
 __global__ void pool8_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
                              std::int64_t bags, const V* __restrict__ values, std::int64_t vec_size,
                              O* __restrict__ out) {
-  const std::int64_t pieces = vec_size / 8;
+  const std::int64_t pieces = vec_size / (8 * P);
   const std::int64_t items = bags * pieces;
   for (std::int64_t i = global_thread(); i < items; i += thread_count()) {
     const std::int64_t bag = i / pieces;
-    const std::int64_t c = (i - bag * pieces) * 8;
+    const std::int64_t c = (i - bag * pieces) * (8 * P);
     const std::int64_t begin = __ldg(offsets + bag), end = __ldg(offsets + bag + 1);
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    float acc[P][8];
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        acc[p][k] = 0.f;
     for (std::int64_t e = begin; e < end; e += kPoolRowsInFlight) {
       std::int64_t r[kPoolRowsInFlight];
-      float v[kPoolRowsInFlight][8];
+      float v[kPoolRowsInFlight][P][8];
 #pragma unroll
       for (int q = 0; q < kPoolRowsInFlight; ++q) {
         r[q] = e + q < end ? __ldg(rows + e + q) : -1;
-        if (r[q] >= 0) ldg8(values + r[q] * vec_size + c, v[q]);
+        if (r[q] >= 0) {
+#pragma unroll
+          for (int p = 0; p < P; ++p)
+            ldg8(values + r[q] * vec_size + c + 8 * p, v[q][p]);
+        }
       }
       // Absent rows (-1) are skipped, not added as zeros (-0 + 0 would turn a -0 sum into +0).
 #pragma unroll
       for (int q = 0; q < kPoolRowsInFlight; ++q) {
         if (r[q] < 0) continue;
 #pragma unroll
-        for (int k = 0; k < 8; ++k)
-          acc[k] += v[q][k];
+        for (int p = 0; p < P; ++p)
+#pragma unroll
+          for (int k = 0; k < 8; ++k)
+            acc[p][k] += v[q][p][k];
       }
     }
     const float s = __ldg(scale + bag);
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      acc[k] *= s;
-    store8(out + bag * vec_size + c, acc);
+    for (int p = 0; p < P; ++p) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        acc[p][k] *= s;
+      store8(out + bag * vec_size + c + 8 * p, acc[p]);
+    }
   }
 }
 
@@ -238,8 +256,11 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
       using O = decltype(out_tag);
       const V* table = static_cast<const V*>(values.data);
       O* o = static_cast<O*>(out);
-      if (vec_size % 8 == 0 && aligned16(table) && aligned16(o)) {
-        pool8_kernel<V, O><<<blocks_for_items(bags * (vec_size / 8)), kThreads, 0, stream>>>(
+      if (sizeof(V) == 2 && vec_size % 16 == 0 && aligned16(table) && aligned16(o)) {
+        pool8_kernel<V, O, 2><<<blocks_for_items(bags * (vec_size / 16)), kThreads, 0, stream>>>(
+            local_offsets, rows, scale, bags, table, vec_size, o);
+      } else if (vec_size % 8 == 0 && aligned16(table) && aligned16(o)) {
+        pool8_kernel<V, O, 1><<<blocks_for_items(bags * (vec_size / 8)), kThreads, 0, stream>>>(
             local_offsets, rows, scale, bags, table, vec_size, o);
       } else if (vec_size % 4 == 0 && aligned4<V>(table) && aligned4<O>(o)) {
         pool4_kernel<V, O>
