@@ -5,8 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <regex>
+#include <utility>
 
 #include "cli/mpi_run_support.hpp"
 #include "support/test_support.hpp"
@@ -26,6 +29,24 @@ class MpiCli : public ::testing::Test {
                                   (*dir_ / name).string() + "' --samples 3000",
                               *dir_);
       ASSERT_EQ(g.status, 0) << g.err;
+    }
+    // DLRM on Parquet: the configuration with format Parquet, its data written by datagen --like
+    // it, the file lists also where train_args looks for them (data/train.txt, data/eval.txt).
+    std::string pq = slurp(config_path("dlrm"));
+    for (auto [from, to] : {std::pair{"\"format\": \"Norm\"", "\"format\": \"Parquet\""},
+                            std::pair{"\"check\": \"Sum\"", "\"check\": \"None\""}}) {
+      const auto at = pq.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      pq.replace(at, std::string(from).size(), to);
+    }
+    std::ofstream(*dir_ / "dlrm_parquet.json") << pq;
+    const Outcome g = ember("datagen --like '" + (*dir_ / "dlrm_parquet.json").string() +
+                                "' --out '" + data("dlrm_parquet") + "' --samples 3000",
+                            *dir_);
+    ASSERT_EQ(g.status, 0) << g.err;
+    for (const char* split : {"train", "eval"}) {
+      std::filesystem::copy_file(*dir_ / "dlrm_parquet" / split / "_file_list.txt",
+                                 *dir_ / "dlrm_parquet" / (std::string(split) + ".txt"));
     }
   }
   static void TearDownTestSuite() {
@@ -70,13 +91,16 @@ void expect_each_process_parsed_its_share(const std::string& err, int processes)
   EXPECT_EQ(seen, processes) << err;
 }
 
+// `config`: the configuration's path for a name (default configs/<name>.json).
 void train_teams(const std::vector<Team>& teams,
-                 const std::function<std::string(const char*)>& data) {
+                 const std::function<std::string(const char*)>& data,
+                 const std::function<std::string(const char*)>& config = {}) {
   for (const Team& t : teams) {
     SCOPED_TRACE(std::string(t.config) + " " + t.embedding_type + " on " +
                  std::to_string(t.processes) + " processes");
     testing::ScratchDir dir;
-    std::string args = train_args(config_path(t.config), data(t.config));
+    std::string args =
+        train_args(config ? config(t.config) : config_path(t.config), data(t.config));
     if (*t.embedding_type != '\0') {
       args += std::string(" --set layers.sparse_embedding1.type=") + t.embedding_type;
     }
@@ -123,6 +147,16 @@ TEST_F(MpiCli, ThreeProcessesTrainAsOneProcessWithTheSameRanks) {
           {"deepfm", "", 3, 1},                                  // distributed
       },
       [](const char* name) { return data(name); });
+}
+
+// Parquet: each process decodes only its ranks' rows of every batch (the others' values passed
+// over in the column pages) and the team trains as one process does.
+TEST_F(MpiCli, ParquetOnTwoAndThreeProcessesTrainsAsOneProcess) {
+  EMBER_REQUIRE_MPI();
+  train_teams(
+      {{"dlrm_parquet", "", 2, 2}, {"dlrm_parquet", "", 3, 1}},
+      [](const char* name) { return data(name); },
+      [](const char* name) { return (*dir_ / (std::string(name) + ".json")).string(); });
 }
 
 // HybridSparseEmbedding: frequent rows replicated, the rest sharded over the ranks of both

@@ -407,6 +407,39 @@ TEST(RleBitPackedHybrid, EveryWidthReadsBackInPiecesOfEveryAlignment) {
   }
 }
 
+// Shared reading passes over values without unpacking them: skipped pieces interleaved with
+// read ones must leave the reads exactly where get() alone would, and a skip past the end
+// returns how many were left.
+TEST(RleBitPackedHybrid, SkippingPiecesLeavesTheReadsWhereGetWould) {
+  auto rng = testing::make_rng();
+  const std::string what = "test page";
+  for (int width = 0; width <= 32; ++width) {
+    for (std::size_t n : {1, 7, 1023, 65537}) {
+      const auto values = level_like_values(rng, n, width);
+      Bytes encoded;
+      encode_rle(values.data(), values.size(), width, encoded);
+      RleDecoder d;
+      d.reset(encoded.data(), encoded.size(), width, &what);
+      std::vector<std::uint32_t> got(41);
+      std::size_t at = 0;
+      while (at < n) {
+        const std::size_t piece = std::min<std::size_t>(n - at, 1 + rng() % 40);
+        if (rng() % 2 == 0) {
+          ASSERT_EQ(d.skip(piece), piece) << "width " << width << " n " << n;
+        } else {
+          ASSERT_EQ(d.get(got.data(), piece), piece) << "width " << width << " n " << n;
+          for (std::size_t i = 0; i < piece; ++i)
+            ASSERT_EQ(got[i], values[at + i]) << "width " << width << " n " << n << " at " << at;
+        }
+        at += piece;
+      }
+      // The last bit-packed group is padded: only whole values the page holds may be skipped
+      // past its end, never more than the encoding carries.
+      EXPECT_LE(d.skip(100), 7u);
+    }
+  }
+}
+
 TEST(RleBitPackedHybrid, LevelsInOneRunOrBitPackedFindTheFirstDifferentValue) {
   auto rng = testing::make_rng();
   const std::string what = "test page";

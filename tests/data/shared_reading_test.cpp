@@ -1,8 +1,9 @@
 // Shared reading (key_exchange.hpp): N "processes" (pipelines in one test, their exchange a
 // rendezvous of threads) each parse only their ranks' rows of every batch and swap keys; every
 // one of them must hand its devices exactly what one process driving every rank hands the same
-// ranks, for Norm (None and Sum, with dropped samples), Raw, both modes and batches that end
-// short, while parsing only about its share.
+// ranks, for Norm (None and Sum, with dropped samples), Raw, Parquet (one-hot and multi-hot,
+// SNAPPY and uncompressed, dictionary and PLAIN keys, row groups and pages that the batch does
+// not divide), both modes and batches that end short, while parsing only about its share.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -15,6 +16,9 @@
 #include "ember/data/file_list.hpp"
 #include "ember/data/key_exchange.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/parquet/parquet_reader.hpp"
+#include "ember/data/parquet/parquet_source.hpp"
+#include "ember/data/parquet/parquet_writer.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
 #include "support/test_support.hpp"
@@ -150,6 +154,72 @@ Case raw_case(const std::filesystem::path& dir, std::mt19937_64& rng, std::int64
   return {"Raw", [=] { return std::make_shared<RawSource>(raw, layout); }, n};
 }
 
+struct ParquetShape {
+  bool multi_hot = false;
+  parquet::Codec codec = parquet::Codec::Uncompressed;
+  bool dictionary = true;
+  std::int64_t group_rows = 50, page_rows = 7;
+};
+
+// Writes `counts` samples per file in HugeCTR's Parquet layout; returns the file list.
+std::string write_parquet(const std::filesystem::path& dir, const std::vector<Sample>& samples,
+                          const SampleShape& shape, const ParquetShape& pq,
+                          const std::vector<std::int64_t>& counts) {
+  std::filesystem::create_directories(dir);
+  auto options = parquet::ParquetWriterOptions::with_default_names(shape.label_dim, shape.dense_dim,
+                                                                   shape.total_slots());
+  options.codec = pq.codec;
+  options.dictionary = pq.dictionary;
+  options.row_group_rows = pq.group_rows;
+  options.page_rows = pq.page_rows;
+  if (pq.multi_hot)
+    options.slot_is_list.assign(static_cast<std::size_t>(shape.total_slots()), true);
+  std::vector<parquet::WrittenFile> written;
+  std::size_t next = 0;
+  for (std::size_t f = 0; f < counts.size(); ++f) {
+    const std::string path = (dir / ("part_" + std::to_string(f) + ".parquet")).string();
+    parquet::ParquetWriter writer(path, options);
+    for (std::int64_t i = 0; i < counts[f]; ++i, ++next) {
+      const Sample& s = samples[next];
+      std::vector<std::int32_t> nnz;
+      std::vector<std::int64_t> keys;
+      for (const auto& slot : s.slots) {
+        nnz.push_back(static_cast<std::int32_t>(slot.size()));
+        keys.insert(keys.end(), slot.begin(), slot.end());
+      }
+      writer.write(s.label, s.dense, nnz, keys);
+    }
+    writer.close();
+    written.push_back({path, writer.rows()});
+  }
+  const std::string list = (dir / "_file_list.txt").string();
+  parquet::write_parquet_layout(dir.string(), list, written, options);
+  return list;
+}
+
+Case parquet_case(const std::filesystem::path& dir, std::mt19937_64& rng, const ParquetShape& pq,
+                  const std::vector<std::int64_t>& counts) {
+  const SampleShape shape = shape_for(!pq.multi_hot);
+  std::int64_t total = 0;
+  for (std::int64_t n : counts)
+    total += n;
+  const std::string list =
+      write_parquet(dir, datatest::random_samples(rng, total, shape), shape, pq, counts);
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  return {cat("Parquet ", pq.multi_hot ? "multi-hot" : "one-hot", " ", parquet::to_string(pq.codec),
+              pq.dictionary ? " dictionary" : " PLAIN"),
+          [=] {
+            return std::make_shared<parquet::ParquetSource>(list, layout,
+                                                            std::vector<std::int64_t>{});
+          },
+          total};
+}
+
+parquet::Codec snappy_if_written() {
+  return parquet::codec_supported(parquet::Codec::Snappy) ? parquet::Codec::Snappy
+                                                          : parquet::Codec::Uncompressed;
+}
+
 PipelineOptions options_for(PipelineMode mode, int ranks, RankSlice slice, int workers) {
   PipelineOptions o;
   o.batch_size = 24;
@@ -206,6 +276,10 @@ TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
       norm_case(dir / "none", rng, CheckMode::None, {61, 0, 200, 7, 33}, false),
       norm_case(dir / "sum", rng, CheckMode::Sum, {130, 45, 9}, true),
       raw_case(dir / "raw", rng, 203),
+      parquet_case(dir / "pq1", rng, {false, snappy_if_written(), true, 50, 7}, {130, 45, 9, 77}),
+      parquet_case(dir / "pq2", rng, {false, parquet::Codec::Uncompressed, false, 37, 11},
+                   {61, 200, 7}),
+      parquet_case(dir / "pq3", rng, {true, snappy_if_written(), true, 29, 5}, {100, 33, 71}),
   };
   for (const Case& c : cases) {
     for (PipelineMode mode : {PipelineMode::Epochs, PipelineMode::Repeat}) {
@@ -256,6 +330,64 @@ TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
           EXPECT_GE(parsed, delivered);
           EXPECT_LE(parsed, delivered + 2 * processes * (workers + 1) * 24);
         }
+      }
+    }
+  }
+}
+
+// The Parquet reader itself: with a window, the window's rows come out as a whole read gives
+// them and the others without keys; the data pages of a flat column that hold only rows passed
+// over are stepped over unopened (list columns walk their levels instead).
+TEST(SharedReading, ParquetReaderDecodesTheWindowAndStepsOverPagesOfOtherRows) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const std::int64_t rows = 300, capacity = 40;
+  const Share window{17, 9};
+  int written = 0;
+  for (bool multi_hot : {false, true}) {
+    for (parquet::Codec codec : {parquet::Codec::Uncompressed, snappy_if_written()}) {
+      for (bool dictionary : {true, false}) {
+        SCOPED_TRACE(cat(multi_hot ? "multi-hot " : "one-hot ", parquet::to_string(codec),
+                         dictionary ? " dictionary" : " PLAIN"));
+        const SampleShape shape = shape_for(!multi_hot);
+        const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+        const auto samples = datatest::random_samples(rng, rows, shape);
+        const std::string list = write_parquet(dir / std::to_string(written++), samples, shape,
+                                               {multi_hot, codec, dictionary, 70, 4}, {rows});
+        const parquet::ParquetSource source(list, layout, {});
+        const auto& file = source.files().at(0);
+        ReadCounters counters;
+        parquet::ParquetFileReader reader(layout, {}, &counters);
+        reader.open(file.path, *file.metadata);
+        std::int64_t row = 0, in_window = 0;
+        while (!reader.done()) {
+          HostBatch batch(layout, capacity);
+          reader.set_window(window);
+          ASSERT_EQ(reader.read(batch), std::min(capacity, rows - row));
+          const auto got = datatest::samples_of(batch);
+          for (std::int64_t r = 0; r < batch.size(); ++r) {
+            const Sample& g = got[static_cast<std::size_t>(r)];
+            if (r >= window.offset && r < window.offset + window.size) {
+              EXPECT_EQ(g, samples[static_cast<std::size_t>(row + r)]) << "row " << row + r;
+              ++in_window;
+            } else {
+              for (const auto& slot : g.slots)
+                EXPECT_TRUE(slot.empty()) << "row " << row + r;
+            }
+          }
+          row += batch.size();
+        }
+        EXPECT_EQ(row, rows);
+        EXPECT_EQ(in_window, 7 * window.size + 3);  // 7 full batches, then 20 rows
+        EXPECT_EQ(counters.samples.load(), in_window);
+        EXPECT_EQ(counters.skipped.load(), rows - in_window);
+        EXPECT_EQ(reader.passed_over(), rows - in_window);
+        // Pages of 4 rows (5 row groups: 80 pages a column), gaps of 31 rows between windows:
+        // of the 234 rows passed over, at least half the pages of every flat column (label,
+        // dense, and one-hot slots) are stepped over, and no page of a list column.
+        const std::int64_t flat = 3 + (multi_hot ? 0 : 5);
+        EXPECT_GE(reader.pages_stepped_over(), flat * (rows - in_window) / 4 / 2);
+        EXPECT_LE(reader.pages_stepped_over(), flat * 80);
       }
     }
   }

@@ -58,6 +58,7 @@ void ColumnCursor::start(const ColumnBinding& binding, const std::byte* file, st
   row_ = first_row;
   page_index_ = 0;
   data_seen_ = false;
+  pending_skip_ = 0;
   page_left_ = 0;
   level_at_ = 0;
   rep_levels_.clear();
@@ -325,7 +326,7 @@ ColumnCursor::DataPage ColumnCursor::open_v2(const PageHeader& h, const std::byt
   return page;
 }
 
-bool ColumnCursor::next_page() {
+bool ColumnCursor::next_page(std::int64_t skippable, std::int64_t& passed) {
   while (pos_ < end_) {
     std::size_t header_bytes = 0;
     const PageHeader h = parse_page_header(pos_, static_cast<std::size_t>(end_ - pos_),
@@ -340,6 +341,20 @@ bool ColumnCursor::next_page() {
       fail(cat("page ", page_index_, " (", compressed, " bytes) runs past the end of its chunk"));
     }
     pos_ = body + compressed;
+    // Shared reading: a flat column's data page of rows that are all passed over is stepped
+    // over by its header (one level entry, so one value count, per row).
+    if (max_rep_ == 0 && skippable > passed) {
+      std::int64_t rows = -1;
+      if (h.type == PageType::DataPage && h.data_page) rows = h.data_page->num_values;
+      if (h.type == PageType::DataPageV2 && h.data_page_v2) rows = h.data_page_v2->num_values;
+      if (rows >= 0 && rows <= skippable - passed) {
+        passed += rows;
+        data_seen_ = true;
+        ++page_index_;
+        ++pages_stepped_over_;
+        continue;
+      }
+    }
     DataPage page;
     if (h.type == PageType::DictionaryPage && h.dictionary_page) {
       load_dictionary(h, body);
@@ -387,6 +402,7 @@ bool ColumnCursor::next_page() {
 }
 
 void ColumnCursor::finish() {
+  settle_skip();
   if (page_left_ > 0 || next_page()) {
     EMBER_THROW_AS(DataError, where(), ": the row group of rows ", first_row_, " to ",
                    first_row_ + rows_ - 1, " claims ", rows_,

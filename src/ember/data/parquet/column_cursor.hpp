@@ -62,9 +62,23 @@ class ColumnCursor {
   template <class Key>
   void read_keys(Key* dst, std::ptrdiff_t stride, std::int64_t n, const KeyRange& range);
   // List columns (plain ones too, as lists of one): the next n rows' key counts to counts[0..n)
-  // and their keys (offset added) appended to keys.
+  // and their keys (offset added) appended to keys. For list columns, counts == nullptr passes
+  // over the n rows instead (no keys checked or stored).
   void read_key_lists(std::int64_t n, std::int32_t* counts, std::vector<std::int64_t>& keys,
                       const KeyRange& range);
+
+  // Shared reading: passes over the next n rows without converting, checking or storing their
+  // values. The rows are only counted here and passed over by the next read (or finish()), so
+  // that consecutive skips (the end of one batch, the start of the next) make one. A data page of
+  // a flat column that holds only rows passed over is then stepped over by its header, neither
+  // decompressed nor decoded; within a page that is opened, PLAIN values are passed by moving a
+  // pointer, dictionary indices and definition levels by moving the run decoder (a compressed
+  // page that holds any row read is decompressed whole). List columns walk their levels (and
+  // still find nulls). Keys out of range, bad dictionary indices and nulls in flat columns in
+  // these rows are left to the process that reads them.
+  void skip_rows(std::int64_t n) { pending_skip_ += n; }
+  // Data pages stepped over unopened since the cursor was made.
+  std::int64_t pages_stepped_over() const { return pages_stepped_over_; }
 
   [[noreturn]] void fail_key(std::int64_t row, std::int64_t value, const KeyRange& range) const;
 
@@ -86,7 +100,17 @@ class ColumnCursor {
     const std::byte* values = nullptr;
     std::size_t rep_size = 0, def_size = 0, values_size = 0;
   };
-  bool next_page();
+  // Opens the next data page, loading a dictionary page on the way; false at the chunk's end.
+  // Data pages of a flat column that hold no more than `skippable` rows (their value count, one
+  // level entry per row) are stepped over unopened, their rows added to `passed`.
+  bool next_page(std::int64_t skippable, std::int64_t& passed);
+  bool next_page() {
+    std::int64_t passed = 0;
+    return next_page(0, passed);
+  }
+  // Passes over the rows skip_rows() counted.
+  void settle_skip();
+  void skip_values(std::int64_t n);
   DataPage open_v1(const PageHeader& header, const std::byte* body);
   DataPage open_v2(const PageHeader& header, const std::byte* body);
   void load_dictionary(const PageHeader& header, const std::byte* body);
@@ -121,6 +145,8 @@ class ColumnCursor {
   std::int64_t rows_ = 0, first_row_ = 0, row_ = 0;  // row_: next row, over the file
   int page_index_ = 0;
   bool data_seen_ = false;
+  std::int64_t pending_skip_ = 0;  // rows to pass over before the next read
+  std::int64_t pages_stepped_over_ = 0;
 
   // The current data page.
   std::int64_t page_left_ = 0;  // entries (levels) not yet consumed

@@ -130,7 +130,57 @@ void ColumnCursor::decode_floats(float* out, std::ptrdiff_t stride, std::size_t 
   plain_left_ -= n * width;
 }
 
+void ColumnCursor::skip_values(std::int64_t n) {
+  const auto m = static_cast<std::size_t>(n);
+  if (max_def_ > 0 && def_.skip(m) != m) {
+    fail(cat("page ", page_index_ - 1, ": definition levels end before row ", row_ + n));
+  }
+  if (values_ == Values::Dictionary) {
+    if (indices_.skip(m) != m) {
+      fail(cat("page ", page_index_ - 1, " holds fewer dictionary indices than values"));
+    }
+    return;
+  }
+  const std::size_t width = value_width(type_);
+  if (m * width > plain_left_) {
+    fail(cat("page ", page_index_ - 1, " holds ", plain_left_ / width,
+             " values, fewer than its header claims"));
+  }
+  plain_ += m * width;
+  plain_left_ -= m * width;
+}
+
+void ColumnCursor::settle_skip() {
+  std::int64_t n = pending_skip_;
+  if (n == 0) return;
+  pending_skip_ = 0;
+  if (binding_->shape == FieldShape::List) {
+    std::vector<std::int64_t> none;
+    read_key_lists(n, nullptr, none, KeyRange{});
+    return;
+  }
+  while (n > 0) {
+    if (page_left_ == 0) {
+      std::int64_t passed = 0;
+      const bool opened = next_page(n, passed);
+      row_ += passed;
+      n -= passed;
+      if (!opened) {
+        if (n > 0) fail_short();
+        return;
+      }
+      continue;
+    }
+    const std::int64_t m = std::min(n, page_left_);
+    skip_values(m);
+    n -= m;
+    page_left_ -= m;
+    row_ += m;
+  }
+}
+
 void ColumnCursor::read_floats(float* dst, std::ptrdiff_t stride, std::int64_t n) {
+  settle_skip();
   while (n > 0) {
     if (page_left_ == 0 && !next_page()) fail_short();
     const std::int64_t m = std::min(n, page_left_);
@@ -233,6 +283,7 @@ bool ColumnCursor::read_keys_fast(Key* dst, std::ptrdiff_t stride, std::int64_t 
 template <class Key>
 void ColumnCursor::read_keys(Key* dst, std::ptrdiff_t stride, std::int64_t n,
                              const KeyRange& range) {
+  settle_skip();
   raw_scratch_.resize(kChunk);
   while (n > 0) {
     if (page_left_ == 0 && !next_page()) fail_short();
@@ -281,6 +332,8 @@ void ColumnCursor::read_key_lists(std::int64_t n, std::int32_t* counts,
     read_keys<std::int64_t>(keys.data() + at, 1, n, range);
     return;
   }
+  const bool store = counts != nullptr;  // else passing over (settle_skip)
+  if (store) settle_skip();
   std::int64_t done = 0;
   const auto empty = static_cast<std::uint8_t>(binding_->empty_list_definition);
   const auto present = static_cast<std::uint8_t>(max_def_);
@@ -307,11 +360,13 @@ void ColumnCursor::read_key_lists(std::int64_t n, std::int32_t* counts,
       }
       if (done == n) return;  // the entry starts the next call's first row
       row_open_ = true;
-      counts[done] = 0;
+      if (store) counts[done] = 0;
     } else if (!row_open_) {
       fail(cat("row ", row_, " starts with repetition level ", int{rep}, " instead of 0"));
     }
-    if (def == present) {
+    if (def == present && !store) {
+      ++list_value_at_;
+    } else if (def == present) {
       const std::int64_t v = list_values_[list_value_at_++];
       if (v < range.min || v > range.max) fail_key(row_, v, range);
       keys.push_back(v + range.offset);

@@ -167,6 +167,25 @@ std::size_t RleDecoder::get(std::uint32_t* out, std::size_t n) {
   return done;
 }
 
+std::size_t RleDecoder::skip(std::size_t n) {
+  std::size_t done = 0;
+  while (done < n) {
+    if (rle_left_ == 0 && packed_left_ == 0 && !next_run()) break;
+    if (rle_left_ > 0) {
+      const std::size_t m = std::min<std::size_t>(n - done, rle_left_);
+      rle_left_ -= static_cast<std::uint32_t>(m);
+      done += m;
+    } else {
+      const std::size_t m =
+          static_cast<std::size_t>(std::min<std::uint64_t>(n - done, packed_left_));
+      packed_bit_ += static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(width_);
+      packed_left_ -= m;
+      done += m;
+    }
+  }
+  return done;
+}
+
 std::size_t RleDecoder::consume_equal(std::uint32_t expected, std::size_t n) {
   std::size_t done = 0;
   std::uint32_t buffer[256];

@@ -23,6 +23,10 @@ class RleDecoder {
   // Consumes up to n values while they equal `expected`; returns how many did. Less than n means
   // the next value differs (mismatch() is then true) or the data ended.
   std::size_t consume_equal(std::uint32_t expected, std::size_t n);
+  // Passes over up to n values without unpacking them (a run's length is in its header, a
+  // bit-packed value's place is a multiplication); returns how many (fewer only where the data
+  // ends).
+  std::size_t skip(std::size_t n);
   bool mismatch() const { return mismatch_; }
   int bit_width() const { return width_; }
 

@@ -325,24 +325,57 @@ std::int64_t ParquetFileReader::screen_rows(HostBatch& batch, std::int64_t first
   return batch.size() - first;
 }
 
+void ParquetFileReader::set_window(std::optional<Share> window) {
+  EMBER_CHECK(!window || !validator_ || validator_->policy() != BadSamplePolicy::Drop,
+              "ParquetFileReader: shared reading with bad_sample_policy \"drop\"");
+  window_ = window;
+}
+
+std::int64_t ParquetFileReader::pages_stepped_over() const {
+  std::int64_t pages = 0;
+  for (const auto& cursor : cursors_)
+    pages += cursor.pages_stepped_over();
+  return pages;
+}
+
+std::int64_t ParquetFileReader::window_step(const HostBatch& batch, std::int64_t n,
+                                            bool& pass) const {
+  pass = false;
+  if (!window_) return std::min(n, kTileRows);
+  const std::int64_t r = batch.size(), begin = window_->offset, end = begin + window_->size;
+  if (r >= begin && r < end) return std::min({n, kTileRows, end - r});
+  // Rows passed over cost no stores: as many as reach the window (or the batch's end) at once.
+  pass = true;
+  return r < begin ? std::min(n, begin - r) : n;
+}
+
 std::int64_t ParquetFileReader::read(HostBatch& batch) {
   EMBER_CHECK(is_open(), "ParquetFileReader::read with no file open");
   EMBER_CHECK(batch.layout().key_type == layout_.key_type, "ParquetFileReader: batch of ",
               dtype_name(batch.layout().key_type), " keys for a reader of ",
               dtype_name(layout_.key_type), " keys");
   const std::int64_t start = batch.size();
+  const std::int64_t passed_before = passed_over_;
   while (!batch.full() && row_ < total_rows_) {
     if (row_ == group_end_) start_row_group();
+    bool pass = false;
     const std::int64_t n =
-        std::min({batch.capacity() - batch.size(), group_end_ - row_, kTileRows});
-    if (layout_.key_type == DType::U32) {
-      read_tile<std::uint32_t>(batch, n);
+        window_step(batch, std::min(batch.capacity() - batch.size(), group_end_ - row_), pass);
+    if (pass) {
+      for (auto& cursor : cursors_)
+        cursor.skip_rows(n);
+      batch.add_rows_without_keys(n);
+      passed_over_ += n;
     } else {
-      read_tile<std::int64_t>(batch, n);
+      if (layout_.key_type == DType::U32) {
+        read_tile<std::uint32_t>(batch, n);
+      } else {
+        read_tile<std::int64_t>(batch, n);
+      }
+      const std::int64_t first = batch.size();
+      batch.set_size(first + n);
+      if (validator_) screen_rows(batch, first, n);
     }
-    const std::int64_t first = batch.size();
-    batch.set_size(first + n);
-    if (validator_) screen_rows(batch, first, n);
     row_ += n;
     if (row_ == group_end_) {
       for (auto& cursor : cursors_)
@@ -350,7 +383,11 @@ std::int64_t ParquetFileReader::read(HostBatch& batch) {
     }
   }
   const std::int64_t added = batch.size() - start;
-  if (counters_ != nullptr) counters_->samples.fetch_add(added, std::memory_order_relaxed);
+  if (counters_ != nullptr) {
+    const std::int64_t passed = passed_over_ - passed_before;
+    counters_->samples.fetch_add(added - passed, std::memory_order_relaxed);
+    if (passed > 0) counters_->skipped.fetch_add(passed, std::memory_order_relaxed);
+  }
   return added;
 }
 

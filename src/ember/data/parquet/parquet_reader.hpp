@@ -49,6 +49,18 @@ class ParquetFileReader {
   // Decodes rows into `batch` until it is full or the file ends; returns the rows appended.
   std::int64_t read(HostBatch& batch);
 
+  // Shared reading (ShardSpec::window): the rows of the batch being filled (its row indices, as
+  // read() is called on it) that are decoded. The others are passed over (ColumnCursor::
+  // skip_rows: no value converted, checked or stored, pages of them alone not even
+  // decompressed) and go into the batch without keys, label or dense values. Not with
+  // bad_sample_policy "drop" (which rows a check drops cannot be known without reading them).
+  // Unset: every row is decoded.
+  void set_window(std::optional<Share> window);
+  // Since the reader was made: rows passed over, and data pages stepped over undecoded.
+  std::int64_t passed_over() const { return passed_over_; }
+  std::int64_t pages_stepped_over() const;
+  std::int64_t rows_left() const { return total_rows_ - row_; }
+
   const ParquetFile& file() const { return *file_; }
   std::int64_t row() const { return row_; }  // next row of the file
 
@@ -61,6 +73,9 @@ class ParquetFileReader {
   // Checks the rows [first, first + n) of `batch` (file rows row_ ...); with policy Drop takes
   // the bad ones out. Returns the rows kept.
   std::int64_t screen_rows(HostBatch& batch, std::int64_t first, std::int64_t n);
+  // Rows the next step takes from row batch.size() on (at most `n`): whether they are passed
+  // over (shared reading) and how many, up to the window's next edge.
+  std::int64_t window_step(const HostBatch& batch, std::int64_t n, bool& pass) const;
 
   BatchLayout layout_;
   std::vector<std::int64_t> slot_size_array_;
@@ -79,6 +94,8 @@ class ParquetFileReader {
   std::int64_t row_ = 0;
   int group_ = -1;
   std::int64_t group_end_ = 0;  // the current row group's end row
+  std::optional<Share> window_;
+  std::int64_t passed_over_ = 0;
 
   // Multi-hot scratch, per slot of the input being assembled.
   std::vector<std::vector<std::int32_t>> counts_;

@@ -29,9 +29,25 @@ class ParquetShardReader final : public ShardReader {
   ParquetShardReader(const ParquetSource& source, const ShardSpec& spec)
       : source_(source),
         spec_(spec),
-        reader_(source.layout(), source.slot_size_array(), spec.counters, source.checks()) {}
+        reader_(source.layout(), source.slot_size_array(), spec.counters, source.checks()) {
+    // Repeating, worker w cycles through files (w + k W) mod N: does that cycle hold any row?
+    const auto n = static_cast<std::int64_t>(source.files().size());
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto f = static_cast<std::size_t>((spec.worker + k * spec.num_workers) % n);
+      if (source.files()[f].rows > 0) cycle_has_rows_ = true;
+    }
+    const auto& checks = source.checks();
+    may_drop_ = checks && checks->policy == BadSamplePolicy::Drop;
+  }
 
+  // Shared reading: the window's rows are decoded, the others passed over, in a batch that will
+  // be filled (every file's rows are known from its footer, so this is known before reading). A
+  // batch that will end short (the shard's last) is read whole: the collector merges its rows
+  // with others' at rows the reader cannot know. So is every batch where a check may drop rows
+  // (bad_sample_policy "drop"), as Raw does.
   std::int64_t fill(HostBatch& batch) override {
+    const bool shared = spec_.window && batch.empty() && !may_drop_ && fills(batch.capacity());
+    reader_.set_window(shared ? spec_.window : std::nullopt);
     const std::int64_t start = batch.size();
     const auto& files = source_.files();
     const auto n = static_cast<std::int64_t>(files.size());
@@ -59,11 +75,26 @@ class ParquetShardReader final : public ShardReader {
   }
 
  private:
+  // Whether the shard holds `rows` more rows from here on.
+  bool fills(std::int64_t rows) const {
+    if (spec_.repeat) return cycle_has_rows_;
+    const auto& files = source_.files();
+    const auto n = static_cast<std::int64_t>(files.size());
+    std::int64_t left = reader_.is_open() ? reader_.rows_left() : 0;
+    for (std::int64_t p = spec_.worker + next_ * spec_.num_workers; p < n && left < rows;
+         p += spec_.num_workers) {
+      left += files[static_cast<std::size_t>(p)].rows;
+    }
+    return left >= rows;
+  }
+
   const ParquetSource& source_;
   ShardSpec spec_;
   ParquetFileReader reader_;
   std::int64_t next_ = 0;
   std::int64_t files_without_rows_ = 0;
+  bool cycle_has_rows_ = false;
+  bool may_drop_ = false;
 };
 
 }  // namespace

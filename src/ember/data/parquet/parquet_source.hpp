@@ -1,6 +1,8 @@
 // A HugeCTR Parquet dataset as a pipeline source: the file list (`_file_list.txt`: a count, then
 // paths) and a `_metadata.json` in each data file's folder. Worker w reads files w, w+W, ... (as
-// for Norm), each through its own ParquetFileReader.
+// for Norm), each through its own ParquetFileReader. Under shared reading (ShardSpec::window) a
+// batch that the worker's remaining files fill is decoded only in the window's rows; one they
+// cannot fill, and every batch under bad_sample_policy "drop", is read whole.
 #pragma once
 
 #include <cstdint>
