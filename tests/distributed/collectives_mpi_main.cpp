@@ -156,7 +156,13 @@ void check_counts_mismatch(Communicator& comm) {
     comm.all_to_all_v(Tensor::zeros({n}), counts, Tensor::zeros({n + 1}), recv_counts);
   } catch (const Error& e) {
     const std::string what = e.what();
-    threw = what.find(r == 0 ? "expects 2 elements from rank" : "mismatched") != std::string::npos;
+    // Rank 0 finds the mismatch. The others hear it in the verdict round ("... found its call
+    // mismatched ..."), or, when they share rank 0's process and rank 0 broke the group first,
+    // stop waiting with the group's reason: rank 0's own finding.
+    const bool finding = what.find("rank 0 expects 2 elements from rank") != std::string::npos;
+    const bool verdict = what.find("mismatched") != std::string::npos;
+    const bool broken = what.find("group is broken") != std::string::npos;
+    threw = r == 0 ? finding : verdict || (broken && finding);
     if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.what());
   }
   expect(threw, "all_to_all_v counts mismatch detected on every rank", r);

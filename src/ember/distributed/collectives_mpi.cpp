@@ -252,7 +252,13 @@ class MpiCommunicator final : public Communicator {
     std::vector<void*> vi(n);
     for (std::size_t p = 0; p < n; ++p)
       vi[p] = &verdicts[p];
-    exchange(vs, all_peers(8), vi, all_peers(8), kNames[mine.code]);
+    try {
+      exchange(vs, all_peers(8), vi, all_peers(8), kNames[mine.code]);
+    } catch (const Error&) {
+      // Another rank of this process heard this rank's verdict and broke the group first: this
+      // rank's own finding (which names the counts) is the better message.
+      if (problem.empty()) throw;
+    }
     if (!problem.empty()) {
       group_->break_with(problem);
       EMBER_THROW(problem);
