@@ -6,11 +6,13 @@
 // not divide), both modes and batches that end short, while parsing only about its share.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 
 #include "data/data_test_support.hpp"
 #include "ember/data/file_list.hpp"
@@ -30,6 +32,9 @@ using datatest::Sample;
 using datatest::SampleShape;
 
 // An all-gather among `n` threads: each call returns once every participant has made its own.
+// A participant that never comes (its simulated process failed) ends the wait with an error after
+// a minute, as the MPI backend's timeout does, so a broken reader fails the test instead of
+// hanging it.
 class Rendezvous {
  public:
   explicit Rendezvous(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
@@ -46,7 +51,11 @@ class Rendezvous {
       changed_.notify_all();
       return done_;
     }
-    changed_.wait(lock, [&] { return generation_ != generation; });
+    if (!changed_.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return generation_ != generation; })) {
+      throw std::runtime_error(cat("simulated process ", p, ": ", n_ - arrived_, " of ", n_,
+                                   " processes never reached the exchange"));
+    }
     return done_;
   }
 
