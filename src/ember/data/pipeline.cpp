@@ -110,6 +110,7 @@ struct Pipeline::Impl {
   // or draining with no room), so that whether a batch's keys are exchanged depends only on the
   // batches the consumer took.
   bool wait_for_room();
+  bool wait_for_room(std::unique_lock<std::mutex>& lock);  // with out_mutex held
   // Hands the consumer an error; when it is gone (draining) and the other processes wait in
   // exchanges, ends the job instead.
   void fail(std::exception_ptr error);
@@ -332,14 +333,7 @@ bool Pipeline::Impl::pop_work(std::vector<bool>& done, int& round_robin, WorkIte
 
 bool Pipeline::Impl::push_out(OutItem item) {
   std::unique_lock lock(out_mutex);
-  const auto depth = static_cast<std::size_t>(options.prefetch_depth);
-  const auto room = [&] { return stopping.load() || draining.load() || out.size() < depth; };
-  if (!room()) {
-    const auto t0 = Clock::now();
-    out_space.wait(lock, room);
-    collector_output_wait.add_since(t0);
-  }
-  if (stopping.load() || out.size() >= depth) return false;
+  if (!wait_for_room(lock)) return false;
   out.push_back(std::move(item));
   lock.unlock();
   out_ready.notify_all();
@@ -348,6 +342,10 @@ bool Pipeline::Impl::push_out(OutItem item) {
 
 bool Pipeline::Impl::wait_for_room() {
   std::unique_lock lock(out_mutex);
+  return wait_for_room(lock);
+}
+
+bool Pipeline::Impl::wait_for_room(std::unique_lock<std::mutex>& lock) {
   const auto depth = static_cast<std::size_t>(options.prefetch_depth);
   const auto room = [&] { return stopping.load() || draining.load() || out.size() < depth; };
   if (!room()) {
