@@ -59,6 +59,14 @@ HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot
                        std::mt19937_64& rng);
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
 
+// Every sparse optimizer and update type, for tests that go through them all.
+inline constexpr optim::OptimizerType kEveryOptimizer[] = {
+    optim::OptimizerType::SGD,  optim::OptimizerType::MomentumSGD, optim::OptimizerType::Nesterov,
+    optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,     optim::OptimizerType::RMSProp,
+    optim::OptimizerType::Ftrl};
+inline constexpr optim::UpdateType kEveryUpdateType[] = {
+    optim::UpdateType::Local, optim::UpdateType::Global, optim::UpdateType::LazyGlobal};
+
 // The optimizer settings the embedding tests share: rates that move the weights visibly within a
 // few steps, a short warm-up, and every optimizer's own parameters away from their defaults.
 optim::OptimizerConfig test_optimizer(optim::OptimizerType type, optim::UpdateType update,

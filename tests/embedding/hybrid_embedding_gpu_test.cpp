@@ -205,18 +205,14 @@ testing::Problem as_hybrid(testing::Problem p, std::size_t frequent) {
   return p;
 }
 
-const optim::OptimizerType kOptimizers[] = {
-    optim::OptimizerType::SGD,  optim::OptimizerType::MomentumSGD, optim::OptimizerType::Nesterov,
-    optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,     optim::OptimizerType::RMSProp,
-    optim::OptimizerType::Ftrl};
-const optim::UpdateType kUpdates[] = {optim::UpdateType::Local, optim::UpdateType::Global,
-                                      optim::UpdateType::LazyGlobal};
+using testing::kEveryOptimizer;
+using testing::kEveryUpdateType;
 
 TEST(HybridEmbeddingGpu, OneGpuMatchesTheCpuAndIsTheOneHotLayerBitForBit) {
   EMBER_REQUIRE_NCCL();
   auto rng = ember::testing::make_rng();
-  for (optim::OptimizerType ot : kOptimizers) {
-    for (optim::UpdateType ut : kUpdates) {
+  for (optim::OptimizerType ot : kEveryOptimizer) {
+    for (optim::UpdateType ut : kEveryUpdateType) {
       // vec_size 128 takes the 16-byte paths, 7 the scalar ones; 4096 samples make rows of
       // several hundred occurrences (more than one gradient chunk).
       const std::int64_t V = static_cast<int>(ot) % 2 == 0 ? 128 : 7;
@@ -238,7 +234,7 @@ TEST(HybridEmbeddingGpu, AllDevicesMatchCpuRanks) {
   const int D = cuda_device_count();
   auto rng = ember::testing::make_rng();
   for (optim::OptimizerType ot : {optim::OptimizerType::Adam, optim::OptimizerType::MomentumSGD}) {
-    for (optim::UpdateType ut : kUpdates) {
+    for (optim::UpdateType ut : kEveryUpdateType) {
       const testing::Problem onehot = problem(ot, ut, 128, 48 * D, rng);
       const testing::Problem hybrid = as_hybrid(onehot, 60);
       const std::string what = std::string(optim::optimizer_name(ot)) + "/" +

@@ -66,12 +66,8 @@ Problem as_hybrid(Problem p, std::vector<std::int64_t> frequent) {
   return p;
 }
 
-const optim::OptimizerType kOptimizers[] = {
-    optim::OptimizerType::SGD,  optim::OptimizerType::MomentumSGD, optim::OptimizerType::Nesterov,
-    optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad,     optim::OptimizerType::RMSProp,
-    optim::OptimizerType::Ftrl};
-const optim::UpdateType kUpdates[] = {optim::UpdateType::Local, optim::UpdateType::Global,
-                                      optim::UpdateType::LazyGlobal};
+using testing::kEveryOptimizer;
+using testing::kEveryUpdateType;
 
 std::string name_of(optim::OptimizerType o, optim::UpdateType u) {
   return std::string(optim::optimizer_name(o)) + "/" + optim::update_type_name(u);
@@ -79,8 +75,8 @@ std::string name_of(optim::OptimizerType o, optim::UpdateType u) {
 
 TEST(HybridEmbedding, OneRankIsOneHotBitForBit) {
   auto rng = ember::testing::make_rng(1);
-  for (optim::OptimizerType ot : kOptimizers) {
-    for (optim::UpdateType ut : kUpdates) {
+  for (optim::OptimizerType ot : kEveryOptimizer) {
+    for (optim::UpdateType ut : kEveryUpdateType) {
       const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 5, 12, rng);
       const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 12));
       testing::expect_identical_runs(testing::run_ranks(hybrid, 1), testing::run_ranks(onehot, 1),
@@ -94,7 +90,7 @@ TEST(HybridEmbedding, OneRankIsOneHotBitForBitWithSixteenBitTablesAndU32Keys) {
   for (DType dtype : {DType::F16, DType::BF16}) {
     for (optim::OptimizerType ot :
          {optim::OptimizerType::Adam, optim::OptimizerType::MomentumSGD}) {
-      for (optim::UpdateType ut : kUpdates) {
+      for (optim::UpdateType ut : kEveryUpdateType) {
         Problem onehot = make_problem(testing::test_optimizer(ot, ut), 4, 12, rng);
         onehot.config.value_dtype = dtype;
         onehot.config.key_dtype = DType::U32;
@@ -123,8 +119,8 @@ TEST(HybridEmbedding, HotRowsOverSeveralGradientChunksAreBitForBit) {
 TEST(HybridEmbedding, SeveralRanksMatchOneHotWithinRounding) {
   auto rng = ember::testing::make_rng(4);
   for (int D : {2, 3, 4, 6}) {  // 6 ranks: more than the 5 slots, rank 5 owns none
-    for (optim::OptimizerType ot : kOptimizers) {
-      for (optim::UpdateType ut : kUpdates) {
+    for (optim::OptimizerType ot : kEveryOptimizer) {
+      for (optim::UpdateType ut : kEveryUpdateType) {
         const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 5, 12, rng);
         const Problem hybrid = as_hybrid(onehot, testing::most_used_keys(onehot, 15));
         const auto want = testing::run_ranks(onehot, 1);
@@ -206,7 +202,7 @@ TEST(HybridEmbedding, SavesTheOneHotLayoutByteForByte) {
 TEST(HybridEmbedding, CheckpointsMoveBetweenHybridAndOneHotAcrossRankCounts) {
   auto rng = ember::testing::make_rng(9);
   ember::testing::ScratchDir dir;
-  for (optim::UpdateType ut : kUpdates) {
+  for (optim::UpdateType ut : kEveryUpdateType) {
     const Problem whole =
         make_problem(testing::test_optimizer(optim::OptimizerType::Adam, ut), 6, 12, rng);
     const auto frequent = testing::most_used_keys(whole, 10);
