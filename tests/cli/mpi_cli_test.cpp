@@ -188,8 +188,7 @@ TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
     EXPECT_EQ(meta.at("sparse_layout").at("shards"), 2) << meta.dump();
     for (int r = 0; r < 2; ++r) {
       for (const char* file : {"keys", "vectors", "adam_m", "adam_v", "optimizer_step"}) {
-        const std::string path =
-            "sparse/sparse_embedding1/rank_" + std::to_string(r) + "/" + file;
+        const std::string path = "sparse/sparse_embedding1/rank_" + std::to_string(r) + "/" + file;
         EXPECT_TRUE(std::filesystem::is_regular_file(dir / "half" / path)) << path;
         bool listed = false;
         for (const auto& f : meta.at("files"))

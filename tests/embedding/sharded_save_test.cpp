@@ -82,7 +82,9 @@ void expect_same_model(const EmbeddingSnapshot& got, const EmbeddingSnapshot& wa
   EXPECT_EQ(got.step, want.step) << what;
 }
 
-std::string type_name(EmbeddingType t) { return embedding_type_name(t); }
+std::string type_name(EmbeddingType t) {
+  return embedding_type_name(t);
+}
 
 const EmbeddingType kEveryType[] = {EmbeddingType::DistributedSlotHash,
                                     EmbeddingType::LocalizedSlotHash,
@@ -97,8 +99,8 @@ TEST(ShardedSave, LoadsOnOneTheSameAndAnotherRankCountBitForBit) {
       for (optim::OptimizerType ot : {optim::OptimizerType::Adam, optim::OptimizerType::AdaGrad}) {
         Problem p = problem(type, ot, 4, rng);
         if (host) p = on_host(p);
-        const std::string what = type_name(type) + (host ? " host" : " device") + " " +
-                                 optim::optimizer_name(ot);
+        const std::string what =
+            type_name(type) + (host ? " host" : " device") + " " + optim::optimizer_name(ot);
         for (int saved_ranks : {1, 2, 3}) {
           const fs::path saved = dir / cat("r", saved_ranks);
           Problem saving = p;
@@ -112,9 +114,9 @@ TEST(ShardedSave, LoadsOnOneTheSameAndAnotherRankCountBitForBit) {
           }
           for (int load_ranks : {1, 2, 3}) {
             const auto got = testing::run_ranks(loading(p, saved), load_ranks).snapshot;
-            expect_same_model(got, want,
-                              cat(what, ": saved by ", saved_ranks, " rank(s), loaded by ",
-                                  load_ranks));
+            expect_same_model(
+                got, want,
+                cat(what, ": saved by ", saved_ranks, " rank(s), loaded by ", load_ranks));
           }
         }
       }
@@ -156,10 +158,9 @@ TEST(ShardedSave, EachShardHoldsExactlyItsRanksRowsInKeyOrder) {
       EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end())) << type_name(type) << " rank_" << r;
       for (std::size_t i = 0; i < keys.size(); ++i) {
         const std::int64_t key = keys[i];
-        const std::int64_t owner =
-            type == EmbeddingType::DistributedSlotHash ? key % D
-            : type == EmbeddingType::LocalizedSlotHash ? slots.at(i) % D
-                                                       : slot_of(key) % D;
+        const std::int64_t owner = type == EmbeddingType::DistributedSlotHash ? key % D
+                                   : type == EmbeddingType::LocalizedSlotHash ? slots.at(i) % D
+                                                                              : slot_of(key) % D;
         ASSERT_EQ(owner, r) << type_name(type) << ": key " << key << " in rank_" << r;
         // Its row is the model's (keys are unique in these types but for LocalizedSlot hash,
         // where a key may sit in several slots: (key, slot) is).
@@ -194,7 +195,8 @@ TEST(ShardedSave, AMissingOrDamagedShardIsRefusedNamingIt) {
   p.save_after = dir / "m";
   (void)testing::run_ranks(p, 3);
   // A truncated state file of one shard: refused on every rank count, before anything is read.
-  fs::resize_file(dir / "m" / "rank_1" / "adam_v", fs::file_size(dir / "m" / "rank_1" / "adam_v") - 4);
+  fs::resize_file(dir / "m" / "rank_1" / "adam_v",
+                  fs::file_size(dir / "m" / "rank_1" / "adam_v") - 4);
   for (int ranks : {1, 3}) {
     EMBER_EXPECT_THROW_WITH(testing::run_ranks(loading(p, dir / "m"), ranks), DataError,
                             (dir / "m" / "rank_1" / "adam_v").string());

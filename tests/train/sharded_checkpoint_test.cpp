@@ -118,7 +118,8 @@ TEST(ShardedCheckpoint, ADamagedOrMissingShardFileIsRefusedNamingIt) {
   }
   fs::copy(dir / "m", dir / "n", fs::copy_options::recursive);
   const std::string shard = "sparse/" + name + "/rank_1/";
-  fs::resize_file(dir / "m" / (shard + "vectors"), fs::file_size(dir / "m" / (shard + "vectors")) - 4);
+  fs::resize_file(dir / "m" / (shard + "vectors"),
+                  fs::file_size(dir / "m" / (shard + "vectors")) - 4);
   fs::remove(dir / "n" / (shard + "adam_v"));
   for (int ranks : {1, 2}) {
     Session s(config, quiet_options("", ranks));

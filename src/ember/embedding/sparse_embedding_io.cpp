@@ -412,8 +412,8 @@ std::string SparseEmbedding::write_shard(const fs::path& dir, bool with_optimize
       std::vector<const float*> state_ptrs;
       for (const auto& st : states)
         state_ptrs.push_back(st.data());
-      sink.take(m, keys.data() + first, with_slots ? slots.data() + first : nullptr,
-                vectors.data(), state_ptrs);
+      sink.take(m, keys.data() + first, with_slots ? slots.data() + first : nullptr, vectors.data(),
+                state_ptrs);
       if (!sink.failure.empty()) return sink.failure;
     }
   } catch (const std::exception& e) {
@@ -470,8 +470,8 @@ std::int64_t SparseEmbedding::save(const fs::path& dir, bool with_optimizer_stat
   // parallel; no row passes through another rank.
   std::int64_t rows_written = 0;
   if (failed == D) {
-    failure = write_shard(D == 1 ? tmp : tmp / cat("rank_", me), with_optimizer_states,
-                          rows_written);
+    failure =
+        write_shard(D == 1 ? tmp : tmp / cat("rank_", me), with_optimizer_states, rows_written);
     failed = first_failed_rank(!failure.empty());
   }
   if (me == 0) {
@@ -497,8 +497,8 @@ std::int64_t SparseEmbedding::save(const fs::path& dir, bool with_optimizer_stat
   if (failed == D) failed = first_failed_rank(!failure.empty());
   if (failed != D) {
     if (!failure.empty()) EMBER_THROW(where(), ": saving to ", dir.string(), " failed: ", failure);
-    EMBER_THROW(where(), ": rank ", failed, " failed to save its rows of the embedding to ",
-                dir.string());
+    EMBER_THROW(where(), ": saving to ", dir.string(), " failed on rank ", failed,
+                " (that rank reports why)");
   }
   return rows_written;
 }

@@ -78,8 +78,8 @@ class SavedFile {
 // ranks): its files opened and their sizes checked, then read a chunk of rows at a time.
 class SavedFileSet {
  public:
-  SavedFileSet(const fs::path& dir, const EmbeddingConfig& c,
-               const std::vector<std::string>& names, const std::vector<std::int64_t>& slot_begin)
+  SavedFileSet(const fs::path& dir, const EmbeddingConfig& c, const std::vector<std::string>& names,
+               const std::vector<std::int64_t>& slot_begin)
       : dir_(dir), key_dtype_(c.key_dtype), slot_of_key_(slot_begin, dir / "keys") {
     if (!fs::exists(dir / "keys")) {
       EMBER_THROW_AS(DataError, "cannot open ", (dir / "keys").string());

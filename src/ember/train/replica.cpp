@@ -378,13 +378,19 @@ void Replica::read_dense(const fs::path& dir, bool with_states) {
   if (read_states) read_dense_states(states);
 }
 
-std::vector<std::int64_t> Replica::save(const fs::path& dir, bool with_optimizer_states) {
-  std::vector<std::int64_t> rows;
+Replica::Saved Replica::save(const fs::path& dir, bool with_optimizer_states) {
+  Saved saved;
   for (auto& e : embeddings_)
-    rows.push_back(e->save(dir / "sparse" / e->config().name, with_optimizer_states));
-  if (rank() == 0) write_dense(dir, with_optimizer_states);
+    saved.rows.push_back(e->save(dir / "sparse" / e->config().name, with_optimizer_states));
+  if (rank() == 0) {
+    try {
+      write_dense(dir, with_optimizer_states);
+    } catch (const std::exception& e) {
+      saved.failure = e.what();
+    }
+  }
   comm_->barrier();
-  return rows;
+  return saved;
 }
 
 std::vector<CheckpointFile> Replica::hash_own_shards(const fs::path& dir) const {
@@ -534,8 +540,8 @@ void Replica::load_sparse_model(std::size_t i, const fs::path& model, const fs::
   for (const fs::path& set : sets) {
     const fs::path from = model / set, with = states / set, into = view / set;
     if (!fs::is_directory(with)) {
-      EMBER_THROW_AS(DataError, what, ": no shard ", set.string(), " (the model ",
-                     model.string(), " is saved in shards; the states must be saved the same way)");
+      EMBER_THROW_AS(DataError, what, ": no shard ", set.string(), " (the model ", model.string(),
+                     " is saved in shards; the states must be saved the same way)");
     }
     if (fs::exists(with / "keys") && !same_bytes(with / "keys", from / "keys")) {
       EMBER_THROW_AS(DataError, what, ": its keys differ from ", (from / "keys").string(),

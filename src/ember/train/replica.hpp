@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -81,8 +82,14 @@ class Replica {
 
   // Collective. Writes this model into a checkpoint staging directory (rank 0 writes the dense
   // files; every rank writes its own rows of each embedding, a shard rank_<r>/ when there are
-  // several ranks). Returns the rows this rank wrote of each embedding, in configuration order.
-  std::vector<std::int64_t> save(const std::filesystem::path& dir, bool with_optimizer_states);
+  // several ranks). Returns the rows this rank wrote of each embedding, in configuration order,
+  // and rank 0's failure to write the dense files ("" for none: the ranks finish together
+  // either way, and the caller makes it every process's error).
+  struct Saved {
+    std::vector<std::int64_t> rows;
+    std::string failure;
+  };
+  Saved save(const std::filesystem::path& dir, bool with_optimizer_states);
   // The files of this rank's shards of a checkpoint written by save() with several ranks, their
   // paths relative to `dir` (the rank hashes what it wrote); none with one rank (the writer of
   // meta.json hashes the files itself).

@@ -45,6 +45,42 @@ nlohmann::json process_part(const std::vector<int>& ranks,
   return part;
 }
 
+// Every process's part, on every process: the files the ranks hashed, the shard layout (one
+// shard per rank, one in all with one rank: each embedding's rows in each shard) and the first
+// failure ("process <p>: ..." in a job of several processes).
+struct GatheredSave {
+  std::vector<CheckpointFile> hashed;
+  nlohmann::json layout;
+  std::string failure;
+};
+
+GatheredSave gather_save(const std::string& mine, bool multi_process, const ModelConfig& config) {
+  const std::vector<std::string> parts = multi_process
+                                             ? distributed::all_gather_process_strings(mine)
+                                             : std::vector<std::string>{mine};
+  GatheredSave out;
+  std::map<int, std::vector<std::int64_t>> rows_by_rank;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    const nlohmann::json part = nlohmann::json::parse(parts[p]);
+    const std::string f = part.at("failure").get<std::string>();
+    if (!f.empty() && out.failure.empty())
+      out.failure = multi_process ? cat("process ", p, ": ", f) : f;
+    for (const CheckpointFile& file : checkpoint_files_from_json(part.at("files")))
+      out.hashed.push_back(file);
+    for (const auto& r : part.at("ranks"))
+      rows_by_rank[r.at("rank").get<int>()] = r.at("rows").get<std::vector<std::int64_t>>();
+  }
+  out.layout["shards"] = rows_by_rank.size();
+  out.layout["embeddings"] = nlohmann::json::array();
+  for (std::size_t e = 0; e < config.embeddings.size(); ++e) {
+    nlohmann::json per_shard = nlohmann::json::array();
+    for (const auto& [rank, counts] : rows_by_rank)
+      per_shard.push_back(counts.at(e));
+    out.layout["embeddings"].push_back({{"name", config.embeddings[e].name}, {"rows", per_shard}});
+  }
+  return out;
+}
+
 }  // namespace
 
 void Session::save(const fs::path& dir) {
@@ -69,10 +105,9 @@ void Session::save(const fs::path& dir) {
     if (output) EMBER_THROW_AS(DataError, failure);
     EMBER_THROW_AS(DataError, "saving ", dir.string(), ": ", failure);
   }
-  const fs::path staging =
-      job.multi_process
-          ? fs::path(distributed::broadcast_from_process_0(output ? writer->staging().string() : ""))
-          : writer->staging();
+  const fs::path staging = job.multi_process ? fs::path(distributed::broadcast_from_process_0(
+                                                   output ? writer->staging().string() : ""))
+                                             : writer->staging();
   const auto local = static_cast<std::size_t>(m.team->size());
   std::vector<int> ranks(local);
   std::vector<std::vector<std::int64_t>> rows(local);
@@ -81,47 +116,28 @@ void Session::save(const fs::path& dir) {
   m.team->run([&](int r) {
     Replica& replica = *m.replicas[static_cast<std::size_t>(r)];
     ranks[static_cast<std::size_t>(r)] = replica.rank();
-    rows[static_cast<std::size_t>(r)] = replica.save(staging, true);
+    // The embeddings' own failures are agreed on by every rank (all of them throw); a failure
+    // of the dense files or of hashing is one rank's, and travels with the hashes below.
+    Replica::Saved saved = replica.save(staging, true);
+    rows[static_cast<std::size_t>(r)] = std::move(saved.rows);
+    failures[static_cast<std::size_t>(r)] = std::move(saved.failure);
     // Each rank hashes the shards it wrote, in parallel with the others.
     try {
       files[static_cast<std::size_t>(r)] = replica.hash_own_shards(staging);
     } catch (const std::exception& e) {
-      failures[static_cast<std::size_t>(r)] = e.what();
+      if (failures[static_cast<std::size_t>(r)].empty())
+        failures[static_cast<std::size_t>(r)] = e.what();
     }
   });
-  const std::string mine = process_part(ranks, rows, files, failures).dump();
-  const std::vector<std::string> parts =
-      job.multi_process ? distributed::all_gather_process_strings(mine)
-                        : std::vector<std::string>{mine};
-  // Every process reads the same parts: all of them throw, or none.
-  std::vector<CheckpointFile> hashed;
-  std::map<int, std::vector<std::int64_t>> rows_by_rank;
-  for (std::size_t p = 0; p < parts.size(); ++p) {
-    const nlohmann::json part = nlohmann::json::parse(parts[p]);
-    const std::string f = part.at("failure").get<std::string>();
-    if (!f.empty() && failure.empty()) {
-      failure = job.multi_process ? cat("process ", p, ": ", f) : f;
-    }
-    for (const CheckpointFile& file : checkpoint_files_from_json(part.at("files")))
-      hashed.push_back(file);
-    for (const auto& r : part.at("ranks"))
-      rows_by_rank[r.at("rank").get<int>()] = r.at("rows").get<std::vector<std::int64_t>>();
+  const GatheredSave gathered =
+      gather_save(process_part(ranks, rows, files, failures).dump(), job.multi_process, config_);
+  // Every process read the same parts: all of them throw, or none.
+  if (!gathered.failure.empty()) {
+    EMBER_THROW_AS(DataError, "saving ", dir.string(), ": ", gathered.failure);
   }
-  if (!failure.empty()) EMBER_THROW_AS(DataError, "saving ", dir.string(), ": ", failure);
   if (output) {
-    // The shard layout: one shard per rank (one in all with one rank), each embedding's rows in
-    // each shard.
-    nlohmann::json layout;
-    layout["shards"] = rows_by_rank.size();
-    layout["embeddings"] = nlohmann::json::array();
-    for (std::size_t e = 0; e < config_.embeddings.size(); ++e) {
-      nlohmann::json per_shard = nlohmann::json::array();
-      for (const auto& [rank, counts] : rows_by_rank)
-        per_shard.push_back(counts.at(e));
-      layout["embeddings"].push_back({{"name", config_.embeddings[e].name}, {"rows", per_shard}});
-    }
     try {
-      write_checkpoint_files(*writer, hashed, layout);
+      write_checkpoint_files(*writer, gathered.hashed, gathered.layout);
     } catch (const std::exception& e) {
       if (!job.multi_process) throw;
       failure = e.what();
