@@ -307,6 +307,18 @@ void allow_shared_bytes(K* kernel, std::size_t bytes) {
   }
 }
 
+// As many blocks of `kernel` as the device holds at once. Both kernels loop over rows, so one
+// wave covers any batch and each block stages the weights once; the count depends only on the
+// device and the shape, so the backward's summation order is fixed.
+template <class K>
+std::int64_t resident_blocks(K* kernel, int threads, std::size_t bytes) {
+  int device = 0, sms = 0, per_sm = 0;
+  EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
+  return static_cast<std::int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+}
+
 void check_fused(std::int64_t width, int layers) {
   EMBER_CHECK(layers >= 1 && layers <= kMaxCrossLayers && cross_fused(width, layers),
               "MultiCross: the fused kernels do not take width ", width, " with ", layers,
@@ -327,7 +339,9 @@ void multi_cross_forward(DType dtype, std::int64_t batch, std::int64_t width, in
       auto* kernel = multi_cross_forward_kernel<T, decltype(v)::value>;
       const auto bytes = static_cast<std::size_t>(cross_weight_bytes(width, layers));
       allow_shared_bytes(kernel, bytes);
-      kernel<<<grid_for(batch * 32), kThreads, bytes, stream>>>(
+      const std::int64_t blocks = std::min((batch + kThreads / 32 - 1) / (kThreads / 32),
+                                           resident_blocks(kernel, kThreads, bytes));
+      kernel<<<static_cast<unsigned>(blocks), kThreads, bytes, stream>>>(
           batch, width, layers, static_cast<const T*>(x0), p, s, static_cast<T*>(y));
       EMBER_CUDA_CHECK_LAUNCH();
     });
@@ -357,21 +371,12 @@ void multi_cross_backward(DType dtype, std::int64_t batch, std::int64_t width, i
       constexpr int V = decltype(v)::value;
       auto* kernel = multi_cross_backward_kernel<T, V>;
       const int threads = 32 * grid.warps_per_block;
-      const std::size_t bytes = static_cast<std::size_t>(grid.warps_per_block) *
-                                static_cast<std::size_t>(warp_floats(V, layers)) * sizeof(float);
-      if (bytes > 48 * 1024) {
-        EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(bytes)));
-      }
-      // As many blocks as are resident at once (one wave; each warp loops over its rows): the
-      // count depends only on the device and the shape, so the summation order is fixed.
-      int device = 0, sms = 0, per_sm = 0;
-      EMBER_CUDA_CHECK(cudaGetDevice(&device));
-      EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      EMBER_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
-      const std::int64_t resident = static_cast<std::int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
-      blocks = std::min(blocks, resident);
+      // The staged weights, then each warp's sums.
+      const auto bytes = static_cast<std::size_t>(cross_weight_bytes(width, layers) +
+                                                  grid.warps_per_block * warp_floats(V, layers) *
+                                                      static_cast<std::int64_t>(sizeof(float)));
+      allow_shared_bytes(kernel, bytes);
+      blocks = std::min(blocks, resident_blocks(kernel, threads, bytes));
       kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(threads), bytes, stream>>>(
           batch, width, layers, static_cast<const T*>(x0), p, s, static_cast<const T*>(dy),
           static_cast<T*>(dx), partial);
