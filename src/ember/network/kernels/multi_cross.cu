@@ -14,6 +14,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "ember/network/kernels/device_utils.cuh"
@@ -312,11 +315,22 @@ void allow_shared_bytes(K* kernel, std::size_t bytes) {
 // device and the shape, so the backward's summation order is fixed.
 template <class K>
 std::int64_t resident_blocks(K* kernel, int threads, std::size_t bytes) {
-  int device = 0, sms = 0, per_sm = 0;
+  // Remembered per (kernel, device, block shape): the queries cost microseconds a launch.
+  using Key = std::tuple<const void*, int, int, std::size_t>;
+  static std::mutex mutex;
+  static std::map<Key, std::int64_t> known;
+  int device = 0;
   EMBER_CUDA_CHECK(cudaGetDevice(&device));
+  const Key key{reinterpret_cast<const void*>(kernel), device, threads, bytes};
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  int sms = 0, per_sm = 0;
   EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   EMBER_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes));
-  return static_cast<std::int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  const std::int64_t blocks = static_cast<std::int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  known.emplace(key, blocks);
+  return blocks;
 }
 
 void check_fused(std::int64_t width, int layers) {
