@@ -15,7 +15,8 @@
 //                            forward and backward timed apart in fp32, tf32, f16 and bf16, each
 //                            against the bytes it must move (GB/s and % of the device's HBM
 //                            peak from its memory clock and bus width); also part of the full
-//                            run.
+//                            run. Then the f16 and bf16 backward timed alternately, in both
+//                            allocation orders (is a gap between them the kernels'?).
 //   bench_network --multicross  (GPU) only DCN's cross network (MultiCross, 3 layers over
 //                            [batch, 429]): forward and backward timed apart in fp32, f16 and
 //                            bf16, against the bytes they must move (forward: read x0, write the
@@ -404,6 +405,35 @@ void interaction_microbench(std::int64_t batch, int repeats) {
   }
 }
 
+// The f16 and bf16 backward side by side: both networks alive, timed alternately for 3 rounds,
+// once with the f16 network allocated first and once with the bf16 one first. The two kernels
+// differ only in their fragment loads and conversions (docs/performance.md, "The interaction
+// alone"), so a gap that follows the dtype in every round is theirs (or the data's); one that
+// follows the allocation order or the round is the buffers' placement or the device's.
+void interaction_backward_f16_bf16(std::int64_t batch, int repeats) {
+  std::printf("\nInteraction backward, f16 against bf16, timed alternately (ms per round):\n");
+  for (const bool f16_first : {true, false}) {
+    std::unique_ptr<Net> f16, bf16;
+    if (f16_first) f16 = build_interaction(Place::cuda(0), DType::F16, false, batch);
+    bf16 = build_interaction(Place::cuda(0), DType::BF16, false, batch);
+    if (!f16_first) f16 = build_interaction(Place::cuda(0), DType::F16, false, batch);
+    std::string rows[2];
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        Net& net = k == 0 ? *f16 : *bf16;
+        Layer& layer = *net.layers.at(0);
+        const double ms = time_gpu_ms(net.ctx->place().device(), 5, repeats,
+                                      [&](StreamHandle s) { layer.backward(s); });
+        rows[k] += cat(round == 0 ? "" : " / ", fmt(ms));
+      }
+    }
+    const char* order = f16_first ? "f16 allocated first" : "bf16 allocated first";
+    std::printf("  %-21s f16 %s   bf16 %s\n", order, rows[0].c_str(), rows[1].c_str());
+    summaries.push_back({cat("Interaction 26x128 backward f16 / bf16 alternately, ", order, ", ms"),
+                         cat(rows[0], " | ", rows[1]), "-", "-"});
+  }
+}
+
 std::unique_ptr<Net> build_multi_cross(Place place, DType dtype, std::int64_t batch,
                                        std::int64_t width, int layers) {
   auto net = std::make_unique<Net>(place, dtype, false);
@@ -471,6 +501,7 @@ int run_interaction(std::int64_t batch, int repeats) {
   std::printf("bench_network --interaction on CUDA device 0 (%s), median of %d after 5 warm-up\n",
               device_name(0).c_str(), repeats);
   interaction_microbench(batch, repeats);
+  interaction_backward_f16_bf16(batch, repeats);
   std::printf("\n");
   for (const auto& s : summaries) {
     std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
