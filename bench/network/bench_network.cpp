@@ -17,6 +17,11 @@
 //                            peak from its memory clock and bus width); also part of the full
 //                            run. Then the f16 and bf16 backward timed alternately, in both
 //                            allocation orders (is a gap between them the kernels'?).
+//   bench_network --multicross  (GPU) only DCN's cross network (MultiCross, 3 layers over
+//                            [batch, 429]): forward and backward timed apart in fp32, f16 and
+//                            bf16, against the bytes they must move (forward: read x0, write the
+//                            output; backward: read x0 and the output gradient, write the input
+//                            gradient) as GB/s and % of HBM peak.
 //   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
 //   Options: --batch N, --no-torch, --repeats N.
 //
@@ -429,6 +434,69 @@ void interaction_backward_f16_bf16(std::int64_t batch, int repeats) {
   }
 }
 
+std::unique_ptr<Net> build_multi_cross(Place place, DType dtype, std::int64_t batch,
+                                       std::int64_t width, int layers) {
+  auto net = std::make_unique<Net>(place, dtype, false);
+  net->input("x", {batch, width}, true);
+  net->add({{"name", "cross"},
+            {"type", "MultiCross"},
+            {"bottom", "x"},
+            {"top", "out"},
+            {"mc_param", {{"num_layers", layers}}}});
+  net->finalize(false);
+  net->fill_random("x", 1);
+  net->set_output_grad(2);
+  return net;
+}
+
+// DCN's cross network alone (26 x 16 embeddings + 13 dense = 429 columns, 3 layers), forward and
+// backward timed apart. The least each must move: forward reads x0 and writes the output,
+// backward reads x0 and the output gradient and writes x0's gradient (the per-row scalars s_l,
+// 4 bytes per row and layer, and the weights are left out).
+void multi_cross_microbench(std::int64_t batch, int repeats) {
+  constexpr std::int64_t kWidth = 429;
+  constexpr int kLayers = 3;
+  const double peak = hbm_peak_gbs();
+  std::printf("\nMultiCross alone, batch %lld, width %lld, %d layers; HBM peak %.0f GB/s:\n",
+              static_cast<long long>(batch), static_cast<long long>(kWidth), kLayers, peak);
+  const Mode modes[] = {
+      {"fp32", DType::F32, false}, {"f16", DType::F16, false}, {"bf16", DType::BF16, false}};
+  for (const auto& m : modes) {
+    auto net = build_multi_cross(Place::cuda(0), m.dtype, batch, kWidth, kLayers);
+    Layer& layer = *net->layers.at(0);
+    const int device = net->ctx->place().device();
+    const double fwd =
+        time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.forward(true, s); });
+    const double bwd = time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.backward(s); });
+    const double row_gb =
+        static_cast<double>(batch * kWidth) * (m.dtype == DType::F32 ? 4 : 2) / 1e9;
+    std::string path = "?";
+#if EMBER_WITH_CUDA
+    path = network::cuda::cross_fused(kWidth, kLayers) ? "fused" : "per-layer";
+#endif
+    for (const auto& [what, ms, gb] :
+         {std::tuple{"forward", fwd, 2 * row_gb}, std::tuple{"backward", bwd, 3 * row_gb}}) {
+      const double gbs = gb / (ms / 1e3);
+      std::printf("  %-5s %-8s %8.3f ms  %6.0f GB/s  %5.1f %% of HBM peak  (%s)\n", m.name, what,
+                  ms, gbs, peak > 0 ? 100.0 * gbs / peak : 0.0, path.c_str());
+      summaries.push_back({cat("MultiCross 429x3 ", what, " ", m.name, ", ms (GB/s)"),
+                           cat(fmt(ms), " (", fmt(gbs, 0), ")"), "-", "-"});
+    }
+  }
+}
+
+int run_multi_cross(std::int64_t batch, int repeats) {
+  std::printf("bench_network --multicross on CUDA device 0 (%s), median of %d after 5 warm-up\n",
+              device_name(0).c_str(), repeats);
+  multi_cross_microbench(batch, repeats);
+  std::printf("\n");
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
+                s.target.c_str(), s.met.c_str());
+  }
+  return 0;
+}
+
 int run_interaction(std::int64_t batch, int repeats) {
   std::printf("bench_network --interaction on CUDA device 0 (%s), median of %d after 5 warm-up\n",
               device_name(0).c_str(), repeats);
@@ -548,7 +616,7 @@ int run_quick(std::int64_t batch) {
 }  // namespace ember::bench
 
 int main(int argc, char** argv) {
-  bool quick = false, with_torch = true, interaction_only = false;
+  bool quick = false, with_torch = true, interaction_only = false, multi_cross_only = false;
   std::int64_t batch = 65536;
   int repeats = 20;
   for (int i = 1; i < argc; ++i) {
@@ -557,6 +625,8 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--interaction") {
       interaction_only = true;
+    } else if (a == "--multicross") {
+      multi_cross_only = true;
     } else if (a == "--no-torch") {
       with_torch = false;
     } else if (a == "--batch" && i + 1 < argc) {
@@ -565,7 +635,7 @@ int main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
     } else {
       std::printf(
-          "usage: bench_network [--quick | --interaction] [--no-torch] [--batch N] "
+          "usage: bench_network [--quick | --interaction | --multicross] [--no-torch] [--batch N] "
           "[--repeats N]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
@@ -577,6 +647,7 @@ int main(int argc, char** argv) {
       return ember::bench::run_quick(1024);
     }
     if (interaction_only) return ember::bench::run_interaction(batch, repeats);
+    if (multi_cross_only) return ember::bench::run_multi_cross(batch, repeats);
     return ember::bench::run_gpu(batch, repeats, with_torch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_network: %s\n", e.what());
