@@ -15,7 +15,13 @@
 //                            forward and backward timed apart in fp32, tf32, f16 and bf16, each
 //                            against the bytes it must move (GB/s and % of the device's HBM
 //                            peak from its memory clock and bus width); also part of the full
-//                            run.
+//                            run. Then the f16 and bf16 backward timed alternately, in both
+//                            allocation orders (is a gap between them the kernels'?).
+//   bench_network --multicross  (GPU) only DCN's cross network (MultiCross, 3 layers over
+//                            [batch, 429]): forward and backward timed apart in fp32, f16 and
+//                            bf16, against the bytes they must move (forward: read x0, write the
+//                            output; backward: read x0 and the output gradient, write the input
+//                            gradient) as GB/s and % of HBM peak.
 //   bench_network --quick    a short CPU run of the same MLPs and interaction at batch 1024.
 //   Options: --batch N, --no-torch, --repeats N.
 //
@@ -399,10 +405,103 @@ void interaction_microbench(std::int64_t batch, int repeats) {
   }
 }
 
+// The f16 and bf16 backward side by side: both networks alive, timed alternately for 3 rounds,
+// once with the f16 network allocated first and once with the bf16 one first. The two kernels
+// differ only in their fragment loads and conversions (docs/performance.md, "The interaction
+// alone"), so a gap that follows the dtype in every round is theirs (or the data's); one that
+// follows the allocation order or the round is the buffers' placement or the device's.
+void interaction_backward_f16_bf16(std::int64_t batch, int repeats) {
+  std::printf("\nInteraction backward, f16 against bf16, timed alternately (ms per round):\n");
+  for (const bool f16_first : {true, false}) {
+    std::unique_ptr<Net> f16, bf16;
+    if (f16_first) f16 = build_interaction(Place::cuda(0), DType::F16, false, batch);
+    bf16 = build_interaction(Place::cuda(0), DType::BF16, false, batch);
+    if (!f16_first) f16 = build_interaction(Place::cuda(0), DType::F16, false, batch);
+    std::string rows[2];
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        Net& net = k == 0 ? *f16 : *bf16;
+        Layer& layer = *net.layers.at(0);
+        const double ms = time_gpu_ms(net.ctx->place().device(), 5, repeats,
+                                      [&](StreamHandle s) { layer.backward(s); });
+        rows[k] += cat(round == 0 ? "" : " / ", fmt(ms));
+      }
+    }
+    const char* order = f16_first ? "f16 allocated first" : "bf16 allocated first";
+    std::printf("  %-21s f16 %s   bf16 %s\n", order, rows[0].c_str(), rows[1].c_str());
+    summaries.push_back({cat("Interaction 26x128 backward f16 / bf16 alternately, ", order, ", ms"),
+                         cat(rows[0], " | ", rows[1]), "-", "-"});
+  }
+}
+
+std::unique_ptr<Net> build_multi_cross(Place place, DType dtype, std::int64_t batch,
+                                       std::int64_t width, int layers) {
+  auto net = std::make_unique<Net>(place, dtype, false);
+  net->input("x", {batch, width}, true);
+  net->add({{"name", "cross"},
+            {"type", "MultiCross"},
+            {"bottom", "x"},
+            {"top", "out"},
+            {"mc_param", {{"num_layers", layers}}}});
+  net->finalize(false);
+  net->fill_random("x", 1);
+  net->set_output_grad(2);
+  return net;
+}
+
+// DCN's cross network alone (26 x 16 embeddings + 13 dense = 429 columns, 3 layers), forward and
+// backward timed apart. The least each must move: forward reads x0 and writes the output,
+// backward reads x0 and the output gradient and writes x0's gradient (the per-row scalars s_l,
+// 4 bytes per row and layer, and the weights are left out).
+void multi_cross_microbench(std::int64_t batch, int repeats) {
+  constexpr std::int64_t kWidth = 429;
+  constexpr int kLayers = 3;
+  const double peak = hbm_peak_gbs();
+  std::printf("\nMultiCross alone, batch %lld, width %lld, %d layers; HBM peak %.0f GB/s:\n",
+              static_cast<long long>(batch), static_cast<long long>(kWidth), kLayers, peak);
+  const Mode modes[] = {
+      {"fp32", DType::F32, false}, {"f16", DType::F16, false}, {"bf16", DType::BF16, false}};
+  for (const auto& m : modes) {
+    auto net = build_multi_cross(Place::cuda(0), m.dtype, batch, kWidth, kLayers);
+    Layer& layer = *net->layers.at(0);
+    const int device = net->ctx->place().device();
+    const double fwd =
+        time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.forward(true, s); });
+    const double bwd = time_gpu_ms(device, 5, repeats, [&](StreamHandle s) { layer.backward(s); });
+    const double row_gb =
+        static_cast<double>(batch * kWidth) * (m.dtype == DType::F32 ? 4 : 2) / 1e9;
+    std::string path = "?";
+#if EMBER_WITH_CUDA
+    path = network::cuda::cross_fused(kWidth, kLayers) ? "fused" : "per-layer";
+#endif
+    for (const auto& [what, ms, gb] :
+         {std::tuple{"forward", fwd, 2 * row_gb}, std::tuple{"backward", bwd, 3 * row_gb}}) {
+      const double gbs = gb / (ms / 1e3);
+      std::printf("  %-5s %-8s %8.3f ms  %6.0f GB/s  %5.1f %% of HBM peak  (%s)\n", m.name, what,
+                  ms, gbs, peak > 0 ? 100.0 * gbs / peak : 0.0, path.c_str());
+      summaries.push_back({cat("MultiCross 429x3 ", what, " ", m.name, ", ms (GB/s)"),
+                           cat(fmt(ms), " (", fmt(gbs, 0), ")"), "-", "-"});
+    }
+  }
+}
+
+int run_multi_cross(std::int64_t batch, int repeats) {
+  std::printf("bench_network --multicross on CUDA device 0 (%s), median of %d after 5 warm-up\n",
+              device_name(0).c_str(), repeats);
+  multi_cross_microbench(batch, repeats);
+  std::printf("\n");
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
+                s.target.c_str(), s.met.c_str());
+  }
+  return 0;
+}
+
 int run_interaction(std::int64_t batch, int repeats) {
   std::printf("bench_network --interaction on CUDA device 0 (%s), median of %d after 5 warm-up\n",
               device_name(0).c_str(), repeats);
   interaction_microbench(batch, repeats);
+  interaction_backward_f16_bf16(batch, repeats);
   std::printf("\n");
   for (const auto& s : summaries) {
     std::printf("SUMMARY | network | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
@@ -517,7 +616,7 @@ int run_quick(std::int64_t batch) {
 }  // namespace ember::bench
 
 int main(int argc, char** argv) {
-  bool quick = false, with_torch = true, interaction_only = false;
+  bool quick = false, with_torch = true, interaction_only = false, multi_cross_only = false;
   std::int64_t batch = 65536;
   int repeats = 20;
   for (int i = 1; i < argc; ++i) {
@@ -526,6 +625,8 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--interaction") {
       interaction_only = true;
+    } else if (a == "--multicross") {
+      multi_cross_only = true;
     } else if (a == "--no-torch") {
       with_torch = false;
     } else if (a == "--batch" && i + 1 < argc) {
@@ -534,7 +635,7 @@ int main(int argc, char** argv) {
       repeats = std::atoi(argv[++i]);
     } else {
       std::printf(
-          "usage: bench_network [--quick | --interaction] [--no-torch] [--batch N] "
+          "usage: bench_network [--quick | --interaction | --multicross] [--no-torch] [--batch N] "
           "[--repeats N]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
@@ -546,6 +647,7 @@ int main(int argc, char** argv) {
       return ember::bench::run_quick(1024);
     }
     if (interaction_only) return ember::bench::run_interaction(batch, repeats);
+    if (multi_cross_only) return ember::bench::run_multi_cross(batch, repeats);
     return ember::bench::run_gpu(batch, repeats, with_torch);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_network: %s\n", e.what());

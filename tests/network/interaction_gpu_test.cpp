@@ -1,11 +1,11 @@
-// The dot interaction on CUDA against the CPU layer, for each of its kernels (16-bit tensor
-// cores, TF32 tensor cores, exact f32 CUDA cores, generic; launchers.hpp: interaction_kernel) in
-// f32, tf32 (f32 activations, the network's allow_tf32 on), f16 and bf16: F1 = 1, 2, 7, 27, 32
-// (fast kernels) and 33 (generic) rows, widths 4 (CUDA cores in tf32), 8 and 136 (multiples of
-// 8, not of 16: CUDA cores in 16 bits, TF32 tensor cores with a padded last column tile), 16, 128
-// and 256, batches 1, 7 and 1023, and batches larger than the resident warps (the grid-stride
-// loop): 8191 at DLRM's shape, at width 136 and at width 8, 65537 at width 16. Fresh random
-// inputs each run.
+// The dot interaction on CUDA against the CPU layer, for each of its kernels (16-bit tensor cores,
+// TF32 tensor cores, exact f32 CUDA cores, generic; launchers.hpp: interaction_kernel) in f32, tf32
+// (f32 activations, the network's allow_tf32 on), f16 and bf16: F1 = 1, 2, 7, 16, 17, 27, 32 (fast
+// kernels; 16 and 17 on either side of the tensor cores' one and two row tiles) and 33 (generic)
+// rows, widths 4 (CUDA cores in tf32), 8 and 136 (multiples of 8, not of 16: CUDA cores in 16 bits,
+// TF32 tensor cores with a padded last column tile), 16, 128 and 256, batches 1, 7 and 1023, and
+// batches larger than the resident warps (the grid-stride loop): 8191 at DLRM's shape, at width 136
+// and at width 8, 65537 at width 16. Fresh random inputs each run.
 //
 // Tolerance, per element. Both sides read the same 16-bit (or f32) inputs, whose products are
 // exact in f32, and accumulate in f32 in different orders; each side then rounds its f32 sum to
@@ -280,7 +280,7 @@ TEST(InteractionOnCuda, EveryKernelMatchesTheCpuAcrossShapes) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
   for (const Mode& mode : kModes) {
-    for (std::int64_t f1 : {1, 2, 7, 27, 32, 33}) {
+    for (std::int64_t f1 : {1, 2, 7, 16, 17, 27, 32, 33}) {
       for (std::int64_t width : {4, 8, 16, 128, 136, 256}) {
         for (std::int64_t batch : {1, 7, 1023}) {
           compare_with_cpu({batch, f1, width}, mode, rng);

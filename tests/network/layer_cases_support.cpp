@@ -117,6 +117,11 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                {in("x", {b, 8})},
                {R"({"name": "s", "type": "Slice", "bottom": "x", "top": ["y0", "y1"],
                     "ranges": [[0, 3], [2, 8]]})"}});
+  // DCN's: two tops over the whole width (the backward copies the first instead of zeroing).
+  c.push_back({"SliceWhole",
+               {in("x", {b, 8})},
+               {R"({"name": "s", "type": "Slice", "bottom": "x", "top": ["y0", "y1", "y2"],
+                    "ranges": [[1, 5], [0, 8], [0, 8]]})"}});
   c.push_back({"Interaction",
                {in("mlp", {b, 4}), in("emb", {b, 5, 4})},
                {R"({"name": "i", "type": "Interaction", "bottom": ["mlp", "emb"], "top": "y"})"}});

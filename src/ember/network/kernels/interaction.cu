@@ -41,8 +41,6 @@
 // per output element.
 #include <cuda_runtime.h>
 
-#include <type_traits>
-
 #include "ember/network/kernels/device_utils.cuh"
 #include "ember/network/kernels/interaction_common.cuh"
 #include "ember/network/kernels/launchers.hpp"
@@ -53,19 +51,6 @@ namespace ember::network::cuda {
 using namespace detail;
 
 namespace {
-
-__device__ __forceinline__ float4 load4(const Half* p) {
-  const uint2 u = *reinterpret_cast<const uint2*>(p);
-  return make_float4(static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.x & 0xffffu))),
-                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.x >> 16))),
-                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.y & 0xffffu))),
-                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.y >> 16))));
-}
-__device__ __forceinline__ float4 load4(const BFloat16* p) {
-  const uint2 u = *reinterpret_cast<const uint2*>(p);
-  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                     __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-}
 
 __device__ __forceinline__ void store4(float* p, float4 v) {
   *reinterpret_cast<float4*>(p) = v;
@@ -87,13 +72,6 @@ __device__ __forceinline__ void axpy4(float4& acc, float4 g, const float4* x) {
   acc.w = fmaf(g.w, x[3].w, fmaf(g.z, x[2].w, fmaf(g.y, x[1].w, fmaf(g.x, x[0].w, acc.w))));
 }
 
-// Row r of sample b: the MLP vector for r = 0, embedding r - 1 otherwise.
-template <class T>
-__device__ __forceinline__ const T* sample_row(const T* mlp, const T* emb, std::int64_t b, int r,
-                                               int f1, int w) {
-  return r == 0 ? mlp + b * w : emb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
-}
-
 // ---- CUDA-core kernels ----------------------------------------------------------------------
 
 struct CoreLayout {
@@ -103,31 +81,6 @@ struct CoreLayout {
   int table_bytes;  // the block's pair table (backward)
   int warps;        // warps per block
 };
-
-// Starts staging sample b's rows as f32: f32 rows by asynchronous 16-byte copies (the caller
-// waits: wait_async_copies), 16-bit rows converted through registers, 4 loads in flight per lane.
-template <class T>
-__device__ __forceinline__ void stage_rows_f32(float* X, int stride, const T* mlp, const T* emb,
-                                               std::int64_t b, int f1, int w, int lane) {
-  if constexpr (std::is_same_v<T, float>) {
-    stage_rows_async(X, stride, mlp, emb, b, f1, w, lane);
-  } else {
-    const int w4 = w / 4, n = f1 * w4;
-    for (int base = lane; base < n; base += 128) {
-      float4 v[4] = {};
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
-        if (idx < n) v[u] = load4(sample_row(mlp, emb, b, r, f1, w) + c);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
-        if (idx < n) store4(X + r * stride + c, v[u]);
-      }
-    }
-  }
-}
 
 template <class T>
 __global__ void __launch_bounds__(kInteractionWarps * 32)
@@ -145,9 +98,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += warps_total) {
-    stage_rows_f32(X, lay.stride, mlp, emb, b, f1, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_sample_rows(X, lay.stride, mlp, emb, b, f1, w, lane);
     T* o = out + b * ow;
     for (int c = lane; c < w; c += 32)
       o[c] = from_f<T>(X[c]);
@@ -200,43 +151,21 @@ template <class T>
 __global__ void __launch_bounds__(kInteractionWarps * 32)
     interaction_backward_fast(std::int64_t batch, int f1, int w, const T* mlp, const T* emb,
                               const T* dout, T* dmlp, T* demb, CoreLayout lay) {
-  constexpr int kMaxPairsPerLane = (kInteractionMaxRows * (kInteractionMaxRows - 1) / 2 + 31) / 32;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int npairs = f1 * (f1 - 1) / 2;
-  auto* table = reinterpret_cast<std::uint16_t*>(smem);
-  build_pair_table(table, npairs);
-  float* X = reinterpret_cast<float*>(smem + lay.table_bytes + warp * lay.warp_bytes);
+  const auto [warp, lane, npairs, table, mine] =
+      warp_place(smem, f1, lay.table_bytes, lay.warp_bytes);
+  float* X = reinterpret_cast<float*>(mine);
   const int gs = lay.rows_pad;  // G's row stride; G has rows_pad rows (rows >= f1 stay zero)
   float* G = X + lay.rows_pad * lay.stride;
   float* direct = G + lay.rows_pad * gs;  // the output gradient's first w values
   zero_rows(X, lay.stride, f1, lay.rows_pad, w, lane);
   zero_rows(G, gs, 0, lay.rows_pad, lay.rows_pad, lane);  // the diagonal and padding stay zero
   __syncthreads();
-  const int ow = w + npairs + 1;
   const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += warps_total) {
-    stage_rows_f32(X, lay.stride, mlp, emb, b, f1, w, lane);
-    const T* g = dout + b * ow;
-    float v[kMaxPairsPerLane];
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      v[u] = p < npairs ? to_f(g[w + p]) : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      if (p < npairs) {
-        const int e = table[p], i = e & 0xff, j = e >> 8;
-        G[i * gs + j] = v[u];
-        G[j * gs + i] = v[u];
-      }
-    }
-    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_backward_sample(X, lay.stride, G, gs, direct, mlp, emb, dout, dmlp != nullptr, table, b,
+                          f1, w, lane);
     for (int c = lane * 4; c < w; c += 128) {
       for (int r0 = 0; r0 < f1; r0 += 8) {
         float4 acc[8];

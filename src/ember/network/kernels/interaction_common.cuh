@@ -1,18 +1,24 @@
 // What the dot interaction's kernels share (interaction.cu: CUDA cores and the generic kernels;
 // interaction_tensor_core.cu: 16-bit tensor cores; interaction_tf32.cu: f32 on TF32 tensor
-// cores): the pair order, the asynchronous 16-byte
-// global-to-shared copies that stage a sample's rows, and the launch of the one-warp-per-sample
-// kernels (a persistent grid, more than 48 KB of shared memory where a block needs it).
+// cores): the pair order, the staging of a sample's rows into shared memory (asynchronous 16-byte
+// global-to-shared copies, or 16-bit rows widened to f32 through registers), the backward's
+// construction of G from the output gradient's pair entries, where a row's input gradient goes,
+// the tensor-core forwards' loop over X X^T's lower-triangle tiles, and the launch of the
+// one-warp-per-sample kernels (a persistent grid, more than 48 KB of shared memory where a block
+// needs it).
 #pragma once
 
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "ember/core/device.hpp"
 #include "ember/core/dtype.hpp"
 #include "ember/core/error.hpp"
+#include "ember/core/half.hpp"
 #include "ember/tensor/cuda_launch.hpp"
 
 namespace ember::network::cuda::detail {
@@ -44,6 +50,25 @@ __device__ __forceinline__ void build_pair_table(std::uint16_t* table, int npair
     const int i = pair_row(p), j = p - i * (i - 1) / 2;
     table[p] = static_cast<std::uint16_t>(i | (j << 8));
   }
+}
+
+// Where a warp of a one-warp-per-sample kernel works: its lane, the block's pair table (built
+// here, at the start of the dynamic shared memory, table_bytes long) and the warp's own
+// warp_bytes of shared memory after it. The caller syncs the block before reading the table.
+struct WarpPlace {
+  int warp;
+  int lane;
+  int npairs;
+  std::uint16_t* table;
+  unsigned char* mine;
+};
+__device__ __forceinline__ WarpPlace warp_place(unsigned char* smem, int f1, int table_bytes,
+                                                int warp_bytes) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int npairs = f1 * (f1 - 1) / 2;
+  auto* table = reinterpret_cast<std::uint16_t*>(smem);
+  build_pair_table(table, npairs);
+  return {warp, lane, npairs, table, smem + table_bytes + warp * warp_bytes};
 }
 
 // 16 bytes global -> shared without passing through registers (sm_80+), so a lane has all of
@@ -78,6 +103,64 @@ __device__ __forceinline__ void stage_rows_async(T* X, int ld, const T* mlp, con
   }
 }
 
+// Row r of sample b: the MLP vector for r = 0, embedding r - 1 otherwise.
+template <class T>
+__device__ __forceinline__ const T* sample_row(const T* mlp, const T* emb, std::int64_t b, int r,
+                                               int f1, int w) {
+  return r == 0 ? mlp + b * w : emb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
+}
+
+// Four 16-bit values (8-byte aligned) as f32.
+__device__ __forceinline__ float4 load4(const Half* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  return make_float4(static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.x & 0xffffu))),
+                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.x >> 16))),
+                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.y & 0xffffu))),
+                     static_cast<float>(Half::from_bits(static_cast<std::uint16_t>(u.y >> 16))));
+}
+__device__ __forceinline__ float4 load4(const BFloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                     __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+
+// Starts staging sample b's rows into X (row stride `ld` values), each kernel's way: rows X holds
+// in their own type by stage_rows_async (the caller waits: wait_async_copies); 16-bit rows into
+// an f32 X (the CUDA-core kernels) converted through registers, 4 loads in flight per lane (w a
+// multiple of 4).
+template <class T, class S>
+__device__ __forceinline__ void stage_rows(S* X, int ld, const T* mlp, const T* emb, std::int64_t b,
+                                           int f1, int w, int lane) {
+  if constexpr (std::is_same_v<T, S>) {
+    stage_rows_async(X, ld, mlp, emb, b, f1, w, lane);
+  } else {
+    static_assert(std::is_same_v<S, float>, "16-bit rows are widened to f32");
+    const int w4 = w / 4, n = f1 * w4;
+    for (int base = lane; base < n; base += 128) {
+      float4 v[4] = {};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
+        if (idx < n) v[u] = load4(sample_row(mlp, emb, b, r, f1, w) + c);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int idx = base + 32 * u, r = idx / w4, c = (idx - r * w4) * 4;
+        if (idx < n) *reinterpret_cast<float4*>(X + r * ld + c) = v[u];
+      }
+    }
+  }
+}
+
+// Sample b's rows in X (stage_rows), landed and visible to the whole warp.
+template <class T, class S>
+__device__ __forceinline__ void stage_sample_rows(S* X, int ld, const T* mlp, const T* emb,
+                                                  std::int64_t b, int f1, int w, int lane) {
+  stage_rows(X, ld, mlp, emb, b, f1, w, lane);
+  wait_async_copies();
+  __syncwarp();
+}
+
 // Zeroes rows [from, to) of X (w values each, w * sizeof(T) a multiple of 16): the padding rows
 // the staging never writes, zeroed once per block.
 template <class T>
@@ -109,6 +192,90 @@ __device__ __forceinline__ void stage_direct_gradient(D* dst, const T* g, int w,
     }
   }
 }
+
+// The backward's G (row stride gld) from the output gradient's pair entries gp[0, npairs): the
+// gradient of pair (i, j) goes to G[i][j] and G[j][i], converted to G's type (exact where G holds
+// the gradient's own type or f32); the diagonal and padding are never written (the kernels zero
+// them once). Every load of a lane is issued before its first store, so they are in flight
+// together (F1 <= kInteractionMaxRows: at most 16 a lane).
+template <class T, class D>
+__device__ __forceinline__ void scatter_pair_gradients(D* G, int gld, const T* gp,
+                                                       const std::uint16_t* table, int npairs,
+                                                       int lane) {
+  constexpr int kMaxPairsPerLane = (kInteractionMaxRows * (kInteractionMaxRows - 1) / 2 + 31) / 32;
+  const T* own = gp + lane;  // lane + 32 u: one address, constant offsets
+  D v[kMaxPairsPerLane] = {};
+#pragma unroll
+  for (int u = 0; u < kMaxPairsPerLane; ++u) {
+    if (lane + 32 * u < npairs) v[u] = static_cast<D>(own[32 * u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kMaxPairsPerLane; ++u) {
+    const int p = lane + 32 * u;
+    if (p < npairs) {
+      const int e = table[p], i = e & 0xff, j = e >> 8;
+      G[i * gld + j] = v[u];
+      G[j * gld + i] = v[u];
+    }
+  }
+}
+
+// One warp's inputs of sample b's backward, in shared memory once it returns: the rows in X
+// (stage_rows), G from the output gradient's pairs (scatter_pair_gradients; loaded while the rows'
+// copies are in flight) and, where the MLP vector's gradient is wanted, the output gradient's
+// first w values in `direct` as f32 (stage_direct_gradient).
+template <class T, class S, class D>
+__device__ __forceinline__ void stage_backward_sample(S* X, int ld, D* G, int gld, float* direct,
+                                                      const T* mlp, const T* emb, const T* dout,
+                                                      bool want_direct, const std::uint16_t* table,
+                                                      std::int64_t b, int f1, int w, int lane) {
+  const int npairs = f1 * (f1 - 1) / 2;
+  stage_rows(X, ld, mlp, emb, b, f1, w, lane);
+  const T* g = dout + b * (w + npairs + 1);
+  scatter_pair_gradients(G, gld, g + w, table, npairs, lane);
+  if (want_direct) stage_direct_gradient(direct, g, w, lane);
+  wait_async_copies();
+  __syncwarp();
+}
+
+// Where row r of sample b's input gradient goes: dmlp's row for r = 0, demb's row r - 1 for
+// 0 < r < f1; null where that gradient is not wanted (a null dmlp or demb) or r is padding.
+template <class T>
+__device__ __forceinline__ T* gradient_row(T* dmlp, T* demb, std::int64_t b, int r, int f1, int w) {
+  if (r == 0) return dmlp == nullptr ? nullptr : dmlp + b * w;
+  if (r < f1 && demb != nullptr) {
+    return demb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
+  }
+  return nullptr;
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// The tensor-core forwards' X X^T over the lower-triangle 16 x 16 tiles (I, J), J <= I, of a
+// TILES x TILES grid, tile (I, J) accumulating in acc[I (I + 1) / 2 + J]: one k step adds
+// a[I] bt[J] (a: X's row tiles at this k; bt: the same tiles read as X^T).
+template <int TILES, class Acc, class A, class B>
+__device__ __forceinline__ void mma_lower_triangle(Acc* acc, const A* a, const B* bt) {
+#pragma unroll
+  for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+    for (int j = 0; j <= i; ++j)
+      nvcuda::wmma::mma_sync(acc[i * (i + 1) / 2 + j], a[i], bt[j], acc[i * (i + 1) / 2 + j]);
+  }
+}
+// Stores those tiles' f32 accumulators into S (row stride sld): tile (I, J) at row 16 I, column
+// 16 J.
+template <int TILES, class Acc>
+__device__ __forceinline__ void store_lower_triangle(float* S, int sld, const Acc* acc) {
+#pragma unroll
+  for (int i = 0; i < TILES; ++i) {
+#pragma unroll
+    for (int j = 0; j <= i; ++j) {
+      nvcuda::wmma::store_matrix_sync(S + 16 * i * sld + 16 * j, acc[i * (i + 1) / 2 + j], sld,
+                                      nvcuda::wmma::mem_row_major);
+    }
+  }
+}
+#endif
 
 inline bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;

@@ -67,11 +67,8 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   using W = typename TensorCoreType<T>::type;
   constexpr int kRows = 16 * TILES, kSld = kRows + 4, kTiles = TILES * (TILES + 1) / 2;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int npairs = f1 * (f1 - 1) / 2;
-  auto* table = reinterpret_cast<std::uint16_t*>(smem);
-  build_pair_table(table, npairs);
-  unsigned char* mine = smem + lay.table_bytes + warp * lay.warp_bytes;
+  const auto [warp, lane, npairs, table, mine] =
+      warp_place(smem, f1, lay.table_bytes, lay.warp_bytes);
   T* X = reinterpret_cast<T*>(mine);
   float* S = reinterpret_cast<float*>(mine + kRows * lay.ld * sizeof(T));
   zero_rows(X, lay.ld, f1, kRows, w, lane);
@@ -81,9 +78,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_sample_rows(X, lay.ld, mlp, emb, b, f1, w, lane);
     // Tile (I, J), J <= I, accumulates in acc[I (I + 1) / 2 + J], in f32.
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kTiles];
 #pragma unroll
@@ -97,21 +92,9 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
         wmma::load_matrix_sync(a[t], Xw + 16 * t * lay.ld + k, lay.ld);
         wmma::load_matrix_sync(bt[t], Xw + 16 * t * lay.ld + k, lay.ld);
       }
-#pragma unroll
-      for (int i = 0; i < TILES; ++i) {
-#pragma unroll
-        for (int j = 0; j <= i; ++j)
-          wmma::mma_sync(acc[i * (i + 1) / 2 + j], a[i], bt[j], acc[i * (i + 1) / 2 + j]);
-      }
+      mma_lower_triangle<TILES>(acc, a, bt);
     }
-#pragma unroll
-    for (int i = 0; i < TILES; ++i) {
-#pragma unroll
-      for (int j = 0; j <= i; ++j) {
-        wmma::store_matrix_sync(S + 16 * i * kSld + 16 * j, acc[i * (i + 1) / 2 + j], kSld,
-                                wmma::mem_row_major);
-      }
-    }
+    store_lower_triangle<TILES>(S, kSld, acc);
     __syncwarp();
     T* o = out + b * ow;
     for (int q = lane; q < ow; q += 32) {
@@ -140,13 +123,9 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   using W = typename TensorCoreType<T>::type;
   constexpr int kRows = 16 * TILES, kGld = kRows + 8;
-  constexpr int kMaxPairsPerLane = (kInteractionMaxRows * (kInteractionMaxRows - 1) / 2 + 31) / 32;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int npairs = f1 * (f1 - 1) / 2;
-  auto* table = reinterpret_cast<std::uint16_t*>(smem);
-  build_pair_table(table, npairs);
-  unsigned char* mine = smem + lay.table_bytes + warp * lay.warp_bytes;
+  const auto [warp, lane, npairs, table, mine] =
+      warp_place(smem, f1, lay.table_bytes, lay.warp_bytes);
   T* X = reinterpret_cast<T*>(mine);
   T* G = X + kRows * lay.ld;
   float* O = reinterpret_cast<float*>(G + kRows * kGld);
@@ -156,45 +135,24 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   __syncthreads();
   const W* Xw = reinterpret_cast<const W*>(X);
   const W* Gw = reinterpret_cast<const W*>(G);
-  const int ow = w + npairs + 1;
   const int col_tiles = w / 16;
   const int r_in_tile = lane & 15, c_in_tile = (lane >> 4) * 8;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
-    // The pairs' gradients go into G while X's copies are in flight: all loads first.
-    const T* g = dout + b * ow;
-    T v[kMaxPairsPerLane] = {};
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      if (p < npairs) v[u] = g[w + p];
-    }
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      if (p < npairs) {
-        const int e = table[p], i = e & 0xff, j = e >> 8;
-        G[i * kGld + j] = v[u];
-        G[j * kGld + i] = v[u];
-      }
-    }
-    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_backward_sample(X, lay.ld, G, kGld, direct, mlp, emb, dout, dmlp != nullptr, table, b, f1,
+                          w, lane);
     for (int I = 0; I < TILES && 16 * I < f1; ++I) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> a[TILES];
 #pragma unroll
       for (int k = 0; k < TILES; ++k)
         wmma::load_matrix_sync(a[k], Gw + 16 * I * kGld + 16 * k, kGld);
       const int r = 16 * I + r_in_tile;
-      T* row = nullptr;  // where this lane's row of dX goes
-      if (r == 0) {
-        row = dmlp == nullptr ? nullptr : dmlp + b * w;
-      } else if (r < f1 && demb != nullptr) {
-        row = demb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
-      }
+      T* row = gradient_row(dmlp, demb, b, r, f1, w);  // where this lane's row of dX goes
+      // Not unrolled, for either dtype: the compiler unrolled f16's loop by 2 and bf16's not,
+      // the only difference of structure between the two (an unrolled tile has nothing to
+      // overlap: the tiles are separated by __syncwarp()).
+#pragma unroll 1
       for (int J = 0; J < col_tiles; ++J) {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
         wmma::fill_fragment(acc, 0.0f);

@@ -80,11 +80,8 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kRows = 16 * TILES, kSld = kRows + 4, kTiles = TILES * (TILES + 1) / 2;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int npairs = f1 * (f1 - 1) / 2;
-  auto* table = reinterpret_cast<std::uint16_t*>(smem);
-  build_pair_table(table, npairs);
-  unsigned char* mine = smem + lay.table_bytes + warp * lay.warp_bytes;
+  const auto [warp, lane, npairs, table, mine] =
+      warp_place(smem, f1, lay.table_bytes, lay.warp_bytes);
   float* X = reinterpret_cast<float*>(mine);
   float* S = X;  // once the products are in the accumulators
   zero_region(mine, lay.warp_bytes, lane);
@@ -95,9 +92,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_sample_rows(X, lay.ld, mlp, emb, b, f1, w, lane);
     float* o = out + b * ow;
     for (int c = lane; c < w; c += 32)
       o[c] = X[c];  // row 0, the MLP vector, exactly
@@ -114,22 +109,10 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
         load_tf32(a[t], X + 16 * t * lay.ld + k, lay.ld);
         load_tf32(bt[t], X + 16 * t * lay.ld + k, lay.ld);
       }
-#pragma unroll
-      for (int i = 0; i < TILES; ++i) {
-#pragma unroll
-        for (int j = 0; j <= i; ++j)
-          wmma::mma_sync(acc[i * (i + 1) / 2 + j], a[i], bt[j], acc[i * (i + 1) / 2 + j]);
-      }
+      mma_lower_triangle<TILES>(acc, a, bt);
     }
     __syncwarp();  // every lane has read X before S overwrites it
-#pragma unroll
-    for (int i = 0; i < TILES; ++i) {
-#pragma unroll
-      for (int j = 0; j <= i; ++j) {
-        wmma::store_matrix_sync(S + 16 * i * kSld + 16 * j, acc[i * (i + 1) / 2 + j], kSld,
-                                wmma::mem_row_major);
-      }
-    }
+    store_lower_triangle<TILES>(S, kSld, acc);
     __syncwarp();
     for (int p = lane; p < npairs; p += 32) {
       const int e = table[p];
@@ -154,58 +137,29 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
                          const float* dout, float* dmlp, float* demb, Tf32Layout lay) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kRows = 16 * TILES, kGld = kRows + 4, kSteps = kRows / 8;
-  constexpr int kMaxPairsPerLane = (kInteractionMaxRows * (kInteractionMaxRows - 1) / 2 + 31) / 32;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int npairs = f1 * (f1 - 1) / 2;
-  auto* table = reinterpret_cast<std::uint16_t*>(smem);
-  build_pair_table(table, npairs);
-  unsigned char* mine = smem + lay.table_bytes + warp * lay.warp_bytes;
+  const auto [warp, lane, npairs, table, mine] =
+      warp_place(smem, f1, lay.table_bytes, lay.warp_bytes);
   float* X = reinterpret_cast<float*>(mine);
   float* G = X + kRows * lay.ld;
   float* O = G + kRows * kGld;
   float* direct = O + 16 * kTileLd;         // the output gradient's first w values
   zero_region(mine, lay.warp_bytes, lane);  // X's padding, G's diagonal and padding stay zero
   __syncthreads();
-  const int ow = w + npairs + 1;
   const int col_tiles = (w + 15) / 16;
   const int r_in_tile = lane & 15, c_in_tile = (lane >> 4) * 8;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
        b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
-    // The pairs' gradients go into G while X's copies are in flight: all loads first.
-    const float* g = dout + b * ow;
-    float v[kMaxPairsPerLane] = {};
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      if (p < npairs) v[u] = g[w + p];
-    }
-#pragma unroll
-    for (int u = 0; u < kMaxPairsPerLane; ++u) {
-      const int p = lane + 32 * u;
-      if (p < npairs) {
-        const int e = table[p], i = e & 0xff, j = e >> 8;
-        G[i * kGld + j] = v[u];
-        G[j * kGld + i] = v[u];
-      }
-    }
-    if (dmlp != nullptr) stage_direct_gradient(direct, g, w, lane);
-    wait_async_copies();
-    __syncwarp();
+    stage_backward_sample(X, lay.ld, G, kGld, direct, mlp, emb, dout, dmlp != nullptr, table, b, f1,
+                          w, lane);
     for (int I = 0; I < TILES && 16 * I < f1; ++I) {
       FragA a[kSteps];  // G's 16 x 8 pieces along k
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
         load_tf32(a[k], G + 16 * I * kGld + 8 * k, kGld);
       const int r = 16 * I + r_in_tile;
-      float* row = nullptr;  // where this lane's row of dX goes
-      if (r == 0) {
-        row = dmlp == nullptr ? nullptr : dmlp + b * w;
-      } else if (r < f1 && demb != nullptr) {
-        row = demb + (b * (f1 - 1) + r - 1) * static_cast<std::int64_t>(w);
-      }
+      float* row = gradient_row(dmlp, demb, b, r, f1, w);  // where this lane's row of dX goes
       for (int J = 0; J < col_tiles; ++J) {
         FragAcc acc;
         wmma::fill_fragment(acc, 0.0f);

@@ -130,6 +130,7 @@ void fm_order2_backward(DType dtype, std::int64_t batch, std::int64_t slots, std
 // Activations (`dtype`: f32, f16 or bf16) are read and written in their own type; weights,
 // statistics and every value in between are f32.
 //
+// The per-layer MultiCross path, for rows the fused kernels do not take (cross_fused false).
 // One DCN cross layer: s[b] = x[b] . w; y[b] = x0[b] * s[b] + bias + x[b]. x0 has `dtype`; x and
 // y have `x_dtype` / `y_dtype`, each `dtype` or f32 (a 16-bit layer keeps its hidden states
 // between cross layers in f32).
@@ -151,6 +152,73 @@ void cross_backward(DType dtype, DType g_dtype, DType x_dtype, DType dx_dtype, s
 inline std::int64_t cross_workspace(std::int64_t batch, std::int64_t width) {
   return 2 * column_sum_workspace(batch, width);
 }
+
+// The fused MultiCross (multi_cross.cu): all `layers` cross layers of a row in one kernel each way,
+// one warp per row holding the row in registers (cross_values_per_lane(width) f32 values per
+// lane). Forward: y = x_L and s[l * batch + b] = x_l[b] . w_l (f32, [layers, batch]); nothing
+// else is stored. Backward: recomputes x_l from x0 and s, writes dx (`dtype`; null when the
+// bottom needs no gradient) and overwrites dw[l], dbias[l] (f32), deterministically (per-block
+// partial sums in shared memory, summed in a fixed order; no atomics).
+inline constexpr int kMaxCrossLayers = 64;
+// Rows up to 1024 columns (32 values per lane) run fused while a block's shared memory
+// (cross_weight_bytes + one warp's sums, cross_warp_bytes) stays within kCrossMaxBlockBytes
+// (up to 25 layers at DCN's width, 12 at 1024 columns); other shapes take the per-layer kernels
+// (cross_forward / cross_backward below).
+inline constexpr std::int64_t kCrossFusedMaxWidth = 1024;
+inline constexpr std::int64_t kCrossMaxBlockBytes = 160 * 1024;
+// The backward's per-block partial sums are sized for at most this many blocks (the launch uses
+// fewer: as many as are resident at once).
+inline constexpr std::int64_t kCrossMaxBlocks = 1024;
+inline constexpr int kCrossMaxWarpsPerBlock = 8;
+inline int cross_values_per_lane(std::int64_t width) {
+  int v = 1;
+  while (v < 32 && static_cast<std::int64_t>(v) * 32 < width)
+    v *= 2;
+  return v;
+}
+// Every layer's weights and biases, staged in shared memory by each block (both directions).
+inline std::int64_t cross_weight_bytes(std::int64_t width, int layers) {
+  return 2 * static_cast<std::int64_t>(layers) * 32 * cross_values_per_lane(width) * 4;
+}
+// Shared memory of one backward warp: (layers + 1) x 32 x V column sums and `layers` sums.
+inline std::int64_t cross_warp_bytes(std::int64_t width, int layers) {
+  return (static_cast<std::int64_t>(layers + 1) * 32 * cross_values_per_lane(width) + layers) * 4;
+}
+inline bool cross_fused(std::int64_t width, int layers) {
+  return width <= kCrossFusedMaxWidth && layers >= 1 && layers <= kMaxCrossLayers &&
+         cross_weight_bytes(width, layers) + cross_warp_bytes(width, layers) <= kCrossMaxBlockBytes;
+}
+// Warps per backward block: as many as fit in 48 KiB of shared memory beside the weights, 1 to
+// kCrossMaxWarpsPerBlock.
+struct CrossBackwardGrid {
+  int warps_per_block;
+  std::int64_t max_blocks;
+};
+inline CrossBackwardGrid cross_backward_grid(std::int64_t batch, std::int64_t width, int layers) {
+  const std::int64_t fit =
+      (48 * 1024 - cross_weight_bytes(width, layers)) / cross_warp_bytes(width, layers);
+  const int warps =
+      static_cast<int>(fit < 1 ? 1 : (fit > kCrossMaxWarpsPerBlock ? kCrossMaxWarpsPerBlock : fit));
+  std::int64_t blocks = (batch + warps - 1) / warps;
+  blocks = blocks < 1 ? 1 : (blocks > kCrossMaxBlocks ? kCrossMaxBlocks : blocks);
+  return {warps, blocks};
+}
+// Columns of one block's partial sums: dw_0 .. dw_{L-1}, sum of dy, sum of t_0 .. t_{L-1}.
+inline std::int64_t cross_partial_columns(std::int64_t width, int layers) {
+  return static_cast<std::int64_t>(layers + 1) * width + layers;
+}
+inline std::int64_t multi_cross_workspace(std::int64_t batch, std::int64_t width, int layers) {
+  return (cross_backward_grid(batch, width, layers).max_blocks + 1) *
+         cross_partial_columns(width, layers);
+}
+// w, bias, dw, dbias: `layers` pointers each (host arrays of device pointers).
+void multi_cross_forward(DType dtype, std::int64_t batch, std::int64_t width, int layers,
+                         const void* x0, const float* const* w, const float* const* bias, float* s,
+                         void* y, StreamHandle stream);
+void multi_cross_backward(DType dtype, std::int64_t batch, std::int64_t width, int layers,
+                          const void* x0, const float* const* w, const float* const* bias,
+                          const float* s, const void* dy, void* dx, float* const* dw,
+                          float* const* dbias, float* workspace, StreamHandle stream);
 
 // WeightMultiply: out[b, i*v + j] = in[b, i] * W[i, j].
 void weight_multiply_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,

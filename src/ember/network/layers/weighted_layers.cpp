@@ -26,8 +26,21 @@ MultiCrossLayer::MultiCrossLayer(const LayerSpec& spec, BuildContext& ctx, int n
                                     InitSpec{bias_init, 0.0, n, Distribution::constant(0.0)}));
   }
   add_top(0, bottom(0).shape(), bottom(0).dtype());
-  // Hidden states and per-row scalars in the parameters' dtype: f32 on CUDA whatever the
-  // activations, so a 16-bit layer rounds only its output, not each of its cross layers.
+  fused_ = on_cuda() && cuda::cross_fused(width_, num_layers);
+  if (fused_) {
+    // The fused kernels keep every hidden state in registers: only the per-row scalars s_l
+    // (which the backward recomputes the hidden states from) and the weight gradients' partial
+    // sums are stored.
+    s_all_slot_ = add_workspace({num_layers, batch_}, DType::F32);
+    if (top(0).requires_grad()) {
+      workspace_slot_ =
+          add_workspace({cuda::multi_cross_workspace(batch_, width_, num_layers)}, DType::F32);
+    }
+    return;
+  }
+  // The CPU and the per-layer CUDA kernels: hidden states and per-row scalars in the
+  // parameters' dtype: f32 on CUDA whatever the activations, so a 16-bit layer rounds only its
+  // output, not each of its cross layers.
   const DType h = parameter_dtype();
   for (int l = 1; l < num_layers; ++l)
     hidden_slots_.push_back(add_workspace({batch_, width_}, h));
@@ -53,7 +66,8 @@ void MultiCrossLayer::bind() {
     hidden_.push_back(h.tensor());
   for (const auto& s : s_slots_)
     s_.push_back(s.tensor());
-  t_ = t_slot_.tensor();
+  if (t_slot_) t_ = t_slot_.tensor();
+  if (s_all_slot_) s_all_ = s_all_slot_.tensor();
   if (workspace_slot_) workspace_ = workspace_slot_.tensor();
   if (g_slot_) g32_ = g_slot_.tensor();
   if (dx_slot_) dx32_ = dx_slot_.tensor();
@@ -106,7 +120,43 @@ void cpu_cross_backward(std::int64_t batch, std::int64_t n, const T* x0, const T
 
 }  // namespace
 
+#if EMBER_WITH_CUDA
+void MultiCrossLayer::fused_forward(StreamHandle stream) {
+  std::vector<const float*> w, b;
+  for (int l = 0; l < num_layers_; ++l) {
+    w.push_back(weights_[static_cast<std::size_t>(l)]->value().data<float>());
+    b.push_back(biases_[static_cast<std::size_t>(l)]->value().data<float>());
+  }
+  const Tensor& x0 = bottom(0).value();
+  cuda::multi_cross_forward(x0.dtype(), batch_, width_, num_layers_, x0.data(), w.data(), b.data(),
+                            s_all_.data<float>(), top(0).value().data(), stream);
+}
+
+void MultiCrossLayer::fused_backward(StreamHandle stream) {
+  std::vector<const float*> w, b;
+  std::vector<float*> dw, db;
+  for (int l = 0; l < num_layers_; ++l) {
+    const auto li = static_cast<std::size_t>(l);
+    w.push_back(weights_[li]->value().data<float>());
+    b.push_back(biases_[li]->value().data<float>());
+    dw.push_back(weights_[li]->grad().data<float>());
+    db.push_back(biases_[li]->grad().data<float>());
+  }
+  const Tensor& x0 = bottom(0).value();
+  void* dx = bottom(0).requires_grad() ? bottom(0).grad().data() : nullptr;
+  cuda::multi_cross_backward(x0.dtype(), batch_, width_, num_layers_, x0.data(), w.data(), b.data(),
+                             s_all_.data<float>(), top(0).grad().data(), dx, dw.data(), db.data(),
+                             workspace_.data<float>(), stream);
+}
+#endif
+
 void MultiCrossLayer::do_forward(bool, StreamHandle stream) {
+  if (fused_) {
+#if EMBER_WITH_CUDA
+    fused_forward(stream_or_default(stream));
+#endif
+    return;
+  }
   const Tensor& x0 = bottom(0).value();
   const int L = num_layers_;
   auto input_of = [&](int l) { return l == 0 ? x0 : hidden_[static_cast<std::size_t>(l - 1)]; };
@@ -136,6 +186,12 @@ void MultiCrossLayer::do_forward(bool, StreamHandle stream) {
 
 void MultiCrossLayer::do_backward(StreamHandle stream) {
   if (!top(0).requires_grad()) return;
+  if (fused_) {
+#if EMBER_WITH_CUDA
+    fused_backward(stream_or_default(stream));
+#endif
+    return;
+  }
   const Tensor& x0 = bottom(0).value();
   // The top's gradient serves as the running dL/dx_l (this layer is its only reader).
   const Tensor& g = top(0).grad();
