@@ -124,6 +124,26 @@ TEST(ShardedSave, LoadsOnOneTheSameAndAnotherRankCountBitForBit) {
   }
 }
 
+// 16-bit tables save f32 (widened exactly), shard by shard; loaded on any rank count they hold
+// the same 16-bit values.
+TEST(ShardedSave, SixteenBitTablesLoadOnAnyRankCountBitForBit) {
+  auto rng = ember::testing::make_rng();
+  ember::testing::ScratchDir dir;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    for (EmbeddingType type : kEveryType) {
+      Problem p = problem(type, optim::OptimizerType::Adam, 3, rng);
+      p.config.value_dtype = dtype;
+      p.save_after = dir / "m";
+      const EmbeddingSnapshot want = testing::run_ranks(p, 2).snapshot;
+      ASSERT_TRUE(fs::is_directory(dir / "m" / "rank_1"));
+      for (int ranks : {1, 2, 3}) {
+        expect_same_model(testing::run_ranks(loading(p, dir / "m"), ranks).snapshot, want,
+                          cat(type_name(type), " ", dtype_name(dtype), " loaded by ", ranks));
+      }
+    }
+  }
+}
+
 // The key's slot in kSizes' ranges.
 std::int64_t slot_of(std::int64_t key) {
   std::int64_t begin = 0;
