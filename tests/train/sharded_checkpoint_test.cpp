@@ -105,6 +105,40 @@ TEST(ShardedCheckpoint, EveryRankWritesItsShardAndAnyRankCountLoadsIt) {
   }
 }
 
+// solver.sparse_model_file and sparse_opt_states_file naming a sharded sparse/<name>/: the
+// model and its states load on any rank count (the states joined to the model shard by shard).
+TEST(ShardedCheckpoint, SolverModelFilesMayBeSharded) {
+  auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 2000);
+  const ModelConfig config = tiny_config(json, *data, 96, 3);
+  const std::string name = config.embeddings.front().name;
+  ember::testing::ScratchDir dir;
+  embedding::EmbeddingSnapshot want;
+  {
+    Session s(config, quiet_options("", 2));
+    (void)s.train();
+    s.save(dir / "a");
+    want = s.embedding_snapshot(name);
+  }
+  const fs::path emb = dir / "a" / "sparse" / name;
+  ASSERT_TRUE(fs::is_directory(emb / "rank_1"));
+  const std::vector<std::string> files = {
+      "solver.sparse_model_file=[\"" + emb.string() + "\"]",
+      "solver.sparse_opt_states_file=[\"" + emb.string() + "\"]"};
+  for (int ranks : {1, 3}) {
+    Session s(tiny_config(json, *data, 96, 3, files), quiet_options("", ranks));
+    expect_same_model(s.embedding_snapshot(name), want,
+                      "solver files loaded by " + std::to_string(ranks) + " rank(s)");
+  }
+  // States whose shards do not match the model's are refused naming the shard.
+  fs::create_directories(dir / "states");
+  fs::copy(emb / "rank_0", dir / "states" / "rank_0");
+  const std::vector<std::string> partial = {
+      files[0], "solver.sparse_opt_states_file=[\"" + (dir / "states").string() + "\"]"};
+  EMBER_EXPECT_THROW_WITH(Session(tiny_config(json, *data, 96, 3, partial), quiet_options("", 1)),
+                          DataError, "no shard rank_1");
+}
+
 TEST(ShardedCheckpoint, ADamagedOrMissingShardFileIsRefusedNamingIt) {
   auto json = sample_config("dlrm");
   auto data = make_dataset(json, 2000);
