@@ -15,7 +15,8 @@
 // Options: --iters N (measured iterations), --models LIST (dlrm, dcn, deepfm, wide_and_deep;
 // default all; --dlrm-only is --models dlrm), --parts (after each Ember run, a profiling pass of
 // --parts-steps N steps, 20 by default, timed by part: data, embedding forward, each part of the
-// dense network forward and backward, optimizer, embedding backward and update), --no-torch,
+// dense network forward and backward, optimizer, embedding backward and update), --layers (the
+// same pass with one part per dense layer, named after it), --no-torch,
 // --no-compile (PyTorch eager only), --no-auc / --auc-only (the AUC of f32 against f16 and bf16
 // embedding tables on a learnable generated dataset, each rounding), --dir DIR (dataset
 // location), --costs (only the FLOPs and bytes a sample costs each model in each precision, and
@@ -59,8 +60,9 @@ struct Args {
   bool compile = true;  // PyTorch also under torch.compile
   std::set<std::string> models = {"dlrm", "dcn", "deepfm", "wide_and_deep"};
   std::int64_t other_batch = 65536;
-  bool costs = false;  // only the models' costs per sample (no training)
-  bool parts = false;  // a profiling pass by part after each Ember run
+  bool costs = false;     // only the models' costs per sample (no training)
+  bool parts = false;     // a profiling pass by part after each Ember run
+  bool by_layer = false;  // --layers: that pass with one part per dense layer
   std::int64_t parts_steps = 20;
   bool auc = true;  // the AUC of f32 against 16-bit tables
   bool auc_only = false;
@@ -160,6 +162,7 @@ EmberRun run_ember(const Args& a, nlohmann::json j, const Mode& mode, const std:
     if (a.parts) {
       const bool gpu = j["solver"].value("device", std::string()) == "cuda";
       PartTimer timer(gpu ? Place::cuda(0) : Place::host());
+      timer.set_by_layer(a.by_layer);
       for (int i = 0; i < 2; ++i)
         s.train_step();
       s.set_part_timer(&timer);
@@ -523,7 +526,7 @@ int usage() {
   std::fprintf(
       stderr,
       "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
-      "[--parts-steps N] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
+      "[--parts-steps N] [--layers] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
       "[--dir DIR]\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n");
   return 2;
 }
@@ -565,6 +568,9 @@ int main(int argc, char** argv) {
       a.costs = true;
     } else if (s == "--parts") {
       a.parts = true;
+    } else if (s == "--layers") {
+      a.parts = true;
+      a.by_layer = true;
     } else if (s == "--parts-steps" && value) {
       a.parts = true;
       a.parts_steps = std::stoll(argv[++i]);

@@ -184,16 +184,18 @@ void print_parts(const std::string& run, const std::vector<PartTimer::Part>& par
   if (steps <= 0) return;
   const double n = static_cast<double>(steps), samples = static_cast<double>(batch);
   double step_ms = 0;
+  int w = 40;  // the name column: as wide as the longest name (one part per layer: long names)
   for (const auto& p : parts) {
     if (!p.host) step_ms += p.ms / n;
+    w = std::max(w, static_cast<int>(p.name.size()));
   }
   std::printf("  %s, by part (%lld steps, %s):\n", run.c_str(), static_cast<long long>(steps),
               on_device ? "CUDA events on the compute stream" : "wall clock");
-  std::printf("    %-40s %9s %10s %20s\n", "part", "ms/step", "% of step", "samples/s if alone");
+  std::printf("    %-*s %9s %10s %20s\n", w, "part", "ms/step", "% of step", "samples/s if alone");
   for (const auto& p : parts) {
     if (p.host) continue;
     const double ms = p.ms / n;
-    std::printf("    %-40s %9.3f %8.1f %% %20s\n", p.name.c_str(), ms,
+    std::printf("    %-*s %9.3f %8.1f %% %20s\n", w, p.name.c_str(), ms,
                 step_ms > 0 ? 100 * ms / step_ms : 0.0,
                 ms > 0 ? rate_text(samples / ms * 1e3).c_str() : "-");
     if (summary) {
@@ -201,14 +203,14 @@ void print_parts(const std::string& run, const std::vector<PartTimer::Part>& par
                   p.name.c_str(), ms);
     }
   }
-  std::printf("    %-40s %9.3f %8.1f %% %20s   (unprofiled: %s samples/s, %.3f ms per step)\n",
+  std::printf("    %-*s %9.3f %8.1f %% %20s   (unprofiled: %s samples/s, %.3f ms per step)\n", w,
               on_device ? "the step on the device (sum)" : "the step (sum)", step_ms, 100.0,
               step_ms > 0 ? rate_text(samples / step_ms * 1e3).c_str() : "-",
               rate_text(unprofiled_rate).c_str(),
               unprofiled_rate > 0 ? 1e3 * samples / unprofiled_rate : 0.0);
   for (const auto& p : parts) {
     if (!p.host) continue;
-    std::printf("    %-40s %9.3f  (on the host%s)\n", p.name.c_str(), p.ms / n,
+    std::printf("    %-*s %9.3f  (on the host%s)\n", w, p.name.c_str(), p.ms / n,
                 on_device ? ", beside the device's work" : "");
   }
 }

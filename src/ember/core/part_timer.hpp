@@ -39,6 +39,10 @@ class PartTimer {
   PartTimer& operator=(const PartTimer&) = delete;
 
   Place place() const { return place_; }
+  // Asks the timed code for its finest parts (the dense network: one part per layer, named
+  // after it, instead of one per part of the model). For finding which layer costs what.
+  void set_by_layer(bool by_layer) { by_layer_ = by_layer; }
+  bool by_layer() const { return by_layer_; }
   // Opens `part` on `stream` (nullptr: the device's current stream; ignored on the CPU), closing
   // the part open before it. Parts of the same name add up.
   void begin(std::string_view part, StreamHandle stream);
@@ -72,6 +76,7 @@ class PartTimer {
   std::vector<Event> events_;  // reused after every collect()
   std::size_t events_used_ = 0;
   std::int64_t steps_ = 0;
+  bool by_layer_ = false;
 };
 
 }  // namespace ember

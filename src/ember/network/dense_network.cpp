@@ -58,10 +58,17 @@ void DenseNetwork::backward(StreamHandle stream) {
 
 void DenseNetwork::set_part_timer(PartTimer* timer) {
   timer_ = timer;
-  if (timer_ == nullptr || !forward_parts_.empty()) return;
-  for (LayerPart part : classify_layer_parts(layers_)) {
-    forward_parts_.push_back(std::string(layer_part_name(part)) + " forward");
-    backward_parts_.push_back(std::string(layer_part_name(part)) + " backward");
+  forward_parts_.clear();
+  backward_parts_.clear();
+  if (timer_ == nullptr) return;
+  const std::vector<LayerPart> parts = classify_layer_parts(layers_);
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const std::string name = timer_->by_layer()
+                                 ? cat(layer_part_name(parts[i]), ": ", layers_[i]->name(), " (",
+                                       layers_[i]->type(), ")")
+                                 : std::string(layer_part_name(parts[i]));
+    forward_parts_.push_back(name + " forward");
+    backward_parts_.push_back(name + " backward");
   }
 }
 
