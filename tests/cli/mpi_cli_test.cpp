@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -176,6 +178,25 @@ TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
   const Outcome first = run(2, args + " --set solver.max_iter=10 --model-out half", dir);
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_THAT(first.out, HasSubstr("model saved to half"));
+  {
+    // Each process wrote its rank's shard of the embedding; meta.json lists both, with the
+    // layout (process 0 gathered the other's hashes).
+    const std::filesystem::path sparse = dir / "half" / "sparse" / "sparse_embedding1";
+    EXPECT_FALSE(std::filesystem::exists(sparse / "keys"));
+    std::ifstream in(dir / "half" / "meta.json");
+    const nlohmann::json meta = nlohmann::json::parse(in);
+    EXPECT_EQ(meta.at("sparse_layout").at("shards"), 2) << meta.dump();
+    for (int r = 0; r < 2; ++r) {
+      for (const char* file : {"keys", "vectors", "adam_m", "adam_v", "optimizer_step"}) {
+        const std::string path = "sparse/sparse_embedding1/rank_" + std::to_string(r) + "/" + file;
+        EXPECT_TRUE(std::filesystem::is_regular_file(dir / "half" / path)) << path;
+        bool listed = false;
+        for (const auto& f : meta.at("files"))
+          listed = listed || f.at("path") == path;
+        EXPECT_TRUE(listed) << path;
+      }
+    }
+  }
   const auto tail_of = [](const std::vector<std::string>& lines) {
     std::vector<std::string> tail;
     for (const auto& l : lines) {

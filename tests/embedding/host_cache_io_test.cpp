@@ -80,16 +80,26 @@ TEST(HostCacheIo, SavedFilesAreTheSameWhereverTheRowsLived) {
   for (EmbeddingType type : {EmbeddingType::DistributedSlotHash, EmbeddingType::LocalizedSlotHash,
                              EmbeddingType::LocalizedSlotOneHot}) {
     Problem p = problem(type, optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal, 20, rng);
-    Problem device = p, host = on_host(p, 0.02);
-    device.save_after = dir / "device";
-    host.save_after = dir / "host";
-    (void)testing::run_ranks(device, 2);
-    (void)testing::run_ranks(host, 3);
-    for (const char* name : {"keys", "vectors", "adam_m", "adam_v", "optimizer_step", "slot_ids"}) {
-      ASSERT_EQ(fs::exists(dir / "device" / name), fs::exists(dir / "host" / name)) << name;
-      if (!fs::exists(dir / "device" / name)) continue;
-      EXPECT_EQ(file_bytes(dir / "device" / name), file_bytes(dir / "host" / name))
-          << embedding_type_name(type) << ": " << name;
+    // One rank writes the file set itself; three, one shard per rank (the same shards
+    // wherever the rows lived).
+    for (int ranks : {1, 3}) {
+      Problem device = p, host = on_host(p, 0.02);
+      device.save_after = dir / "device";
+      host.save_after = dir / "host";
+      (void)testing::run_ranks(device, ranks);
+      (void)testing::run_ranks(host, ranks);
+      for (int r = 0; r < ranks; ++r) {
+        const fs::path set = ranks == 1 ? fs::path() : fs::path(cat("rank_", r));
+        ASSERT_TRUE(fs::exists(dir / "device" / set / "keys")) << set;
+        for (const char* name :
+             {"keys", "vectors", "adam_m", "adam_v", "optimizer_step", "slot_ids"}) {
+          ASSERT_EQ(fs::exists(dir / "device" / set / name), fs::exists(dir / "host" / set / name))
+              << set << name;
+          if (!fs::exists(dir / "device" / set / name)) continue;
+          EXPECT_EQ(file_bytes(dir / "device" / set / name), file_bytes(dir / "host" / set / name))
+              << embedding_type_name(type) << ": " << set << name;
+        }
+      }
     }
   }
 }

@@ -356,11 +356,26 @@ def read_initial_model(init_dir, cfg):
     sparse = {}
     for e in cfg.embeddings:
         d = os.path.join(init_dir, "sparse", e["name"])
-        keys = np.fromfile(os.path.join(d, "keys"), dtype=cfg.key_dtype).astype(np.int64)
-        vectors = np.fromfile(os.path.join(d, "vectors"), dtype="<f4")
-        if vectors.size != keys.size * e["vec_size"]:
-            raise InputError(f"{d}: {keys.size} keys but {vectors.size} floats of vectors")
-        sparse[e["name"]] = (keys, vectors.reshape(keys.size, e["vec_size"]))
+        # One rank's save is one file set; a save of several ranks one shard rank_<r>/ per rank.
+        sets = [d]
+        if not os.path.exists(os.path.join(d, "keys")):
+            sets, r = [], 0
+            while os.path.isdir(os.path.join(d, f"rank_{r}")):
+                sets.append(os.path.join(d, f"rank_{r}"))
+                r += 1
+        all_keys, all_vectors = [], []
+        for s in sets:
+            keys = np.fromfile(os.path.join(s, "keys"), dtype=cfg.key_dtype).astype(np.int64)
+            vectors = np.fromfile(os.path.join(s, "vectors"), dtype="<f4")
+            if vectors.size != keys.size * e["vec_size"]:
+                raise InputError(f"{s}: {keys.size} keys but {vectors.size} floats of vectors")
+            all_keys.append(keys)
+            all_vectors.append(vectors.reshape(keys.size, e["vec_size"]))
+        if not all_keys:
+            raise InputError(f"{d}: no keys file and no shard rank_0")
+        keys = np.concatenate(all_keys)
+        order = np.argsort(keys, kind="stable")
+        sparse[e["name"]] = (keys[order], np.concatenate(all_vectors)[order])
     return meta, dense, sparse
 
 

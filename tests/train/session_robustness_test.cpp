@@ -31,10 +31,10 @@ fs::path embedding_dir(const fs::path& checkpoint) {
 }
 
 // Every row of `before` (keys u32, as dlrm's I32 keys are saved) has the same vector and the same
-// optimizer states in `after`, bit for bit.
+// optimizer states in `after`, bit for bit (the shards of a save of several ranks merged).
 void expect_rows_unchanged(const fs::path& before, const fs::path& after, std::int64_t width) {
   auto read_keys = [](const fs::path& dir) {
-    const auto b = bytes_of(dir / "keys");
+    const std::string b = merged_saved_file(dir, "keys");
     std::vector<std::uint32_t> k(b.size() / 4);
     std::memcpy(k.data(), b.data(), b.size());
     return k;
@@ -42,7 +42,7 @@ void expect_rows_unchanged(const fs::path& before, const fs::path& after, std::i
   const auto keys_before = read_keys(before), keys_after = read_keys(after);
   ASSERT_FALSE(keys_before.empty());
   for (const char* file : {"vectors", "adam_m", "adam_v"}) {
-    const auto b = bytes_of(before / file), a = bytes_of(after / file);
+    const std::string b = merged_saved_file(before, file), a = merged_saved_file(after, file);
     const std::size_t row = static_cast<std::size_t>(width) * 4;
     std::size_t j = 0;
     for (std::size_t i = 0; i < keys_before.size(); ++i) {
@@ -101,8 +101,12 @@ TEST(SessionRobustness, SkippedBatchesApplyNoDenseOrSparseUpdateAndAreCounted) {
           << file << ", " << ranks << " rank(s)";
     }
     expect_rows_unchanged(embedding_dir(dir / "before"), embedding_dir(dir / "after"), 16);
-    EXPECT_EQ(bytes_of(embedding_dir(dir / "before") / "optimizer_step"),
-              bytes_of(embedding_dir(dir / "after") / "optimizer_step"));
+    for (int r = 0; r < ranks; ++r) {
+      const fs::path set = ranks == 1 ? fs::path() : fs::path("rank_" + std::to_string(r));
+      const auto step = bytes_of(embedding_dir(dir / "before") / set / "optimizer_step");
+      EXPECT_EQ(step.size(), 8u) << set;
+      EXPECT_EQ(step, bytes_of(embedding_dir(dir / "after") / set / "optimizer_step")) << set;
+    }
     // The count survives a checkpoint, and resuming checks the optimizers' steps against it.
     Session resumed(tiny_config(json, *data, 256, 10, skip), quiet_options("", ranks));
     resumed.load(dir / "after");
@@ -295,8 +299,14 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
     for (const char* file : {"dense.model", "dense_opt_states.model"}) {
       EXPECT_EQ(bytes_of(a / file), bytes_of(dir / "b" / file)) << file;
     }
+    // Two ranks write one shard each: the same rows.
+    EXPECT_EQ(fs::exists(embedding_dir(dir / "b") / "rank_1"), ranks == 2);
     for (const char* file : {"keys", "vectors", "adam_m", "adam_v"}) {
-      EXPECT_EQ(bytes_of(emb / file), bytes_of(embedding_dir(dir / "b") / file)) << file;
+      const std::vector<char> want = bytes_of(emb / file);
+      EXPECT_FALSE(want.empty()) << file;
+      EXPECT_EQ(std::string(want.begin(), want.end()),
+                merged_saved_file(embedding_dir(dir / "b"), file))
+          << file;
     }
   }
   // Without the state files the states start at zero: the files above did the loading.

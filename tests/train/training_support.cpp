@@ -1,8 +1,10 @@
 #include "train/training_support.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 
@@ -135,6 +137,51 @@ std::vector<double> losses_of(const TrainResult& r) {
   std::vector<double> out;
   for (const auto& [iteration, loss] : r.losses)
     out.push_back(loss);
+  return out;
+}
+
+namespace {
+
+std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+std::string merged_saved_file(const std::filesystem::path& embedding_dir, const std::string& name,
+                              std::size_t key_bytes) {
+  namespace fs = std::filesystem;
+  if (fs::exists(embedding_dir / "keys")) return file_bytes(embedding_dir / name);
+  struct Row {
+    std::uint64_t key;
+    std::size_t shard, index;
+  };
+  std::vector<Row> rows;
+  std::vector<std::string> files;
+  for (std::size_t r = 0; fs::is_directory(embedding_dir / ("rank_" + std::to_string(r))); ++r) {
+    const fs::path shard = embedding_dir / ("rank_" + std::to_string(r));
+    const std::string keys = file_bytes(shard / "keys");
+    for (std::size_t i = 0; i < keys.size() / key_bytes; ++i) {
+      std::uint64_t key = 0;
+      std::memcpy(&key, keys.data() + i * key_bytes, key_bytes);
+      rows.push_back({key, r, i});
+    }
+    files.push_back(file_bytes(shard / name));
+  }
+  if (rows.empty()) return {};
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.key < b.key; });
+  const std::size_t total = [&] {
+    std::size_t n = 0;
+    for (const auto& f : files)
+      n += f.size();
+    return n;
+  }();
+  const std::size_t width = total / rows.size();
+  std::string out;
+  for (const Row& row : rows)
+    out += files[row.shard].substr(row.index * width, width);
   return out;
 }
 

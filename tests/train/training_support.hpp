@@ -53,6 +53,12 @@ void poison_first_value(const std::filesystem::path& dir, const std::string& fil
 // configuration's), with `cpu_ranks` CPU ranks (0 leaves the configuration's).
 SessionOptions quiet_options(const std::string& device = "", int cpu_ranks = 0);
 
+// A saved embedding's file `name` (keys, vectors, a state file) as a save of one rank writes
+// it, whatever the rank count of the save: the rows of every shard rank_<r>/, in key order
+// (keys of `key_bytes` bytes, unsigned; rows of the file's own width). Empty when absent.
+std::string merged_saved_file(const std::filesystem::path& embedding_dir, const std::string& name,
+                              std::size_t key_bytes = 4);
+
 // A run's losses at its display points, in order.
 std::vector<double> losses_of(const TrainResult& r);
 

@@ -139,6 +139,15 @@ std::vector<float> concat_processes(const std::vector<float>& mine) {
   return all;
 }
 
+std::vector<std::string> all_gather_process_strings(const std::string& mine) {
+  const ProcessWorld w = process_world();
+  if (!w.mpi || w.size == 1) return {mine};
+  std::vector<std::string> all;
+  for (const auto& part : gather_bytes(mine.data(), mine.size()))
+    all.emplace_back(part.begin(), part.end());
+  return all;
+}
+
 void barrier_processes() {
   if (process_world().mpi) EMBER_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
@@ -193,6 +202,10 @@ std::vector<float> concat_processes(const std::vector<float>& mine) {
 
 std::string broadcast_from_process_0(const std::string& text) {
   return text;
+}
+
+std::vector<std::string> all_gather_process_strings(const std::string& mine) {
+  return {mine};
 }
 
 void barrier_processes() {}

@@ -40,6 +40,10 @@ std::vector<double> all_gather_processes_f64(const std::vector<double>& mine);
 // Contributions of any length, concatenated in process order (evaluation scores).
 std::vector<float> concat_processes(const std::vector<float>& mine);
 
+// Every process's `text` (any length), in process order, on every process (a checkpoint's
+// file hashes, gathered for the process that writes meta.json).
+std::vector<std::string> all_gather_process_strings(const std::string& mine);
+
 // Process 0's `text` on every process.
 std::string broadcast_from_process_0(const std::string& text);
 

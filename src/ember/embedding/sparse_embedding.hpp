@@ -125,10 +125,15 @@ class SparseEmbedding {
   // snapshot is complete on rank 0 and empty elsewhere.
   EmbeddingSnapshot snapshot();
   // Collective. Writes the model into directory `dir` (see docs/embedding.md for the layout):
-  // written under a temporary name, then renamed into place.
-  void save(const std::filesystem::path& dir, bool with_optimizer_states = true);
-  // Collective. Reads `dir` (written with any rank count); every rank takes the keys it owns.
-  // Rows named in the files are replaced; states and the step count are restored when present.
+  // with one rank the files in `dir`, with several each rank's own rows in `dir`/rank_<r>/
+  // (written in parallel); under a temporary name, renamed into place by rank 0 once every rank
+  // has written. Returns the rows this rank wrote.
+  std::int64_t save(const std::filesystem::path& dir, bool with_optimizer_states = true);
+  // Collective. Reads `dir` (written with any rank count, one file set or shards); every rank
+  // takes the keys it owns. When the shards are this job's own (one per rank, each holding only
+  // its rank's keys), rank r reads only rank_<r>/; otherwise every rank streams through every
+  // shard. Rows named in the files are replaced; states and the step count are restored when
+  // present.
   void load(const std::filesystem::path& dir);
 
  private:
@@ -216,6 +221,18 @@ class SparseEmbedding {
   using RowSink = std::function<void(std::int64_t, const std::int64_t*, const std::int64_t*,
                                      const float*, const std::vector<const float*>&)>;
   void stream_model(const RowSink& sink);
+  // This rank's rows (made rows only, for a host table) with their keys and slots (LocalizedSlot
+  // hash), in key order, then slot.
+  void local_rows_in_key_order(std::vector<std::int64_t>& rows, std::vector<std::int64_t>& keys,
+                               std::vector<std::int64_t>& slots);
+  // Writes this rank's rows as one file set in `dir`; returns the failure ("" for none).
+  std::string write_shard(const std::filesystem::path& dir, bool with_optimizer_states,
+                          std::int64_t& rows_written);
+  // Collective: the lowest rank that passed `failed`, or ranks() when none did.
+  int first_failed_rank(bool failed);
+  // Whether a saved row belongs to this rank: its key and its slot (LocalizedSlot hash: the
+  // saved slot id; the other types: the key's slot of slot_size_array, or -1 when none applies).
+  bool owns(std::int64_t key, std::int64_t slot) const;
   void read_rows(const std::vector<std::int64_t>& rows, std::vector<float>& vectors,
                  std::vector<std::vector<float>>& states);
   // pooled f32 vectors to their samples' ranks, into `out` (any of forward_into's dtypes).

@@ -1,9 +1,10 @@
-// Snapshots and saving of a sparse embedding (layout: docs/embedding.md, "Persistence"). The
-// model is streamed: every rank lists its rows in key order, and rank 0 merges the ranks' lists
-// a chunk at a time (asking each rank for its next chunk when it has used up the last), handing
-// the rows in global key order to a sink that writes the files (save) or keeps them (snapshot).
-// No rank ever holds more than a few chunks, on the device or the host, whatever the table's
-// size or where its rows live.
+// Snapshots and saving of a sparse embedding (layout: docs/embedding.md, "Persistence").
+// save(): every rank writes its own rows, in key order, a chunk at a time: with one rank the
+// files themselves, with several its shard rank_<r>/, all ranks in parallel (no row passes
+// through another rank). snapshot(): every rank lists its rows in key order, and rank 0 merges
+// the ranks' lists a chunk at a time (asking each rank for its next chunk when it has used up
+// the last), keeping the rows in global key order. No rank ever holds more than a few chunks, on
+// the device or the host, whatever the table's size or where its rows live.
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,42 @@ void SparseEmbedding::read_rows(const std::vector<std::int64_t>& rows, std::vect
   if (stream() != nullptr) synchronize_stream(stream());
 }
 
+void SparseEmbedding::local_rows_in_key_order(std::vector<std::int64_t>& rows,
+                                              std::vector<std::int64_t>& keys,
+                                              std::vector<std::int64_t>& slots) {
+  const bool with_slots = row_slot_.defined();
+  rows.clear();
+  keys.clear();
+  slots.clear();
+  std::int64_t n = 0;
+  std::vector<std::int64_t> all_keys, all_slots;
+  if (table_) {
+    n = table_->size();
+    all_keys = host_vector<std::int64_t>(table_->reverse_map().slice(0, 0, n).to(DType::I64));
+  } else {
+    n = capacity_;
+    all_keys = onehot_host_keys_;
+  }
+  if (with_slots && n > 0) all_slots = host_vector<std::int64_t>(row_slot_.slice(0, 0, n));
+  for (std::int64_t r = 0; r < n; ++r) {
+    if (host_rows_) {
+      const std::int32_t s = host_rows_->directory().slot_of(r);
+      const bool made =
+          s == CacheDirectory::kOnHost || (s >= 0 && !host_rows_->directory().waiting(s));
+      if (!made) continue;
+    }
+    rows.push_back(r);
+  }
+  std::sort(rows.begin(), rows.end(), [&](std::int64_t x, std::int64_t y) {
+    if (all_keys[x] != all_keys[y]) return all_keys[x] < all_keys[y];
+    return with_slots && all_slots[x] < all_slots[y];
+  });
+  for (std::int64_t r : rows) {
+    keys.push_back(all_keys[r]);
+    if (with_slots) slots.push_back(all_slots[r]);
+  }
+}
+
 void SparseEmbedding::stream_model(const RowSink& sink) {
   const int D = comm_.size(), me = comm_.rank();
   const std::int64_t V = config_.vec_size;
@@ -89,35 +126,7 @@ void SparseEmbedding::stream_model(const RowSink& sink) {
   const bool with_slots = row_slot_.defined();
   // This rank's rows, their keys and slots, in key order (then slot).
   std::vector<std::int64_t> rows, keys, slots;
-  {
-    std::int64_t n = 0;
-    std::vector<std::int64_t> all_keys, all_slots;
-    if (table_) {
-      n = table_->size();
-      all_keys = host_vector<std::int64_t>(table_->reverse_map().slice(0, 0, n).to(DType::I64));
-    } else {
-      n = capacity_;
-      all_keys = onehot_host_keys_;
-    }
-    if (with_slots && n > 0) all_slots = host_vector<std::int64_t>(row_slot_.slice(0, 0, n));
-    for (std::int64_t r = 0; r < n; ++r) {
-      if (host_rows_) {
-        const std::int32_t s = host_rows_->directory().slot_of(r);
-        const bool made =
-            s == CacheDirectory::kOnHost || (s >= 0 && !host_rows_->directory().waiting(s));
-        if (!made) continue;
-      }
-      rows.push_back(r);
-    }
-    std::sort(rows.begin(), rows.end(), [&](std::int64_t x, std::int64_t y) {
-      if (all_keys[x] != all_keys[y]) return all_keys[x] < all_keys[y];
-      return with_slots && all_slots[x] < all_slots[y];
-    });
-    for (std::int64_t r : rows) {
-      keys.push_back(all_keys[r]);
-      if (with_slots) slots.push_back(all_slots[r]);
-    }
-  }
+  local_rows_in_key_order(rows, keys, slots);
   const Tensor count = Tensor::from_vector(
       std::vector<std::int64_t>{static_cast<std::int64_t>(rows.size())}, place_);
   const Tensor counts = Tensor::empty({D}, DType::I64, place_);
@@ -384,31 +393,89 @@ EmbeddingSnapshot SparseEmbedding::snapshot() {
   return snap;
 }
 
-void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
+std::string SparseEmbedding::write_shard(const fs::path& dir, bool with_optimizer_states,
+                                         std::int64_t& rows_written) {
+  const bool with_slots = row_slot_.defined();
+  FileSink sink(dir, config_.key_dtype, config_.vec_size, state_names(), with_optimizer_states,
+                with_slots);
+  if (!sink.failure.empty()) return sink.failure;
+  try {
+    std::vector<std::int64_t> rows, keys, slots;
+    local_rows_in_key_order(rows, keys, slots);
+    std::vector<float> vectors;
+    std::vector<std::vector<float>> states;
+    const auto n = static_cast<std::int64_t>(rows.size());
+    for (std::int64_t first = 0; first < n; first += kMergeChunk) {
+      const std::int64_t m = std::min(kMergeChunk, n - first);
+      read_rows(std::vector<std::int64_t>(rows.begin() + first, rows.begin() + first + m), vectors,
+                states);
+      std::vector<const float*> state_ptrs;
+      for (const auto& st : states)
+        state_ptrs.push_back(st.data());
+      sink.take(m, keys.data() + first, with_slots ? slots.data() + first : nullptr, vectors.data(),
+                state_ptrs);
+      if (!sink.failure.empty()) return sink.failure;
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  sink.close(with_slots, step_, with_optimizer_states);
+  rows_written = sink.rows;
+  return sink.failure;
+}
+
+int SparseEmbedding::first_failed_rank(bool failed) {
+  const int D = comm_.size();
+  const Tensor status = Tensor::from_vector(
+      std::vector<std::int64_t>{failed ? std::int64_t{comm_.rank()} : std::int64_t{D}}, place_);
+  comm_.all_reduce(status, distributed::ReduceOp::Min, stream());
+  if (stream() != nullptr) synchronize_stream(stream());
+  return static_cast<int>(host_vector<std::int64_t>(status)[0]);
+}
+
+std::int64_t SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
   PlaceGuard guard(place_);
   check_deferred_errors();
   settle_prepared();
   bring_rows_current();
-  // HybridSparseEmbedding writes the one-hot layout: its frequent rows go to their owners first.
+  // HybridSparseEmbedding writes the one-hot layout: its frequent rows go to their owners first,
+  // so that every row is written once, by its owner.
   if (hybrid_) frequent_rows_to_owners();
-  const bool with_slots = row_slot_.defined();
-  std::unique_ptr<FileSink> sink;
-  fs::path tmp, parent;
-  if (comm_.rank() == 0) {
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
-    parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
-    tmp = parent / cat(dir.filename().string(), ".tmp-", ::getpid(), "-", stamp);
-    sink = std::make_unique<FileSink>(tmp, config_.key_dtype, config_.vec_size, state_names(),
-                                      with_optimizer_states, with_slots);
-  }
-  RowSink take;
-  if (sink) take = [&](auto... args) { sink->take(args...); };
-  stream_model(take);
+  const int D = comm_.size(), me = comm_.rank();
+  const fs::path parent = dir.has_parent_path() ? dir.parent_path() : fs::path(".");
+  // Rank 0 names and creates the temporary directory; every rank learns its name.
   std::string failure;
-  if (comm_.rank() == 0) {
-    sink->close(with_slots, step_, with_optimizer_states);
-    failure = sink->failure;
-    if (failure.empty()) {
+  std::vector<std::int64_t> name{0, 0};
+  if (me == 0) {
+    name = {static_cast<std::int64_t>(::getpid()),
+            static_cast<std::int64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  }
+  if (D > 1) {
+    const Tensor named = Tensor::from_vector(name, place_);
+    comm_.broadcast(named, 0, stream());
+    if (stream() != nullptr) synchronize_stream(stream());
+    name = host_vector<std::int64_t>(named);
+  }
+  const fs::path tmp = parent / cat(dir.filename().string(), ".tmp-", name[0], "-", name[1]);
+  if (me == 0) {
+    try {
+      fs::remove_all(tmp);
+      fs::create_directories(tmp);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  int failed = first_failed_rank(!failure.empty());
+  // One rank: the files themselves. Several: each rank writes its own rows into rank_<r>/, in
+  // parallel; no row passes through another rank.
+  std::int64_t rows_written = 0;
+  if (failed == D) {
+    failure =
+        write_shard(D == 1 ? tmp : tmp / cat("rank_", me), with_optimizer_states, rows_written);
+    failed = first_failed_rank(!failure.empty());
+  }
+  if (me == 0) {
+    if (failed == D) {
       try {
         // Swap directories: the previous model stays whole until the new one is complete.
         const fs::path previous = parent / (dir.filename().string() + ".previous");
@@ -416,25 +483,24 @@ void SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
         if (fs::exists(dir)) fs::rename(dir, previous);
         fs::rename(tmp, dir);
         fs::remove_all(previous);
-        EMBER_LOG_DEBUG("{}: saved {} rows to {}", where(), sink->rows, dir.string());
+        EMBER_LOG_DEBUG("{}: saved to {}", where(), dir.string());
       } catch (const std::exception& e) {
         failure = e.what();
       }
     }
-    if (!failure.empty()) {
+    if (failed != D || !failure.empty()) {
       std::error_code ignored;
       fs::remove_all(tmp, ignored);
     }
   }
-  // Every rank learns whether rank 0 succeeded, so no rank hangs or returns early.
-  const Tensor status =
-      Tensor::from_vector(std::vector<std::int64_t>{failure.empty() ? 0 : 1}, place_);
-  comm_.all_reduce(status, distributed::ReduceOp::Max, stream());
-  if (stream() != nullptr) synchronize_stream(stream());
-  if (host_vector<std::int64_t>(status)[0] != 0) {
+  // Every rank learns whether the rename succeeded, so no rank hangs or returns early.
+  if (failed == D) failed = first_failed_rank(!failure.empty());
+  if (failed != D) {
     if (!failure.empty()) EMBER_THROW(where(), ": saving to ", dir.string(), " failed: ", failure);
-    EMBER_THROW(where(), ": rank 0 failed to save the embedding to ", dir.string());
+    EMBER_THROW(where(), ": saving to ", dir.string(), " failed on rank ", failed,
+                " (that rank reports why)");
   }
+  return rows_written;
 }
 
 }  // namespace ember::embedding

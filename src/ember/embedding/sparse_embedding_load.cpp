@@ -1,9 +1,11 @@
 // Loading a saved sparse embedding (layout: docs/embedding.md, "Persistence"). Every file's size
 // is checked first; then the files are read a chunk of rows at a time, every rank taking the rows
 // it owns, into the device table or, for a host table, straight into host memory (the cache is
-// emptied first). A model saved with any rank count and any storage location loads.
+// emptied first). A model saved with any rank count and any storage location loads: a save of
+// this job's own sharding is read shard by rank, any other every shard by every rank.
 #include <algorithm>
 #include <fstream>
+#include <memory>
 
 #include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
@@ -72,7 +74,129 @@ class SavedFile {
   std::ifstream in_;
 };
 
+// One saved file set (a one-rank save's directory, or one shard rank_<r>/ of a save of several
+// ranks): its files opened and their sizes checked, then read a chunk of rows at a time.
+class SavedFileSet {
+ public:
+  SavedFileSet(const fs::path& dir, const EmbeddingConfig& c, const std::vector<std::string>& names,
+               const std::vector<std::int64_t>& slot_begin)
+      : dir_(dir), key_dtype_(c.key_dtype), slot_of_key_(slot_begin, dir / "keys") {
+    if (!fs::exists(dir / "keys")) {
+      EMBER_THROW_AS(DataError, "cannot open ", (dir / "keys").string());
+    }
+    const auto key_bytes = static_cast<std::int64_t>(dtype_size(c.key_dtype));
+    const auto key_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / "keys"));
+    if (key_file_bytes % key_bytes != 0) {
+      EMBER_THROW_AS(DataError, (dir / "keys").string(), ": keys file has ", key_file_bytes,
+                     " bytes, not a multiple of ", key_bytes);
+    }
+    rows_ = key_file_bytes / key_bytes;
+    keys_ = std::make_unique<SavedFile>(dir / "keys", rows_, key_bytes, "keys");
+    vectors_ = std::make_unique<SavedFile>(dir / "vectors", rows_, c.vec_size * 4, "vectors");
+    localized_hash_ = c.type == EmbeddingType::LocalizedSlotHash;
+    if (localized_hash_) {
+      if (fs::exists(dir / "slot_ids")) {
+        slots_ = std::make_unique<SavedFile>(dir / "slot_ids", rows_, 8, "slot_ids");
+      } else if (c.slot_size_array.empty()) {
+        EMBER_THROW_AS(DataError, dir.string(),
+                       ": a LocalizedSlot model needs its slot_ids file "
+                       "(or a slot_size_array to place keys)");
+      }
+    }
+    with_key_slots_ = !c.slot_size_array.empty() && c.type != EmbeddingType::DistributedSlotHash;
+    have_states_.assign(names.size(), false);
+    states_.resize(names.size());
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      if (!fs::exists(dir / names[k])) continue;
+      states_[k] = std::make_unique<SavedFile>(dir / names[k], rows_, c.vec_size * 4, names[k]);
+      have_states_[k] = true;
+    }
+    if (fs::exists(dir / "optimizer_step")) {
+      SavedFile step_file(dir / "optimizer_step", 1, 8, "optimizer_step");
+      std::vector<std::int64_t> step;
+      step_file.read(1, step);
+      step_ = step[0];
+    }
+  }
+  const fs::path& dir() const { return dir_; }
+  std::int64_t rows() const { return rows_; }
+  std::int64_t step() const { return step_; }  // -1: no optimizer_step file
+  const std::vector<bool>& have_states() const { return have_states_; }
+
+  // The next `m` rows: keys (i64), each row's slot (the saved slot id for LocalizedSlot hash,
+  // the key's slot of slot_size_array for the other slot-owned types, else empty), vectors and
+  // the states present.
+  void read(std::int64_t m, std::vector<std::int64_t>& keys, std::vector<std::int64_t>& slots,
+            std::vector<float>& vectors, std::vector<std::vector<float>>& states) {
+    if (key_dtype_ == DType::U32) {
+      keys_->read(m, narrow_);
+      keys.assign(narrow_.begin(), narrow_.end());
+    } else {
+      keys_->read(m, keys);
+    }
+    if (slots_) {
+      slots_->read(m, slots);
+    } else if (localized_hash_ || with_key_slots_) {
+      slots.clear();
+      for (std::int64_t key : keys)
+        slots.push_back(slot_of_key_(key));
+    } else {
+      slots.clear();
+    }
+    vectors_->read(m, vectors);
+    states.resize(states_.size());
+    for (std::size_t k = 0; k < states_.size(); ++k) {
+      if (states_[k]) states_[k]->read(m, states[k]);
+    }
+  }
+
+ private:
+  fs::path dir_;
+  DType key_dtype_;
+  SlotOfKey slot_of_key_;
+  std::int64_t rows_ = 0, step_ = -1;
+  bool localized_hash_ = false, with_key_slots_ = false;
+  std::unique_ptr<SavedFile> keys_, vectors_, slots_;
+  std::vector<std::unique_ptr<SavedFile>> states_;
+  std::vector<bool> have_states_;
+  std::vector<std::uint32_t> narrow_;
+};
+
+// The file sets of a saved embedding: `dir` itself (a save of one rank, HugeCTR's layout), or
+// its shards rank_0/ ... rank_<n-1>/ (a save of n ranks).
+std::vector<fs::path> saved_file_sets(const fs::path& dir) {
+  if (fs::exists(dir / "keys")) return {dir};
+  std::vector<std::int64_t> shards;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank_", 0) != 0 || name.size() == 5 || !entry.is_directory()) continue;
+    if (!std::all_of(name.begin() + 5, name.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      continue;
+    shards.push_back(std::stoll(name.substr(5)));
+  }
+  if (shards.empty()) EMBER_THROW_AS(DataError, "cannot open ", (dir / "keys").string());
+  std::sort(shards.begin(), shards.end());
+  std::vector<fs::path> sets;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    if (shards[i] != static_cast<std::int64_t>(i)) {
+      EMBER_THROW_AS(DataError, dir.string(), ": shard rank_", i, " is missing (the save has ",
+                     shards.size(), " shards, the last rank_", shards.back(), ")");
+    }
+    sets.push_back(dir / cat("rank_", i));
+  }
+  return sets;
+}
+
 }  // namespace
+
+bool SparseEmbedding::owns(std::int64_t key, std::int64_t slot) const {
+  const int D = comm_.size(), r = comm_.rank();
+  if (config_.type == EmbeddingType::DistributedSlotHash) {
+    return static_cast<std::uint64_t>(key) % static_cast<std::uint64_t>(D) ==
+           static_cast<std::uint64_t>(r);
+  }
+  return slot % D == r;
+}
 
 void SparseEmbedding::load(const fs::path& dir) {
   PlaceGuard guard(place_);
@@ -81,43 +205,43 @@ void SparseEmbedding::load(const fs::path& dir) {
   const std::int64_t V = config_.vec_size;
   const int D = comm_.size(), r = comm_.rank();
   const auto names = state_names();
-  const SlotOfKey slot_of_key(slot_begin(), dir / "keys");
+  const std::vector<std::int64_t> begin = slot_begin();
 
   // Every size first, so that a file of another model changes nothing.
-  if (!fs::exists(dir / "keys")) EMBER_THROW_AS(DataError, "cannot open ", (dir / "keys").string());
-  const auto key_bytes = static_cast<std::int64_t>(dtype_size(config_.key_dtype));
-  const auto key_file_bytes = static_cast<std::int64_t>(fs::file_size(dir / "keys"));
-  if (key_file_bytes % key_bytes != 0) {
-    EMBER_THROW_AS(DataError, (dir / "keys").string(), ": keys file has ", key_file_bytes,
-                   " bytes, not a multiple of ", key_bytes);
-  }
-  const std::int64_t n = key_file_bytes / key_bytes;
-  SavedFile keys_file(dir / "keys", n, key_bytes, "keys");
-  SavedFile vectors_file(dir / "vectors", n, V * 4, "vectors");
-  std::unique_ptr<SavedFile> slots_file;
-  if (config_.type == EmbeddingType::LocalizedSlotHash) {
-    if (fs::exists(dir / "slot_ids")) {
-      slots_file = std::make_unique<SavedFile>(dir / "slot_ids", n, 8, "slot_ids");
-    } else if (config_.slot_size_array.empty()) {
-      EMBER_THROW_AS(DataError, dir.string(),
-                     ": a LocalizedSlot model needs its slot_ids file "
-                     "(or a slot_size_array to place keys)");
+  const std::vector<fs::path> sets = saved_file_sets(dir);
+  std::int64_t file_step = -1;
+  std::vector<bool> have_states;
+  for (const fs::path& set : sets) {
+    const SavedFileSet files(set, config_, names, begin);
+    if (set == sets.front()) {
+      file_step = files.step();
+      have_states = files.have_states();
+    } else if (files.step() != file_step || files.have_states() != have_states) {
+      EMBER_THROW_AS(DataError, set.string(), " and ", sets.front().string(),
+                     " are shards of different saves (their optimizer steps or state files "
+                     "differ: ",
+                     files.step(), " and ", file_step, " steps)");
     }
   }
-  std::vector<bool> have_states(names.size(), false);
-  std::vector<std::unique_ptr<SavedFile>> state_files(names.size());
-  for (std::size_t k = 0; k < names.size(); ++k) {
-    if (!fs::exists(dir / names[k])) continue;
-    state_files[k] = std::make_unique<SavedFile>(dir / names[k], n, V * 4, names[k]);
-    have_states[k] = true;
+  // A save of this job's own sharding (one shard per rank, every shard holding only its rank's
+  // keys): each rank reads its own shard. Otherwise every rank reads every shard.
+  bool own_shard = D > 1 && static_cast<int>(sets.size()) == D;
+  if (own_shard) {
+    try {
+      SavedFileSet files(sets[static_cast<std::size_t>(r)], config_, names, begin);
+      std::vector<std::int64_t> keys, slots;
+      std::vector<float> vectors;
+      std::vector<std::vector<float>> states;
+      for (std::int64_t first = 0; own_shard && first < files.rows(); first += kLoadChunk) {
+        files.read(std::min(kLoadChunk, files.rows() - first), keys, slots, vectors, states);
+        for (std::size_t i = 0; own_shard && i < keys.size(); ++i)
+          own_shard = owns(keys[i], slots.empty() ? -1 : slots[i]);
+      }
+    } catch (const std::exception&) {
+      own_shard = false;  // every rank reads every shard, and meets the error there
+    }
   }
-  std::int64_t file_step = -1;
-  if (fs::exists(dir / "optimizer_step")) {
-    SavedFile step_file(dir / "optimizer_step", 1, 8, "optimizer_step");
-    std::vector<std::int64_t> step;
-    step_file.read(1, step);
-    file_step = step[0];
-  }
+  if (D > 1 && static_cast<int>(sets.size()) == D) own_shard = first_failed_rank(!own_shard) == D;
 
   // HybridSparseEmbedding loads the one-hot layout into the owners' rows, and its frequent rows
   // take them from there: rows the files do not name keep their values.
@@ -133,59 +257,33 @@ void SparseEmbedding::load(const fs::path& dir) {
     schedule_.set_step(step_);
   }
   std::vector<std::int64_t> keys, slots;
-  std::vector<std::uint32_t> narrow;
   std::vector<float> vectors;
-  std::vector<std::vector<float>> states(names.size());
-  for (std::int64_t first = 0; first < n; first += kLoadChunk) {
-    const std::int64_t m = std::min(kLoadChunk, n - first);
-    if (config_.key_dtype == DType::U32) {
-      keys_file.read(m, narrow);
-      keys.assign(narrow.begin(), narrow.end());
-    } else {
-      keys_file.read(m, keys);
-    }
-    if (slots_file) {
-      slots_file->read(m, slots);
-    } else if (config_.type == EmbeddingType::LocalizedSlotHash) {
-      slots.clear();
-      for (std::int64_t key : keys)
-        slots.push_back(slot_of_key(key));
-    }
-    vectors_file.read(m, vectors);
-    for (std::size_t k = 0; k < names.size(); ++k) {
-      if (state_files[k]) state_files[k]->read(m, states[k]);
-    }
-    // Keep the rows this rank owns.
-    EmbeddingSnapshot mine;
-    mine.states.resize(names.size());
-    for (std::int64_t i = 0; i < m; ++i) {
-      const std::int64_t key = keys[static_cast<std::size_t>(i)];
-      bool owned = false;
-      switch (config_.type) {
-        case EmbeddingType::DistributedSlotHash:
-          owned = static_cast<std::uint64_t>(key) % static_cast<std::uint64_t>(D) ==
-                  static_cast<std::uint64_t>(r);
-          break;
-        case EmbeddingType::LocalizedSlotHash:
-          owned = slots[static_cast<std::size_t>(i)] % D == r;
-          break;
-        case EmbeddingType::LocalizedSlotOneHot:
-        case EmbeddingType::Hybrid:
-          owned = slot_of_key(key) % D == r;
-          break;
+  std::vector<std::vector<float>> states;
+  for (std::size_t s = 0; s < sets.size(); ++s) {
+    if (own_shard && s != static_cast<std::size_t>(r)) continue;
+    SavedFileSet files(sets[s], config_, names, begin);
+    for (std::int64_t first = 0; first < files.rows(); first += kLoadChunk) {
+      const std::int64_t m = std::min(kLoadChunk, files.rows() - first);
+      files.read(m, keys, slots, vectors, states);
+      // Keep the rows this rank owns.
+      EmbeddingSnapshot mine;
+      mine.states.resize(names.size());
+      const bool saved_slots = config_.type == EmbeddingType::LocalizedSlotHash;
+      for (std::int64_t i = 0; i < m; ++i) {
+        const auto at = static_cast<std::size_t>(i);
+        if (!owns(keys[at], slots.empty() ? -1 : slots[at])) continue;
+        mine.keys.push_back(keys[at]);
+        mine.vectors.insert(mine.vectors.end(), vectors.begin() + i * V,
+                            vectors.begin() + (i + 1) * V);
+        if (saved_slots) mine.slots.push_back(slots[at]);
+        for (std::size_t k = 0; k < names.size(); ++k) {
+          if (!have_states[k]) continue;
+          mine.states[k].insert(mine.states[k].end(), states[k].begin() + i * V,
+                                states[k].begin() + (i + 1) * V);
+        }
       }
-      if (!owned) continue;
-      mine.keys.push_back(key);
-      mine.vectors.insert(mine.vectors.end(), vectors.begin() + i * V,
-                          vectors.begin() + (i + 1) * V);
-      if (!slots.empty()) mine.slots.push_back(slots[static_cast<std::size_t>(i)]);
-      for (std::size_t k = 0; k < names.size(); ++k) {
-        if (!have_states[k]) continue;
-        mine.states[k].insert(mine.states[k].end(), states[k].begin() + i * V,
-                              states[k].begin() + (i + 1) * V);
-      }
+      insert_loaded(mine, have_states);
     }
-    insert_loaded(mine, have_states);
   }
   fill_loaded_steps();
   if (hybrid_) frequent_rows_from_owners();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -76,18 +77,51 @@ CheckpointWriter::~CheckpointWriter() {
   }
 }
 
-void CheckpointWriter::commit(nlohmann::json meta) {
-  nlohmann::json files = nlohmann::json::array();
+nlohmann::json to_json(const std::vector<CheckpointFile>& files) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const CheckpointFile& f : files)
+    out.push_back({{"path", f.path}, {"bytes", f.bytes}, {"hash", f.hash}});
+  return out;
+}
+
+std::vector<CheckpointFile> checkpoint_files_from_json(const nlohmann::json& files) {
+  std::vector<CheckpointFile> out;
+  for (const auto& f : files) {
+    out.push_back({f.at("path").get<std::string>(), f.at("bytes").get<std::uint64_t>(),
+                   f.at("hash").get<std::uint64_t>()});
+  }
+  return out;
+}
+
+std::vector<CheckpointFile> hash_files_under(const fs::path& root, const fs::path& sub) {
+  std::vector<CheckpointFile> files;
+  for (const auto& entry : fs::recursive_directory_iterator(root / sub)) {
+    if (!entry.is_regular_file()) continue;
+    files.push_back({fs::relative(entry.path(), root).generic_string(),
+                     static_cast<std::uint64_t>(entry.file_size()), hash_file(entry.path())});
+  }
+  return files;
+}
+
+void CheckpointWriter::commit(nlohmann::json meta, const std::vector<CheckpointFile>& hashed) {
+  // Files hashed by the ranks that wrote them are taken as they are (another process's files
+  // may not even be listed yet by this one's view of a shared file system); the rest are hashed
+  // here. Listed in path order, so that meta.json does not depend on who wrote what.
+  std::map<std::string, CheckpointFile> listed;
+  for (const CheckpointFile& f : hashed)
+    listed[f.path] = f;
   for (const auto& entry : fs::recursive_directory_iterator(staging_)) {
     if (!entry.is_regular_file()) continue;
-    const fs::path rel = fs::relative(entry.path(), staging_);
-    files.push_back({{"path", rel.generic_string()},
-                     {"bytes", static_cast<std::uint64_t>(entry.file_size())},
-                     {"hash", hash_file(entry.path())}});
+    const std::string rel = fs::relative(entry.path(), staging_).generic_string();
+    if (listed.count(rel) != 0) continue;
+    listed[rel] = {rel, static_cast<std::uint64_t>(entry.file_size()), hash_file(entry.path())};
   }
+  std::vector<CheckpointFile> files;
+  for (auto& [path, f] : listed)
+    files.push_back(std::move(f));
   meta["format"] = "ember-checkpoint";
   meta["version"] = kCheckpointVersion;
-  meta["files"] = files;
+  meta["files"] = to_json(files);
   {
     const fs::path meta_path = staging_ / "meta.json";
     std::ofstream out(meta_path);
@@ -139,8 +173,11 @@ fs::path listed_path(const fs::path& dir, const nlohmann::json& entry) {
   return dir / p;
 }
 
-void verify_files(const fs::path& dir, const nlohmann::json& meta) {
-  for (const auto& f : meta.at("files")) {
+void verify_files(const fs::path& dir, const nlohmann::json& meta, int part, int parts) {
+  const auto& listed = meta.at("files");
+  for (std::size_t i = static_cast<std::size_t>(part); i < listed.size();
+       i += static_cast<std::size_t>(parts)) {
+    const auto& f = listed[i];
     const fs::path path = listed_path(dir, f);
     const std::string name = f.at("path").get<std::string>();
     const auto bytes = f.at("bytes").get<std::uint64_t>();
@@ -162,7 +199,7 @@ void verify_files(const fs::path& dir, const nlohmann::json& meta) {
 
 }  // namespace
 
-nlohmann::json verify_checkpoint(const fs::path& dir) {
+nlohmann::json verify_checkpoint(const fs::path& dir, int part, int parts) {
   if (!fs::exists(dir)) EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " does not exist");
   if (!fs::is_directory(dir)) {
     EMBER_THROW_AS(DataError, "checkpoint ", dir.string(),
@@ -191,7 +228,7 @@ nlohmann::json verify_checkpoint(const fs::path& dir) {
       EMBER_THROW_AS(DataError, "checkpoint ", dir.string(), " has version ",
                      meta.value("version", 0), "; this Ember reads version ", kCheckpointVersion);
     }
-    verify_files(dir, meta);
+    verify_files(dir, meta, part, std::max(parts, 1));
   } catch (const nlohmann::json::exception& e) {
     damaged_meta(dir, e.what());
   }

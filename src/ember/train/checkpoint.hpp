@@ -7,7 +7,8 @@
 //   dense.non_trainable     non-trainable dense state (BatchNorm running statistics), f32
 //   dense_opt_states.model  the dense optimizer's state slots, each in dense.model's layout
 //   sparse/<embedding>/     each embedding's keys, vectors and optimizer states
-//                           (SparseEmbedding::save's layout)
+//                           (SparseEmbedding::save's layout: the files themselves with one rank,
+//                           one shard rank_<r>/ per rank with several, each written by its rank)
 //   config.json             the configuration the model was trained with (after --set)
 //
 // A checkpoint is written under a temporary name beside its final one (<dir>.tmp-<pid>-<n>) and
@@ -40,9 +41,24 @@ void write_raw(std::ofstream& out, const Tensor& t, const std::filesystem::path&
 // Reads exactly t.nbytes() bytes into `t` (any place), naming the file on a short read.
 void read_raw(std::ifstream& in, const Tensor& t, const std::filesystem::path& path);
 
+// A file of a checkpoint as meta.json lists it: its path relative to the checkpoint, size, hash.
+struct CheckpointFile {
+  std::string path;
+  std::uint64_t bytes = 0;
+  std::uint64_t hash = 0;
+};
+nlohmann::json to_json(const std::vector<CheckpointFile>& files);
+std::vector<CheckpointFile> checkpoint_files_from_json(const nlohmann::json& files);
+
+// Every regular file under `root`/`sub` (recursively), hashed, its path relative to `root`.
+// How each rank hashes the shard it wrote, in parallel with the others.
+std::vector<CheckpointFile> hash_files_under(const std::filesystem::path& root,
+                                             const std::filesystem::path& sub);
+
 // A checkpoint being written: files go into a temporary directory; commit() records their
 // hashes in meta.json and renames the directory into place (replacing an older checkpoint of
-// the same name only at that moment).
+// the same name only at that moment). Several processes may write into the temporary directory
+// (a shared file system), each hashing its own files for commit().
 class CheckpointWriter {
  public:
   // Fails at once when `final_dir` exists and is not a directory Ember may replace
@@ -53,10 +69,12 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   const std::filesystem::path& staging() const { return staging_; }
-  // `meta` gets "format", "version" and "files" added. Entries of an existing directory of the
-  // same name that are not checkpoint contents (a run's metrics.csv, its snapshots) move into the
-  // new one by rename, so open handles to them stay valid; they are not part of the checkpoint.
-  void commit(nlohmann::json meta);
+  // `meta` gets "format", "version" and "files" added: the `hashed` files (hashed by the ranks
+  // that wrote them) and every other file in the temporary directory, hashed here. Entries of an
+  // existing directory of the same name that are not checkpoint contents (a run's metrics.csv,
+  // its snapshots) move into the new one by rename, so open handles to them stay valid; they are
+  // not part of the checkpoint.
+  void commit(nlohmann::json meta, const std::vector<CheckpointFile>& hashed = {});
 
  private:
   std::filesystem::path final_, staging_;
@@ -66,7 +84,9 @@ class CheckpointWriter {
 // Reads meta.json and checks every file it lists (size and hash) and that no listed file is
 // missing. Throws DataError naming the checkpoint, the file and the numbers (a damaged meta.json
 // included: never a JSON library's own error).
-nlohmann::json verify_checkpoint(const std::filesystem::path& dir);
+// With `parts` > 1 only every parts-th listed file from the `part`-th is checked (the processes
+// of a job share the work; each process checks its part and the failures are agreed on).
+nlohmann::json verify_checkpoint(const std::filesystem::path& dir, int part = 0, int parts = 1);
 
 // True when `dir` holds a meta.json that reads as an Ember checkpoint's (nothing else checked).
 bool is_checkpoint(const std::filesystem::path& dir);

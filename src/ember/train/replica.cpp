@@ -378,11 +378,30 @@ void Replica::read_dense(const fs::path& dir, bool with_states) {
   if (read_states) read_dense_states(states);
 }
 
-void Replica::save(const fs::path& dir, bool with_optimizer_states) {
+Replica::Saved Replica::save(const fs::path& dir, bool with_optimizer_states) {
+  Saved saved;
   for (auto& e : embeddings_)
-    e->save(dir / "sparse" / e->config().name, with_optimizer_states);
-  if (rank() == 0) write_dense(dir, with_optimizer_states);
+    saved.rows.push_back(e->save(dir / "sparse" / e->config().name, with_optimizer_states));
+  if (rank() == 0) {
+    try {
+      write_dense(dir, with_optimizer_states);
+    } catch (const std::exception& e) {
+      saved.failure = e.what();
+    }
+  }
   comm_->barrier();
+  return saved;
+}
+
+std::vector<CheckpointFile> Replica::hash_own_shards(const fs::path& dir) const {
+  std::vector<CheckpointFile> files;
+  if (ranks() == 1) return files;
+  for (const auto& e : embeddings_) {
+    for (CheckpointFile& f :
+         hash_files_under(dir, fs::path("sparse") / e->config().name / cat("rank_", rank())))
+      files.push_back(std::move(f));
+  }
+  return files;
 }
 
 void Replica::load(const fs::path& dir, bool with_optimizer_states) {
@@ -471,8 +490,9 @@ bool same_bytes(const fs::path& a, const fs::path& b) {
 }  // namespace
 
 // A saved embedding (Ember's layout, docs/embedding.md) and, optionally, a directory of its
-// optimizer state files whose rows are the model's keys in order. The embedding reads one
-// directory, so the two are joined in a directory of links, one per rank.
+// optimizer state files whose rows are the model's keys in order (shard by shard, for a save of
+// several ranks). The embedding reads one directory, so the two are joined in a directory of
+// links, one per rank.
 void Replica::load_sparse_model(std::size_t i, const fs::path& model, const fs::path& states) {
   embedding::SparseEmbedding& e = *embeddings_[i];
   if (states.empty()) {
@@ -493,25 +513,6 @@ void Replica::load_sparse_model(std::size_t i, const fs::path& model, const fs::
     EMBER_THROW_AS(DataError, what,
                    " is not a directory (it holds the state files of the embedding's optimizer)");
   }
-  if (fs::exists(states / "keys") && !same_bytes(states / "keys", model / "keys")) {
-    EMBER_THROW_AS(DataError, what, ": its keys differ from ", (model / "keys").string(),
-                   "; the states must come from the same save as the model");
-  }
-  const std::uint64_t rows_bytes = size_or_zero(model / "vectors");
-  for (const std::string& name : names) {
-    if (!fs::is_regular_file(states / name)) {
-      std::string all;
-      for (const std::string& n : names)
-        all += (all.empty() ? "'" : ", '") + n + "'";
-      EMBER_THROW_AS(DataError, what, ": no '", name, "' file (",
-                     optim::optimizer_name(e.optimizer().type), " keeps its state in ", all, ")");
-    }
-    if (size_or_zero(states / name) != rows_bytes) {
-      EMBER_THROW_AS(DataError, what, ": ", name, " has ", size_or_zero(states / name),
-                     " bytes but the model's vectors have ", rows_bytes,
-                     " (one state row per saved key)");
-    }
-  }
   const fs::path view = fs::temp_directory_path() /
                         cat("ember-sparse-", ::getpid(), "-", rank(), "-", e.config().name);
   fs::remove_all(view);
@@ -523,14 +524,54 @@ void Replica::load_sparse_model(std::size_t i, const fs::path& model, const fs::
       fs::remove_all(dir, ec);
     }
   } cleanup{view};
-  for (const char* name : {"keys", "vectors", "slot_ids"}) {
-    if (fs::exists(model / name)) fs::create_symlink(fs::absolute(model / name), view / name);
+  // A save of one rank is one file set; a save of several, one per shard rank_<r>/ (the states
+  // sharded the same way).
+  std::vector<fs::path> sets;
+  if (fs::exists(model / "keys")) {
+    sets.emplace_back();
+  } else {
+    for (int r = 0; fs::is_directory(model / cat("rank_", r)); ++r)
+      sets.emplace_back(cat("rank_", r));
+    if (sets.empty()) {
+      e.load(model);  // no saved embedding there: its error names the model's files
+      return;
+    }
   }
-  for (const std::string& name : names)
-    fs::create_symlink(fs::absolute(states / name), view / name);
-  const fs::path step =
-      fs::exists(states / "optimizer_step") ? states / "optimizer_step" : model / "optimizer_step";
-  if (fs::exists(step)) fs::create_symlink(fs::absolute(step), view / "optimizer_step");
+  for (const fs::path& set : sets) {
+    const fs::path from = model / set, with = states / set, into = view / set;
+    if (!fs::is_directory(with)) {
+      EMBER_THROW_AS(DataError, what, ": no shard ", set.string(), " (the model ", model.string(),
+                     " is saved in shards; the states must be saved the same way)");
+    }
+    if (fs::exists(with / "keys") && !same_bytes(with / "keys", from / "keys")) {
+      EMBER_THROW_AS(DataError, what, ": its keys differ from ", (from / "keys").string(),
+                     "; the states must come from the same save as the model");
+    }
+    const std::uint64_t rows_bytes = size_or_zero(from / "vectors");
+    for (const std::string& name : names) {
+      if (!fs::is_regular_file(with / name)) {
+        std::string all;
+        for (const std::string& n : names)
+          all += (all.empty() ? "'" : ", '") + n + "'";
+        EMBER_THROW_AS(DataError, what, ": no '", (set / name).string(), "' file (",
+                       optim::optimizer_name(e.optimizer().type), " keeps its state in ", all, ")");
+      }
+      if (size_or_zero(with / name) != rows_bytes) {
+        EMBER_THROW_AS(DataError, what, ": ", (set / name).string(), " has ",
+                       size_or_zero(with / name), " bytes but the model's vectors have ",
+                       rows_bytes, " (one state row per saved key)");
+      }
+    }
+    fs::create_directories(into);
+    for (const char* name : {"keys", "vectors", "slot_ids"}) {
+      if (fs::exists(from / name)) fs::create_symlink(fs::absolute(from / name), into / name);
+    }
+    for (const std::string& name : names)
+      fs::create_symlink(fs::absolute(with / name), into / name);
+    const fs::path step =
+        fs::exists(with / "optimizer_step") ? with / "optimizer_step" : from / "optimizer_step";
+    if (fs::exists(step)) fs::create_symlink(fs::absolute(step), into / "optimizer_step");
+  }
   e.load(view);
 }
 

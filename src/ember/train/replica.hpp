@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/network/dense_network.hpp"
 #include "ember/network/dense_optimizer.hpp"
+#include "ember/train/checkpoint.hpp"
 #include "ember/train/loss_watch.hpp"
 #include "ember/train/model_config.hpp"
 
@@ -40,6 +42,7 @@ class Replica {
   Replica& operator=(const Replica&) = delete;
 
   int rank() const { return comm_->rank(); }
+  int ranks() const { return comm_->size(); }
   Place place() const { return place_; }
 
   // Dense weights from the solver's seed (identical on every rank) and BatchNorm statistics.
@@ -78,8 +81,19 @@ class Replica {
                  std::vector<float>& labels);
 
   // Collective. Writes this model into a checkpoint staging directory (rank 0 writes the dense
-  // files; every rank takes part in saving the embeddings).
-  void save(const std::filesystem::path& dir, bool with_optimizer_states);
+  // files; every rank writes its own rows of each embedding, a shard rank_<r>/ when there are
+  // several ranks). Returns the rows this rank wrote of each embedding, in configuration order,
+  // and rank 0's failure to write the dense files ("" for none: the ranks finish together
+  // either way, and the caller makes it every process's error).
+  struct Saved {
+    std::vector<std::int64_t> rows;
+    std::string failure;
+  };
+  Saved save(const std::filesystem::path& dir, bool with_optimizer_states);
+  // The files of this rank's shards of a checkpoint written by save() with several ranks, their
+  // paths relative to `dir` (the rank hashes what it wrote); none with one rank (the writer of
+  // meta.json hashes the files itself).
+  std::vector<CheckpointFile> hash_own_shards(const std::filesystem::path& dir) const;
   // Collective. Reads a verified checkpoint: dense weights (and optimizer states when present
   // and wanted), every embedding, and the step counts.
   void load(const std::filesystem::path& dir, bool with_optimizer_states);

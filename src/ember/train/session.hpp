@@ -88,6 +88,7 @@ struct DenseWeight {
 };
 
 class CheckpointWriter;
+struct CheckpointFile;
 
 class Session {
  public:
@@ -155,8 +156,10 @@ class Session {
  private:
   struct Impl;
   class TrainingLoop;
-  // Process 0's part of save(): config.json, meta.json, the commit.
-  void write_checkpoint_files(CheckpointWriter& writer);
+  // Process 0's part of save(): config.json, meta.json (with the files the ranks hashed and the
+  // embeddings' shard layout), the commit.
+  void write_checkpoint_files(CheckpointWriter& writer, const std::vector<CheckpointFile>& hashed,
+                              const nlohmann::json& sparse_layout);
   // train_step()'s loop: checks the loss of a step not checked yet (before a save), or ends
   // (before a load: the next step reads from where the checkpoint stopped).
   void settle_stepping();
