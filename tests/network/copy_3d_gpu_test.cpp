@@ -102,6 +102,9 @@ void check_every_layout(std::mt19937_64& rng) {
       }
     }
   }
+  // One long row, cut into pieces over the grid (unaligned, so not one plain copy).
+  for (bool accumulate : {false, true})
+    check_layout<T>({1, 1, 100003, 0, 0, 0, 0, 1, 3}, accumulate, rng);
   // More rows than the grid's threads: the grid-stride loop.
   for (std::int64_t cols : {7, 429}) {
     check_layout<T>({65537, 1, cols, cols, 0, cols + 3, 0, 0, 1}, false, rng);

@@ -15,36 +15,76 @@ using namespace detail;
 
 namespace {
 
-// A group of `lanes` threads (a power of two up to a warp, the row's width rounded up) per
-// (b, r) row: the row's start is worked out once, with two divisions, instead of two 64-bit
-// divisions per element (which made the copy compute-bound: an [65536 x 429] f16 Concat ran at a
-// third of the memory's bandwidth), and the group's lanes take consecutive columns, so its
-// accesses are coalesced. E is the element moved: the activation type, or 16 bytes (uint4,
-// never accumulated) where the layout allows.
-template <class E>
-__global__ void copy_rows_kernel(std::int64_t row_count, std::int64_t rows, std::int64_t cols,
-                                 int lanes, const E* src, std::int64_t src_bs, std::int64_t src_rs,
-                                 E* dst, std::int64_t dst_bs, std::int64_t dst_rs,
-                                 bool accumulate) {
-  const std::int64_t groups = global_stride() / lanes;
-  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
-  for (std::int64_t row = global_thread() / lanes; row < row_count; row += groups) {
-    const std::int64_t b = row / rows, r = row - b * rows;
-    const E* from = src + b * src_bs + r * src_rs;
-    E* to = dst + b * dst_bs + r * dst_rs;
-    if constexpr (!std::is_same_v<E, uint4>) {
-      if (accumulate) {
-        for (std::int64_t c = lane; c < cols; c += lanes)
-          to[c] = from_f<E>(to_f(to[c]) + to_f(from[c]));
-        continue;
-      }
-    }
-    for (std::int64_t c = lane; c < cols; c += lanes)
-      to[c] = from[c];
+// a + b, each value added in f32 and rounded once to T: for E = T one value, for E = uint4 the
+// 16 / sizeof(T) values it holds (the same per value, so both give the same bits).
+template <class T, class E>
+__device__ __forceinline__ E add_elements(E a, E b) {
+  if constexpr (std::is_same_v<E, T>) {
+    return from_f<T>(to_f(a) + to_f(b));
+  } else {
+    T* x = reinterpret_cast<T*>(&a);
+    const T* y = reinterpret_cast<const T*>(&b);
+#pragma unroll
+    for (int k = 0; k < static_cast<int>(sizeof(E) / sizeof(T)); ++k)
+      x[k] = from_f<T>(to_f(x[k]) + to_f(y[k]));
+    return a;
   }
 }
 
-// A group of `lanes` threads per destination row, as copy_rows_kernel.
+// Elements each thread has in flight: one load at a time per thread leaves too few bytes in
+// flight to cover the memory's latency (2-byte copies of DCN's 429-wide rows ran at a third of
+// the bandwidth with one), so each thread loads kUnroll elements before it stores them.
+constexpr int kUnroll = 4;
+
+// A group of `lanes` threads (a power of two up to a warp, the row's width rounded up) per piece
+// of a (b, r) row: the piece's start is worked out once, with a few divisions, instead of two
+// 64-bit divisions per element (which made the copy compute-bound), and the group's lanes take
+// consecutive columns, so its accesses are coalesced. Rows longer than a piece are cut into
+// pieces so that one long row still spreads over the grid. T is the activation type, E the
+// element moved: T, or 16 bytes (uint4) where the layout allows.
+template <class T, class E>
+__global__ void copy_rows_kernel(std::int64_t row_count, std::int64_t rows, std::int64_t cols,
+                                 std::int64_t piece, int lanes, const E* src, std::int64_t src_bs,
+                                 std::int64_t src_rs, E* dst, std::int64_t dst_bs,
+                                 std::int64_t dst_rs, bool accumulate) {
+  const std::int64_t groups = global_stride() / lanes;
+  const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
+  const std::int64_t pieces = (cols + piece - 1) / piece, items = row_count * pieces;
+  for (std::int64_t item = global_thread() / lanes; item < items; item += groups) {
+    // Rows of one piece and (b, r) layouts of one row each are the common cases (Concat and
+    // Slice): there the item is the row and the row is b, with no division at all, which
+    // matters for narrow rows (DeepFM's Slice of 11-wide rows into 10 and 1).
+    const std::int64_t row = pieces == 1 ? item : item / pieces;
+    const std::int64_t begin = pieces == 1 ? 0 : (item - row * pieces) * piece;
+    const std::int64_t end = begin + piece < cols ? begin + piece : cols;
+    const std::int64_t b = rows == 1 ? row : row / rows, r = row - b * rows;
+    const E* from = src + b * src_bs + r * src_rs;
+    E* to = dst + b * dst_bs + r * dst_rs;
+    std::int64_t c = begin + lane;
+    for (; c + (kUnroll - 1) * lanes < end; c += kUnroll * lanes) {
+      E v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        v[k] = from[c + k * lanes];
+      if (accumulate) {
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k)
+          v[k] = add_elements<T>(to[c + k * lanes], v[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        to[c + k * lanes] = v[k];
+    }
+    for (; c < end; c += lanes) {
+      E v = from[c];
+      if (accumulate) v = add_elements<T>(to[c], v);
+      to[c] = v;
+    }
+  }
+}
+
+// A group of `lanes` threads per destination row, kUnroll elements in flight each, as
+// copy_rows_kernel.
 template <class T>
 __global__ void pad_copy_2d_kernel(std::int64_t src_rows, std::int64_t src_cols, const T* src,
                                    std::int64_t src_ld, std::int64_t dst_rows,
@@ -55,7 +95,19 @@ __global__ void pad_copy_2d_kernel(std::int64_t src_rows, std::int64_t src_cols,
     const T* from = src + r * src_ld;
     T* to = dst + r * dst_cols;
     const std::int64_t kept = r < src_rows ? src_cols : 0;
-    for (std::int64_t c = lane; c < dst_cols; c += lanes)
+    std::int64_t c = lane;
+    for (; c + (kUnroll - 1) * lanes < dst_cols; c += kUnroll * lanes) {
+      T v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const std::int64_t at = c + k * lanes;
+        v[k] = at < kept ? from[at] : from_f<T>(0.0f);
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        to[c + k * lanes] = v[k];
+    }
+    for (; c < dst_cols; c += lanes)
       to[c] = c < kept ? from[c] : from_f<T>(0.0f);
   }
 }
@@ -170,35 +222,44 @@ void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t co
     rows = 1;
   }
   if (rows == 1) src_rs = dst_rs = 0;
+  // So are batch entries that follow each other (pieces spread one long row over the grid).
+  if (rows == 1 && batch > 1 && src_bs == cols && dst_bs == cols) {
+    cols *= batch;
+    batch = 1;
+  }
   if (batch == 1) src_bs = dst_bs = 0;
   const std::int64_t bytes = static_cast<std::int64_t>(dtype_size(dtype));
-  if (!accumulate && rows == 1 && (batch == 1 || (src_bs == cols && dst_bs == cols))) {
+  if (!accumulate && rows == 1 && batch == 1) {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(batch * cols * bytes),
                                      cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  auto launch = [&](auto element, std::int64_t per) {
+  auto launch = [&](auto type, auto element, std::int64_t per) {
+    using T = typename decltype(type)::type;
     using E = typename decltype(element)::type;
     const std::int64_t n = cols / per;
     const int lanes = row_lanes(n);
-    copy_rows_kernel<E><<<grid_for(batch * rows * lanes), kThreads, 0, stream>>>(
-        batch * rows, rows, n, lanes, static_cast<const E*>(src), src_bs / per, src_rs / per,
+    // Pieces of 32 unrolled passes of the group: a 429-wide row is one piece.
+    const std::int64_t piece = static_cast<std::int64_t>(lanes) * kUnroll * 32;
+    const std::int64_t items = batch * rows * ((n + piece - 1) / piece);
+    copy_rows_kernel<T, E><<<grid_for(items * lanes), kThreads, 0, stream>>>(
+        batch * rows, rows, n, piece, lanes, static_cast<const E*>(src), src_bs / per, src_rs / per,
         static_cast<E*>(dst), dst_bs / per, dst_rs / per, accumulate);
     EMBER_CUDA_CHECK_LAUNCH();
   };
   // 16 bytes an access where every row start and width is a multiple of 16 bytes.
   constexpr std::int64_t kVector = 16;
-  const bool vector = !accumulate && (cols * bytes) % kVector == 0 &&
-                      (src_bs * bytes) % kVector == 0 && (src_rs * bytes) % kVector == 0 &&
-                      (dst_bs * bytes) % kVector == 0 && (dst_rs * bytes) % kVector == 0 &&
+  const bool vector = (cols * bytes) % kVector == 0 && (src_bs * bytes) % kVector == 0 &&
+                      (src_rs * bytes) % kVector == 0 && (dst_bs * bytes) % kVector == 0 &&
+                      (dst_rs * bytes) % kVector == 0 &&
                       reinterpret_cast<std::uintptr_t>(src) % kVector == 0 &&
                       reinterpret_cast<std::uintptr_t>(dst) % kVector == 0;
   dispatch_act(dtype, "copy", [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (vector) {
-      launch(TypeTag<uint4>{}, kVector / bytes);
+      launch(tag, TypeTag<uint4>{}, kVector / bytes);
     } else {
-      launch(TypeTag<T>{}, 1);
+      launch(tag, tag, 1);
     }
   });
 }
