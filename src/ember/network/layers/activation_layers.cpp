@@ -22,7 +22,7 @@ void cpu_forward(ActivationLayer::Kind kind, std::int64_t n, const T* x, T* y, T
         y[i] = T(1) / (T(1) + std::exp(-v));
         break;
       case ActivationLayer::Kind::Elu:
-        y[i] = v > T(0) ? v : alpha * (std::exp(v) - T(1));
+        y[i] = v > T(0) ? v : alpha * std::expm1(v);  // exp(v) - 1 loses digits near 0
         break;
     }
   }
