@@ -109,6 +109,18 @@ BlobPtr Layer::add_view_top(std::size_t index, const Shape& shape, const BlobPtr
   return blob;
 }
 
+BlobPtr Layer::add_value_view_top(std::size_t index, const BlobPtr& source) {
+  if (index >= top_names_.size()) fail("internal: top ", index, " has no name");
+  const bool grad = source->requires_grad() && options_.build_gradients;
+  auto blob = std::make_shared<Blob>(top_names_[index], source->shape(), source->dtype(),
+                                     options_.place, grad);
+  top_slots_[index].view_source = source;
+  top_slots_[index].value_only_view = true;
+  if (grad) top_slots_[index].grad = ctx_->reserve(source->shape(), source->dtype());
+  tops_[index] = blob;
+  return blob;
+}
+
 BlobPtr Layer::add_placeholder_top(std::size_t index) {
   if (index >= top_names_.size()) fail("internal: top ", index, " has no name");
   auto blob = std::make_shared<Blob>(top_names_[index], Shape{0}, DType::U8, options_.place, false);
@@ -148,6 +160,8 @@ void Layer::bind() {
     const TopSlots& s = top_slots_[i];
     if (s.placeholder) {
       tops_[i]->bind(Tensor::empty({0}, DType::U8, options_.place));
+    } else if (s.view_source && s.value_only_view) {
+      tops_[i]->bind(s.view_source->value(), s.grad ? s.grad.tensor() : Tensor());
     } else if (s.view_source) {
       const Blob& src = *s.view_source;
       tops_[i]->bind(src.value().reshape(tops_[i]->shape()),

@@ -73,6 +73,10 @@ class Layer {
   BlobPtr add_top(std::size_t index, const Shape& shape, DType dtype);
   // A top whose tensors are views of another blob's (Reshape): bound from `source` in bind().
   BlobPtr add_view_top(std::size_t index, const Shape& shape, const BlobPtr& source);
+  // A top whose value is a view of `source`'s value (same shape) but whose gradient is its own
+  // (Slice's whole-width ranges: no copy forward, and each consumer's gradient kept apart for the
+  // backward to add). Its consumers read the value, as every layer does with its bottoms.
+  BlobPtr add_value_view_top(std::size_t index, const BlobPtr& source);
   // An empty [0] u8 top without memory or gradient, standing for a tensor HugeCTR passes between
   // layers that Ember does not need (FusedInnerProduct's mask/dReLU/bias-gradient tops).
   BlobPtr add_placeholder_top(std::size_t index);
@@ -111,6 +115,7 @@ class Layer {
   struct TopSlots {
     TensorSlot value, grad;
     BlobPtr view_source;
+    bool value_only_view = false;  // view_source's value, this top's own gradient
     bool placeholder = false;
   };
   std::string name_, type_;

@@ -163,7 +163,13 @@ SliceLayer::SliceLayer(const LayerSpec& spec, BuildContext& ctx,
       fail("range ", i, " [", a, ", ", b, ") is not a non-empty part of [0, ", cols_, ") (bottom ",
            bottom(0).describe(), ")");
     }
-    add_top(i, {rows_, b - a}, bottom(0).dtype());
+    // A range over the whole width (HugeCTR's way to hand one tensor to two layers: DCN, DeepFM)
+    // is the bottom's value itself, with a gradient of its own.
+    if (a == 0 && b == cols_) {
+      add_value_view_top(i, bottoms()[0]);
+    } else {
+      add_top(i, {rows_, b - a}, bottom(0).dtype());
+    }
   }
 }
 
@@ -171,6 +177,7 @@ void SliceLayer::do_forward(bool, StreamHandle stream) {
   const DType t = bottom(0).dtype();
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     const auto [a, b] = ranges_[i];
+    if (a == 0 && b == cols_) continue;  // a view of the bottom's value
     detail::copy_3d(on_cuda(), t, rows_, 1, b - a, element(bottom(0).value().data(), t, a), cols_,
                     0, top(i).value().data(), b - a, 0, false, stream_or_default(stream));
   }
