@@ -11,6 +11,7 @@
 #include "ember/embedding/embedding_config.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/embedding/storage_config.hpp"
+#include "sharded_save_support.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::embedding {
@@ -19,41 +20,11 @@ namespace {
 using testing::Problem;
 namespace fs = std::filesystem;
 
-const std::vector<std::int64_t> kSizes = {700, 1, 3000, 1023, 65};
+using testing::loading;
 
 Problem problem(EmbeddingType type, bool host, std::mt19937_64& rng) {
-  Problem p;
-  p.config.name = "emb";
-  p.config.type = type == EmbeddingType::Hybrid ? EmbeddingType::LocalizedSlotOneHot : type;
-  p.config.vec_size = 7;
-  p.config.slot_num = static_cast<std::int64_t>(kSizes.size());
-  p.config.max_vocabulary_size_per_gpu = 6000;
-  if (type != EmbeddingType::DistributedSlotHash) p.config.slot_size_array = kSizes;
-  p.config.key_dtype = DType::U32;
-  p.config.seed = rng();
-  p.optimizer = testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal);
-  for (int t = 0; t < 4; ++t) {
-    p.batches.push_back(
-        testing::random_batch(12, kSizes, type == EmbeddingType::Hybrid ? 1 : 3, rng));
-    p.grads.push_back(testing::random_grad(12 * p.config.slot_num * 7, rng));
-    p.training.push_back(true);
-  }
-  if (type == EmbeddingType::Hybrid) {
-    p.config.hybrid.frequent_keys = testing::most_used_keys(p, 20);
-    p.config.type = EmbeddingType::Hybrid;
-  }
-  if (host) {
-    p.config.storage.location = StorageLocation::Host;
-    p.config.storage.cache_rows = 200;
-    p.prefetch = true;
-  }
-  return p;
-}
-
-Problem loading(Problem p, const fs::path& dir) {
-  p.load_before = dir;
-  p.first_step = p.batches.size();
-  return p;
+  Problem p = testing::sharded_save_problem(type, optim::OptimizerType::Adam, 4, rng);
+  return host ? testing::on_host(std::move(p)) : p;
 }
 
 void expect_same_model(const EmbeddingSnapshot& got, const EmbeddingSnapshot& want,

@@ -16,6 +16,7 @@
 #include "ember/embedding/embedding_config.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/embedding/storage_config.hpp"
+#include "sharded_save_support.hpp"
 #include "support/test_support.hpp"
 
 namespace ember::embedding {
@@ -24,44 +25,12 @@ namespace {
 using testing::Problem;
 namespace fs = std::filesystem;
 
-const std::vector<std::int64_t> kSizes = {700, 1, 3000, 1023, 65};
+using testing::kShardedSizes;
+using testing::loading;
+using testing::on_host;
 
 Problem problem(EmbeddingType type, optim::OptimizerType ot, int steps, std::mt19937_64& rng) {
-  Problem p;
-  p.config.name = "emb";
-  p.config.type = type == EmbeddingType::Hybrid ? EmbeddingType::LocalizedSlotOneHot : type;
-  p.config.vec_size = 7;
-  p.config.slot_num = static_cast<std::int64_t>(kSizes.size());
-  p.config.max_vocabulary_size_per_gpu = 6000;
-  if (type != EmbeddingType::DistributedSlotHash) p.config.slot_size_array = kSizes;
-  p.config.key_dtype = DType::U32;
-  p.config.seed = rng();
-  p.optimizer = testing::test_optimizer(ot, optim::UpdateType::LazyGlobal);
-  for (int t = 0; t < steps; ++t) {
-    p.batches.push_back(
-        testing::random_batch(12, kSizes, type == EmbeddingType::Hybrid ? 1 : 3, rng));
-    p.grads.push_back(testing::random_grad(12 * p.config.slot_num * 7, rng));
-    p.training.push_back(true);
-  }
-  if (type == EmbeddingType::Hybrid) {
-    p.config.hybrid.frequent_keys = testing::most_used_keys(p, 20);
-    p.config.type = EmbeddingType::Hybrid;
-  }
-  return p;
-}
-
-Problem on_host(Problem p) {
-  p.config.storage.location = StorageLocation::Host;
-  p.config.storage.cache_rows = 200;  // a batch and the next prefetched: up to 2 x 12 x 5 x 3 rows
-  p.prefetch = true;
-  return p;
-}
-
-// The same problem loading `dir` and taking no step: its result is the loaded model.
-Problem loading(Problem p, const fs::path& dir) {
-  p.load_before = dir;
-  p.first_step = p.batches.size();
-  return p;
+  return testing::sharded_save_problem(type, ot, steps, rng);
 }
 
 template <class T>
@@ -144,12 +113,12 @@ TEST(ShardedSave, SixteenBitTablesLoadOnAnyRankCountBitForBit) {
   }
 }
 
-// The key's slot in kSizes' ranges.
+// The key's slot in kShardedSizes' ranges.
 std::int64_t slot_of(std::int64_t key) {
   std::int64_t begin = 0;
-  for (std::size_t s = 0; s < kSizes.size(); ++s) {
-    if (key < begin + kSizes[s]) return static_cast<std::int64_t>(s);
-    begin += kSizes[s];
+  for (std::size_t s = 0; s < kShardedSizes.size(); ++s) {
+    if (key < begin + kShardedSizes[s]) return static_cast<std::int64_t>(s);
+    begin += kShardedSizes[s];
   }
   return -1;
 }
