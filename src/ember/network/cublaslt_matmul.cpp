@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "ember/core/error.hpp"
+#include "ember/core/log.hpp"
 #include "ember/core/per_device.hpp"
 #include "ember/network/launch_timing.hpp"
 #include "ember/network/measurement_cache.hpp"
@@ -167,6 +168,32 @@ int fastest(const std::vector<double>& ms) {
 
 std::size_t round_up(std::size_t v, std::size_t a) {
   return (v + a - 1) / a * a;
+}
+
+// One configuration field of an algorithm (0 when cuBLASLt does not report it).
+std::uint32_t algo_field(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t a) {
+  std::uint32_t v = 0;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, a, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return 0;
+  }
+  return v;
+}
+
+// What a plan runs, for EMBER_LOG_LEVEL=debug: split-K and its reduction scheme decide whether
+// the product's sums depend on more than the algorithm (run-to-run reproducibility).
+void log_choice(const MatmulProblem& p, const cublasLtMatmulAlgo_t& algo, int chosen,
+                int candidates) {
+  EMBER_LOG_DEBUG(
+      "cuBLASLt plan m={} n={} k={} t{}{} epilogue {}: candidate {} of {}, algo {} tile {} "
+      "stages {} split-K {} reduction scheme {}",
+      p.m, p.n, p.k, p.transpose_a ? 1 : 0, p.transpose_b ? 1 : 0, epilogue_name(p.epilogue),
+      chosen, candidates, algo_field(algo, CUBLASLT_ALGO_CONFIG_ID),
+      algo_field(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+      algo_field(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+      algo_field(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+      algo_field(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
 }
 
 }  // namespace
@@ -415,6 +442,7 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   }
   im.algo = usable[static_cast<std::size_t>(chosen)].algo;
   plan->chosen_ = chosen;
+  log_choice(p, im.algo, chosen, plan->candidates_);
   if (search && !std::isnan(plan->time_ms_)) {
     choices().remember(key, CachedChoice{true, im.algo, plan->time_ms_, chosen, plan->candidates_});
   }
