@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ember/core/error.hpp"
+#include "ember/network/cublaslt_matmul.hpp"
 #include "ember/train/session.hpp"
 #include "train/training_support.hpp"
 
@@ -181,6 +182,38 @@ TEST(SessionGpu, SkippedStepsApplyNoUpdate) {
   for (const char* file : {"dense.model", "dense_opt_states.model"}) {
     EXPECT_EQ(bytes(dir / "before" / file), bytes(dir / "after" / file)) << file;
   }
+}
+
+// The solver key `algorithm_search` reaches the fully connected layers: off, no product is timed
+// (cuBLASLt's heuristic choice, the same in every process, so that runs repeat bit for bit); on
+// (HugeCTR's default), the products are timed once. It once had no effect, and timed choices
+// made GPU runs differ from run to run.
+TEST(SessionGpu, AlgorithmSearchKeyDecidesWhetherProductsAreTimed) {
+  EMBER_REQUIRE_GPU();
+  auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 2000);
+  std::ostringstream sink;
+  SessionOptions o;
+  o.progress = false;
+  o.out = &sink;
+  o.device = "cuda";
+  network::cuda::clear_algorithm_cache();
+  const std::int64_t before = network::cuda::searched_product_count();
+  std::vector<std::pair<std::int64_t, double>> first;
+  {
+    Session s(tiny_config(json, *data, 256, 3, {"solver.algorithm_search=false"}), o);
+    first = s.train().losses;
+  }
+  EXPECT_EQ(network::cuda::searched_product_count(), before) << "timed with the search off";
+  {
+    Session s(tiny_config(json, *data, 256, 3, {"solver.algorithm_search=false"}), o);
+    EXPECT_EQ(s.train().losses, first) << "the heuristic's choices did not repeat bit for bit";
+  }
+  {
+    Session s(tiny_config(json, *data, 256, 3, {"solver.algorithm_search=true"}), o);
+    (void)s.train();
+  }
+  EXPECT_GT(network::cuda::searched_product_count(), before) << "nothing timed with the search on";
 }
 
 // A host table with an 8 % device cache on the GPU trains like the whole table on the device: the

@@ -52,6 +52,7 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   o.place = place_;
   o.activation_dtype = activations;
   o.allow_tf32 = solver.enable_tf32_compute;
+  o.algorithm_search = solver.algorithm_search;
   o.loss_scaler = loss_scaler_;
   o.replicas = comm_->size();
   // Dropout masks differ between ranks (they see different samples), and are reproducible.
