@@ -593,6 +593,23 @@ void target_peers(const Ratios& all_torch, const Ratios& all_async,
          met);
 }
 
+void print_summaries_and_targets(const char* device_name) {
+  for (const auto& s : summaries) {
+    std::printf("SUMMARY | memory | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
+                s.target.c_str(), s.met ? "yes" : "no");
+  }
+  int missed = 0;
+  std::printf("\nissue 18 targets on %s:\n", device_name);
+  for (const auto& t : targets) {
+    std::printf("TARGET | memory | %s | %s | target %s | %s\n", t.metric.c_str(), t.value.c_str(),
+                t.target.c_str(), t.met ? "met" : "NOT met");
+    missed += t.met ? 0 : 1;
+  }
+  std::printf("TARGET | memory | all targets | %d of %zu met | %s\n",
+              static_cast<int>(targets.size()) - missed, targets.size(),
+              missed == 0 ? "met" : "NOT met");
+}
+
 int run_full(bool with_torch) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -707,20 +724,17 @@ int run_full(bool with_torch) {
   summary("ember blocking waits + cache flushes outside OOM", std::to_string(waits), "0",
           waits == 0);
   std::printf("\nfull run took %.1f s\n\n", seconds_since(start));
-  for (const auto& s : summaries) {
-    std::printf("SUMMARY | memory | %s | %s | %s | %s\n", s.metric.c_str(), s.value.c_str(),
-                s.target.c_str(), s.met ? "yes" : "no");
-  }
-  int missed = 0;
-  std::printf("\nissue 18 targets on %s:\n", prop.name);
-  for (const auto& t : targets) {
-    std::printf("TARGET | memory | %s | %s | target %s | %s\n", t.metric.c_str(), t.value.c_str(),
-                t.target.c_str(), t.met ? "met" : "NOT met");
-    missed += t.met ? 0 : 1;
-  }
-  std::printf("TARGET | memory | all targets | %d of %zu met | %s\n",
-              static_cast<int>(targets.size()) - missed, targets.size(),
-              missed == 0 ? "met" : "NOT met");
+  print_summaries_and_targets(prop.name);
+  return 0;
+}
+
+int run_copies() {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("bench_memory --copies: device 0 is %s\n", prop.name);
+  run_pinned_and_copies();
+  std::printf("\n");
+  print_summaries_and_targets(prop.name);
   return 0;
 }
 
@@ -732,20 +746,23 @@ int run_full(bool with_torch) {
 int main(int argc, char** argv) {
   // Line by line even into a pipe: if something crashes, what was measured so far is in the log.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  bool quick = false, fast_path = false, with_torch = true;
+  bool quick = false, fast_path = false, with_torch = true, copies_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--quick") {
       quick = true;
     } else if (arg == "--fast-path") {
       fast_path = true;
+    } else if (arg == "--copies") {
+      copies_only = true;
     } else if (arg == "--no-torch") {
       with_torch = false;
     } else if (arg == "--help" || arg == "-h") {
       std::printf(
-          "usage: bench_memory [--quick | --fast-path] [--no-torch]\n"
+          "usage: bench_memory [--quick | --fast-path | --copies] [--no-torch]\n"
           "  --quick      short CPU run of the caching policy (no GPU needed)\n"
           "  --fast-path  1-thread cached alloc+free pairs on the host stand-in (no GPU needed)\n"
+          "  --copies     only the pinned allocator and the host<->device copies (staging)\n"
           "  --no-torch   leave PyTorch's allocator out of the full run\n");
       return 0;
     } else {
@@ -757,6 +774,7 @@ int main(int argc, char** argv) {
     if (quick) return ember::bench::run_quick();
     if (fast_path) return ember::bench::run_fast_path();
 #if EMBER_WITH_CUDA
+    if (copies_only && ember::cuda_available()) return ember::bench::run_copies();
     if (ember::cuda_available()) return ember::bench::run_full(with_torch);
 #endif
     (void)with_torch;
