@@ -41,6 +41,11 @@ void PartTimer::end(StreamHandle stream) {
   if (!marks_.empty() && marks_.back().part >= 0) mark(-1, stream);
 }
 
+std::string_view PartTimer::open_part() const {
+  if (marks_.empty() || marks_.back().part < 0) return {};
+  return parts_[static_cast<std::size_t>(marks_.back().part)].name;
+}
+
 void PartTimer::add_host(std::string_view part, double ms) {
   Part& p = parts_[static_cast<std::size_t>(part_index(part, true))];
   p.ms += ms;

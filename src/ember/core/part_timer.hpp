@@ -48,6 +48,9 @@ class PartTimer {
   void begin(std::string_view part, StreamHandle stream);
   // Closes the open part: the time until the next begin() counts in no part.
   void end(StreamHandle stream);
+  // The part open now ("" when none): code that times a piece of another part's work opens its
+  // own part and then reopens this one.
+  std::string_view open_part() const;
   // Adds `ms` measured on the host to the host part `part`.
   void add_host(std::string_view part, double ms);
   // One more repetition (training step) was timed: totals are divided by this count.

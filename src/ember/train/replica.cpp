@@ -31,6 +31,8 @@ struct Replica::Inputs {
 Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
     : config_(config), place_(options.place), comm_(options.comm), loss_watch_(options.place) {
   EMBER_CHECK(comm_ != nullptr, "Replica needs a communicator");
+  timed_comm_ = std::make_unique<distributed::TimedCommunicator>(*comm_);
+  comm_ = timed_comm_.get();
   EMBER_CHECK(comm_->place() == place_, "rank ", comm_->rank(), ": the communicator works on ",
               comm_->place(), " but the replica on ", place_);
   const SolverConfig& solver = config.solver;
@@ -194,6 +196,7 @@ void Replica::prefetch(const data::DeviceBatch& batch) {
 
 void Replica::set_part_timer(PartTimer* timer) {
   parts_ = timer;
+  timed_comm_->set_part_timer(timer);
   if (timer == nullptr) train_.network->set_part_timer(nullptr);
 }
 
@@ -218,10 +221,8 @@ float Replica::train_step(const data::DeviceBatch& batch) {
 }
 
 float Replica::apply_updates(StreamHandle s) {
-  if (comm_->size() > 1) {
-    begin_part("dense all-reduce");
-    comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
-  }
+  // Timed as the communicator's all-reduce part when profiling (TimedCommunicator).
+  if (comm_->size() > 1) comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
   begin_part("dense optimizer");
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {

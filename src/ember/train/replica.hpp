@@ -14,6 +14,7 @@
 #include "ember/core/part_timer.hpp"
 #include "ember/data/batch.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/distributed/timed_communicator.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/network/dense_network.hpp"
 #include "ember/network/dense_optimizer.hpp"
@@ -155,6 +156,9 @@ class Replica {
 
   const ModelConfig& config_;
   Place place_;
+  // The session's communicator behind a wrapper that times collectives while profiling; every
+  // collective of this replica (its embeddings' too) goes through comm_, the wrapper.
+  std::unique_ptr<distributed::TimedCommunicator> timed_comm_;
   distributed::Communicator* comm_;
   std::vector<std::unique_ptr<embedding::SparseEmbedding>> embeddings_;
   std::vector<std::size_t> embedding_input_;  // the data sparse input each embedding reads
