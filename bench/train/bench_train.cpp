@@ -20,7 +20,9 @@
 // --no-compile (PyTorch eager only), --no-auc / --auc-only (the AUC of f32 against f16 and bf16
 // embedding tables on a learnable generated dataset, each rounding), --dir DIR (dataset
 // location), --costs (only the FLOPs and bytes a sample costs each model in each precision, and
-// the H100's roofline limits: nothing trained, no device needed). Ends with "SUMMARY |" lines.
+// the H100's roofline limits: nothing trained, no device needed), --gpus N (instead of all that:
+// weak scaling of DLRM-Kaggle, localized one-hot and hybrid embedding, on 1, 2, 4, ... N GPUs of
+// one process; with --parts, the collectives' time per step). Ends with "SUMMARY |" lines.
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +69,7 @@ struct Args {
   bool auc = true;  // the AUC of f32 against 16-bit tables
   bool auc_only = false;
   std::int64_t auc_iters = 150;  // CPU (--quick) steps of the AUC comparison
+  int gpus = 0;                  // --gpus N: weak scaling on 1, 2, 4, ... N GPUs instead
   std::string dir;
 };
 
@@ -522,12 +525,91 @@ void print_costs(const Args& a) {
   }
 }
 
+// Weak scaling (--gpus N): DLRM Criteo-Kaggle with the localized one-hot embedding
+// (configs/dlrm_criteo_kaggle.json) and with HybridSparseEmbedding
+// (configs/dlrm_criteo_kaggle_hybrid.json), batch 65536 per GPU, fp32 and mixed f16, on 1, 2, 4,
+// ... N GPUs of this process (one rank per GPU, NCCL). Each run's profiling pass times the
+// collectives as parts of their own on GPU 0 (TimedCommunicator): the per-step all-to-all and
+// all-reduce, and the rest of the step.
+int run_scaling(const Args& a, const fs::path& dir) {
+  const int available = cuda_device_count();
+  if (a.gpus > available) {
+    std::fprintf(stderr, "bench_train: --gpus %d but %d GPU(s) are visible\n", a.gpus, available);
+    return 2;
+  }
+  std::vector<int> counts;
+  for (int n = 1; n <= a.gpus; n *= 2)
+    counts.push_back(n);
+  if (counts.back() != a.gpus) counts.push_back(a.gpus);
+  const std::int64_t per_gpu = 65536, iterations = a.warmup + a.iters;
+  const Mode modes[] = {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}};
+  for (const char* name : {"dlrm_criteo_kaggle", "dlrm_criteo_kaggle_hybrid"}) {
+    const fs::path path = config_path(name);
+    const nlohmann::json base = read_json(path);
+    data::DatagenOptions o;
+    data::apply_model_config(base, path.string(), o);
+    o.out_dir = (dir / name).string();
+    // Norm in 16 files, one per reader thread (the configurations' Raw file is one stream, which
+    // would feed 4 GPUs from one thread).
+    o.format = data::DataFormat::Norm;
+    o.files = 16;
+    o.samples = per_gpu * a.gpus * (iterations + 4);
+    o.eval_samples = per_gpu;
+    (void)data::generate_dataset(o);
+    // The generated data's layer (format, file list, counts) with the model's names and inputs.
+    const nlohmann::json generated = read_json(fs::path(o.out_dir) / "dataset.json")["data_layer"];
+    std::printf("\nWeak scaling, %s, batch %lld per GPU, samples/s:\n", name,
+                static_cast<long long>(per_gpu));
+    for (const Mode& mode : modes) {
+      double one = 0;
+      for (int n : counts) {
+        nlohmann::json j = base;
+        auto& d = j["layers"][0];
+        nlohmann::json layer = generated;
+        for (const char* key : {"name", "label", "dense", "sparse"})
+          layer[key] = d[key];
+        layer["eval_source"] = "";
+        d = layer;
+        j["solver"]["batchsize"] = per_gpu * n;
+        j["solver"]["batchsize_eval"] = per_gpu * n;
+        j["solver"]["max_iter"] = iterations;
+        j["solver"]["display"] = a.warmup;
+        j["solver"]["eval_interval"] = 0;
+        j["solver"]["device"] = "cuda";
+        std::vector<int> gpu_list(static_cast<std::size_t>(n));
+        std::iota(gpu_list.begin(), gpu_list.end(), 0);
+        j["solver"]["gpu"] = gpu_list;
+        const std::string what =
+            std::string(name) + " " + mode.name + " on " + std::to_string(n) + " GPU(s)";
+        const EmberRun r = run_ember(a, j, mode, what, path.string(), false);
+        if (r.rate <= 0) {
+          std::printf("  %-48s fails: %s\n", what.c_str(), r.error.c_str());
+          std::printf("SUMMARY | scaling | %s | fails | - | no\n", what.c_str());
+          continue;
+        }
+        if (n == 1) one = r.rate;
+        const double scaling = one > 0 ? r.rate / one : 0;
+        const char* target = n == 2 ? ">= 1.9x" : n == 4 ? ">= 3.6x" : n == 8 ? ">= 7x" : "-";
+        const double need = n == 2 ? 1.9 : n == 4 ? 3.6 : n == 8 ? 7.0 : 0;
+        std::printf("  %-48s %8.3f M (%.3f M per GPU, %.2fx one GPU)\n", what.c_str(), r.rate / 1e6,
+                    r.rate / 1e6 / n, scaling);
+        std::printf("SUMMARY | scaling | %s, samples/s | %.3f M (%.2fx) | %s | %s\n", what.c_str(),
+                    r.rate / 1e6, scaling, target,
+                    need == 0         ? "-"
+                    : scaling >= need ? "yes"
+                                      : "no");
+      }
+    }
+  }
+  return 0;
+}
+
 int usage() {
   std::fprintf(
       stderr,
       "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
       "[--parts-steps N] [--layers] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
-      "[--dir DIR]\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n");
+      "[--gpus N] [--dir DIR]\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n");
   return 2;
 }
 
@@ -580,6 +662,8 @@ int main(int argc, char** argv) {
       a.auc_only = true;
     } else if (s == "--iters" && value) {
       a.iters = std::stoll(argv[++i]);
+    } else if (s == "--gpus" && value) {
+      a.gpus = std::stoi(argv[++i]);
     } else if (s == "--dir" && value) {
       a.dir = argv[++i];
     } else {
@@ -597,6 +681,12 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int rc = 0;
   try {
+    if (a.gpus > 0) {
+      if (!gpu) throw std::runtime_error("--gpus needs CUDA devices");
+      rc = run_scaling(a, dir);
+      if (a.dir.empty()) fs::remove_all(dir);
+      return rc;
+    }
     if (!a.auc_only && !gpu) rc = run_quick(a, dir);
     if (!a.auc_only && gpu && a.models.count("dlrm") > 0) rc = run_dlrm(a, dir);
     if (!a.auc_only && gpu && rc == 0) {
