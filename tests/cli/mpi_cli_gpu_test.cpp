@@ -2,7 +2,8 @@
 // process: with one GPU, `mpirun -np 1 ember train --mpi` (the multi-process path: MPI, then
 // NCCL's ncclCommInitRank) against a plain run; with N >= 2 GPUs also one process per GPU
 // (solver.gpu one list per process) and one process driving all N over MPI, against one process
-// with all N GPUs. Summation orders may differ between NCCL's algorithms: close, not equal.
+// with all N GPUs, and that against one GPU (the same global batch). Summation orders may differ
+// between NCCL's algorithms: close, not equal.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -66,6 +67,9 @@ TEST(MpiCliGpu, ProcessesOnGpusTrainAsOneProcess) {
   }
   const Outcome one_process = run_in(0, args + " --gpus " + all, dir);
   ASSERT_EQ(one_process.status, 0) << one_process.err;
+  // The same global batch over N GPUs (the embedding sharded, the dense gradients all-reduced)
+  // trains the model of one GPU.
+  expect_same_training(plain, one_process, "every GPU of one process against one GPU");
   const Outcome per_gpu = run_in(gpus, args + " --set 'solver.gpu=[" + lists + "]'", dir);
   ASSERT_EQ(per_gpu.status, 0) << per_gpu.err;
   EXPECT_THAT(per_gpu.err, HasSubstr("in each of " + std::to_string(gpus) + " processes"));
