@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "ember/tensor/ops.hpp"
@@ -253,7 +254,39 @@ TEST(Tensor, HostPlacesAndViewAs) {
   Tensor keys = Tensor::from_vector(std::vector<std::uint32_t>{1, 2, 0xffffffffu});
   Tensor signed_view = keys.view_as(DType::I32);
   EXPECT_EQ(signed_view.get<std::int32_t>({2}), -1);
-  EXPECT_THROW(keys.view_as(DType::I64), Error);
+  EXPECT_THROW(keys.view_as(DType::I64), Error);  // 12 bytes are not whole i64s
+}
+
+// Between sizes, the last dimension is rescaled (PyTorch's Tensor.view(dtype)): 16-bit rows as
+// 32-bit words and back, the bytes untouched, a sliced start included.
+TEST(Tensor, ViewAsBetweenSizesRescalesTheLastDimension) {
+  std::vector<std::uint16_t> bits(3 * 6);
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    bits[i] = static_cast<std::uint16_t>(0x3c00 + 37 * i);
+  const Tensor halves = Tensor::empty({3, 6}, DType::F16);
+  std::memcpy(halves.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
+  const Tensor words = halves.view_as(DType::U32);
+  EXPECT_EQ(words.shape(), (Shape{3, 3}));
+  EXPECT_EQ(words.data(), halves.data());
+  std::uint32_t expect = 0;
+  std::memcpy(&expect, bits.data() + 2 * 6 + 4, sizeof expect);
+  EXPECT_EQ(words.get<std::uint32_t>({2, 2}), expect);
+  const Tensor back = words.view_as(DType::F16);
+  EXPECT_EQ(back.shape(), halves.shape());
+  EXPECT_EQ(back.data(), halves.data());
+  EXPECT_EQ(std::memcmp(back.data(), bits.data(), bits.size() * sizeof(std::uint16_t)), 0);
+  // A view that starts at row 1: its start moves with it.
+  const Tensor tail = halves.slice(0, 1, 3).view_as(DType::U32);
+  EXPECT_EQ(tail.shape(), (Shape{2, 3}));
+  EXPECT_EQ(tail.data(), halves.slice(0, 1, 3).data());
+  // An odd 16-bit row, a start inside a word, a scalar, a strided view: refused.
+  EXPECT_THROW(Tensor::zeros({4, 7}, DType::F16).view_as(DType::U32), Error);
+  EXPECT_THROW(Tensor::zeros({8}, DType::F16).slice(0, 1, 7).view_as(DType::U32), Error);
+  EXPECT_THROW(Tensor::zeros({}, DType::F16).view_as(DType::U32), Error);
+  EXPECT_THROW(Tensor::zeros({4, 8}, DType::F16).transpose(0, 1).view_as(DType::U32), Error);
+  // Wider to narrower: [2] u64 as [4] u32.
+  const Tensor wide = Tensor::from_vector(std::vector<std::uint64_t>{1, 2});
+  EXPECT_EQ(wide.view_as(DType::U32).shape(), (Shape{4}));
 }
 
 }  // namespace

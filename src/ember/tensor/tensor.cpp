@@ -287,11 +287,24 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 Tensor Tensor::view_as(DType dtype) const {
-  EMBER_CHECK(dtype_size(dtype) == element_size(), "view_as: ", dtype_name(dtype_), " and ",
-              dtype_name(dtype), " differ in size");
   EMBER_CHECK(is_contiguous(), "view_as needs a contiguous tensor");
+  const auto from = static_cast<std::int64_t>(element_size());
+  const auto to = static_cast<std::int64_t>(dtype_size(dtype));
   Tensor t = *this;
   t.dtype_ = dtype;
+  if (from == to) return t;
+  EMBER_CHECK(rank() >= 1, "view_as: a scalar ", dtype_name(dtype_), " cannot be viewed as ",
+              dtype_name(dtype), " (their sizes differ)");
+  const std::int64_t last = shape_[rank() - 1];
+  EMBER_CHECK(last * from % to == 0 && offset_ * from % to == 0, "view_as: ", shape_, " ",
+              dtype_name(dtype_), " (", last * from, " bytes a row, starting at byte ",
+              offset_ * from, ") cannot be viewed as ", dtype_name(dtype),
+              ": both must divide by its size, ", to);
+  Shape shape = shape_;
+  shape[rank() - 1] = last * from / to;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  t.offset_ = offset_ * from / to;
   return t;
 }
 

@@ -91,7 +91,10 @@ class Tensor {
   Tensor squeeze(int dim) const;
   // A broadcast view: size-1 dimensions (and new leading ones) repeat with stride 0.
   Tensor expand(const Shape& shape) const;
-  // Same data with a different dtype of the same size, e.g. u32 keys as i32 (contiguous only).
+  // The same bytes read as another dtype (contiguous only), as PyTorch's Tensor.view(dtype):
+  // u32 keys as i32; or, between sizes, the last dimension rescaled (its bytes and the view's
+  // start must divide by the new size), e.g. [n, 128] f16 as [n, 64] u32 words, to move 16-bit
+  // rows through code that moves 32-bit elements.
   Tensor view_as(DType dtype) const;
 
   // ---- copies -------------------------------------------------------------------------------
