@@ -159,13 +159,20 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
         for (std::size_t t = problem.first_step; t < steps; ++t) {
           const HostBatch& h = problem.batches[t];
           const std::int64_t Bl = h.batch / D, first = r * Bl;
-          const Tensor out = emb.forward(csr[t], first, Bl, problem.training[t]);
-          const std::vector<float> o = out.to(Place::host()).to_vector<float>();
+          Tensor out;
+          if (problem.out_dtype == DType::F32) {
+            out = emb.forward(csr[t], first, Bl, problem.training[t]);
+          } else {
+            out = Tensor::empty({Bl, S, V}, problem.out_dtype, comm.place());
+            emb.forward_into(csr[t], first, Bl, out, problem.training[t]);
+          }
+          const std::vector<float> o = out.to(Place::host()).to(DType::F32).to_vector<float>();
           std::copy(o.begin(), o.end(), result.outputs[t].begin() + first * S * V);
           if (problem.training[t]) {
             const std::vector<float> g(problem.grads[t].begin() + first * S * V,
                                        problem.grads[t].begin() + (first + Bl) * S * V);
-            emb.backward(Tensor::from_vector(g, Shape{Bl, S, V}, comm.place()));
+            emb.backward(
+                Tensor::from_vector(g, Shape{Bl, S, V}).to(problem.grad_dtype).to(comm.place()));
             emb.update(problem.loss_scaler);
             // The next training batch, prepared while the session would run its step.
             std::size_t next = t + 1;

@@ -51,6 +51,11 @@ struct Problem {
   // saving it to save_after at the end (when given).
   std::size_t first_step = 0;
   std::filesystem::path load_before, save_after;
+  // The batch vectors' dtypes (mixed precision's 16-bit): run_ranks pools into an output of
+  // out_dtype (forward_into; the outputs it reports are widened to f32, exactly) and feeds each
+  // step's gradient as a tensor of grad_dtype (the values rounded to it).
+  DType out_dtype = DType::F32;
+  DType grad_dtype = DType::F32;
 };
 
 // Random batches of `batch` samples: per (sample, slot) 0..max_nnz keys drawn from the slot's

@@ -16,11 +16,12 @@ namespace {
 const std::vector<std::int64_t> kSlots = {3, 40, 7, 300};
 
 testing::Problem problem(EmbeddingType type, DType table, optim::OptimizerType opt,
-                         std::int64_t batch, int steps, std::mt19937_64& rng) {
+                         std::int64_t batch, int steps, std::mt19937_64& rng,
+                         std::int64_t vec_size = 16) {
   testing::Problem p;
   p.config.name = "vectors";
   p.config.type = type;
-  p.config.vec_size = 16;
+  p.config.vec_size = vec_size;
   p.config.slot_num = static_cast<std::int64_t>(kSlots.size());
   p.config.max_vocabulary_size_per_gpu = 400;
   if (type != EmbeddingType::DistributedSlotHash) p.config.slot_size_array = kSlots;
@@ -35,7 +36,7 @@ testing::Problem problem(EmbeddingType type, DType table, optim::OptimizerType o
     p.batches.push_back(type == EmbeddingType::LocalizedSlotOneHot
                             ? testing::onehot_batch(batch, kSlots, rng)
                             : testing::random_batch(batch, kSlots, 3, rng));
-    p.grads.push_back(testing::random_grad(batch * p.config.slot_num * 16, rng));
+    p.grads.push_back(testing::random_grad(batch * p.config.slot_num * vec_size, rng));
     p.training.push_back(t != 1);  // one evaluation step between training steps
   }
   return p;
@@ -85,6 +86,43 @@ TEST(VectorDtypes, SixteenBitGradientGivesWhatItsF32CopyGives) {
                                         std::string(embedding_type_name(type)) + " " +
                                             optim::optimizer_name(opt) + " " +
                                             std::string(dtype_name(grad)) + " gradient");
+      }
+    }
+  }
+}
+
+// Several ranks move 16-bit outputs and gradients between them as they are (LocalizedSlot's
+// all-to-all both ways, DistributedSlot's gradient all-gather; its forward sums in f32): the
+// same bits as the f32 exchange rounded once, for every type, at an even width (moved as 32-bit
+// words) and an odd one (which goes in f32), with ranks that hold no slot (3 ranks, 4 slots).
+TEST(VectorDtypes, SeveralRanksExchange16BitVectorsAsTheF32ExchangeRounded) {
+  auto rng = ember::testing::make_rng();
+  for (int ranks : {2, 3}) {
+    for (EmbeddingType type : kTypes) {
+      for (std::int64_t vec_size : {16, 7}) {
+        for (DType dtype : {DType::F16, DType::BF16}) {
+          const std::string what = std::string(embedding_type_name(type)) + ", " +
+                                   std::to_string(ranks) + " ranks, width " +
+                                   std::to_string(vec_size) + ", " + std::string(dtype_name(dtype));
+          testing::Problem wide =
+              problem(type, DType::F32, optim::OptimizerType::Adam, 5 * ranks, 3, rng, vec_size);
+          for (auto& g : wide.grads)
+            g = testing::round_through(g, dtype);
+          testing::Problem narrow = wide;
+          narrow.out_dtype = dtype;
+          narrow.grad_dtype = dtype;
+          const testing::RunResult want = testing::run_ranks(wide, ranks);
+          const testing::RunResult got = testing::run_ranks(narrow, ranks);
+          ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+          for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+            testing::expect_same_bits(got.outputs[t],
+                                      testing::round_through(want.outputs[t], dtype),
+                                      what + ", step " + std::to_string(t));
+          }
+          EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
+          testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors,
+                                    what + ", final model");
+        }
       }
     }
   }

@@ -347,10 +347,12 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
                                       b->unique_count.data<std::int64_t>(), table_values(), V,
                                       row_states(), step_, lp, stream());
   }
-  // One rank pools straight into the output, in its dtype; several pool f32 vectors for the
-  // exchange.
+  // One rank pools straight into the output, in its dtype; several pool vectors for the
+  // exchange, in the dtype it moves them in.
   const bool direct = D == 1;
-  const Tensor pooled = direct ? out : scratch(tag + "pooled", b->bags * V, DType::F32);
+  const Tensor pooled = direct ? out
+                               : scratch(tag + "pooled", b->bags * V,
+                                         exchange_dtype(out.dtype(), !is_localized(config_.type)));
   if (b->bags > 0) {
     kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
                              b->scale.data<float>(), b->bags, table_values(), V, pooled.data(),
@@ -505,10 +507,28 @@ kernels::Values SparseEmbedding::table_values() const {
   return v;
 }
 
+DType SparseEmbedding::exchange_dtype(DType dtype, bool sums) const {
+  if (dtype == DType::F32 || sums) return DType::F32;
+  return config_.vec_size % 2 == 0 ? dtype : DType::F32;
+}
+
+namespace {
+// A contiguous tensor of 16-bit or 32-bit values as 32-bit words, and its element counts as word
+// counts, for collectives that move 32-bit elements (exchange_dtype keeps 16-bit rows even).
+Tensor as_words(const Tensor& t) {
+  return t.element_size() == 4 ? t.reshape({-1}) : t.reshape({-1}).view_as(DType::U32);
+}
+std::vector<std::int64_t> word_counts(std::vector<std::int64_t> counts, const Tensor& t) {
+  for (auto& c : counts)
+    c = c * static_cast<std::int64_t>(t.element_size()) / 4;
+  return counts;
+}
+}  // namespace
+
 void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
-  if (out.dtype() != DType::F32) {
-    // The exchange runs in f32; the result is rounded into the output once.
-    Tensor wide = scratch("exchanged", out.numel(), DType::F32).reshape(out.shape());
+  if (out.dtype() != pooled.dtype()) {
+    // Pooled in f32 (a sum across ranks, or an odd 16-bit width): rounded into the output once.
+    Tensor wide = scratch("exchanged", out.numel(), pooled.dtype()).reshape(out.shape());
     exchange_forward(pooled, wide);
     ops::copy(out, wide, stream());
     return;
@@ -530,11 +550,14 @@ void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) 
     recv_counts[p] = Bl * owned(p) * V;
   }
   build_exchange_index(Bl);
-  Tensor recv = scratch("a2a_recv", Bl * S * V, DType::F32);
-  comm_.all_to_all_v(pooled.reshape({-1}), send_counts, recv, recv_counts, stream());
+  Tensor recv = scratch("a2a_recv", Bl * S * V, out.dtype());
+  comm_.all_to_all_v(as_words(pooled), word_counts(send_counts, pooled), as_words(recv),
+                     word_counts(recv_counts, recv), stream());
   if (Bl * S > 0) {
-    kernels::on(place_).gather_rows(out.data<float>(), recv.data<float>(),
-                                    forward_index_.data<std::int64_t>(), Bl * S, V, stream());
+    // Rows move as bytes, in whatever dtype they are.
+    kernels::on(place_).move_rows(out.data(), nullptr, recv.data(),
+                                  forward_index_.data<std::int64_t>(), Bl * S,
+                                  V * static_cast<std::int64_t>(out.element_size()), stream());
   }
 }
 
@@ -572,8 +595,8 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
   const std::int64_t Bl = grad.size(0), B = Bl * D;
   if (D == 1) return grad.contiguous().reshape({Bl * S, V});
   if (!is_localized(config_.type)) {
-    Tensor all = scratch("grad_all", B * S * V, DType::F32);
-    comm_.all_gather(grad.contiguous().reshape({-1}), all, stream());
+    Tensor all = scratch("grad_all", B * S * V, grad.dtype());
+    comm_.all_gather(as_words(grad.contiguous()), as_words(all), stream());
     return all.reshape({B * S, V});
   }
   auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
@@ -585,14 +608,16 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
   }
   EMBER_CHECK(index_local_batch_ == Bl, where(), ": backward with a local batch of ", Bl,
               " after a forward of ", index_local_batch_);
-  Tensor send = scratch("grad_send", Bl * S * V, DType::F32);
+  Tensor send = scratch("grad_send", Bl * S * V, grad.dtype());
   const Tensor g = grad.contiguous();
   if (Bl * S > 0) {
-    kernels::on(place_).gather_rows(send.data<float>(), g.data<float>(),
-                                    backward_index_.data<std::int64_t>(), Bl * S, V, stream());
+    kernels::on(place_).move_rows(send.data(), nullptr, g.data(),
+                                  backward_index_.data<std::int64_t>(), Bl * S,
+                                  V * static_cast<std::int64_t>(g.element_size()), stream());
   }
-  Tensor recv = scratch("grad_recv", B * mine * V, DType::F32);
-  comm_.all_to_all_v(send, send_counts, recv, recv_counts, stream());
+  Tensor recv = scratch("grad_recv", B * mine * V, grad.dtype());
+  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
+                     word_counts(recv_counts, recv), stream());
   return recv.reshape({B * mine, V});
 }
 
@@ -605,8 +630,10 @@ void SparseEmbedding::backward(const Tensor& grad) {
   grad.check_place(place_, "embedding backward");
   grad.check_shape(Shape{batch_->local_size, config_.slot_num, config_.vec_size},
                    "embedding backward (the forward output's shape)");
-  // One rank's update reads a 16-bit gradient as it is (no f32 copy); exchanges run in f32.
-  const bool read_as_is = comm_.size() == 1 && !hybrid_;
+  // The update reads a 16-bit gradient as it is (no f32 copy); the exchanges move it as it is
+  // where they only move it (exchange_dtype), and the hybrid's exchange runs in f32.
+  const bool read_as_is =
+      !hybrid_ && (comm_.size() == 1 || exchange_dtype(grad.dtype(), false) == grad.dtype());
   const Tensor g =
       grad.dtype() == DType::F32 || read_as_is ? grad : ops::cast(grad, DType::F32, stream());
   batch_->grad = hybrid_ ? hybrid_exchange_backward(g) : exchange_backward(g);

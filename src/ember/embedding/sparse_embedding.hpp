@@ -235,8 +235,17 @@ class SparseEmbedding {
   bool owns(std::int64_t key, std::int64_t slot) const;
   void read_rows(const std::vector<std::int64_t>& rows, std::vector<float>& vectors,
                  std::vector<std::vector<float>>& states);
-  // pooled f32 vectors to their samples' ranks, into `out` (any of forward_into's dtypes).
+  // The dtype in which pooled vectors and gradients of `dtype` cross between ranks: the vectors'
+  // own where the exchange only moves them (LocalizedSlot's all-to-all, the gradients'
+  // all-gather; 16-bit rows go as 32-bit words, so an odd 16-bit width goes in f32), f32 where it
+  // sums them (DistributedSlot's reduce-scatter). Moving 16-bit values as they are gives the
+  // same bits as widening, moving and rounding them back, with half the bytes on the links.
+  DType exchange_dtype(DType dtype, bool sums) const;
+  // pooled vectors (f32, or out's dtype: exchange_dtype) to their samples' ranks, into `out`
+  // (any of forward_into's dtypes).
   void exchange_forward(const Tensor& pooled, const Tensor& out);
+  // The output gradient (f32, or 16-bit where exchange_dtype keeps it) to the ranks that own its
+  // rows; the result is in the same dtype.
   Tensor exchange_backward(const Tensor& grad);
   void catch_up_all();
   void drop_batch();
