@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "embedding_reference_support.hpp"
+#include "ember/core/device.hpp"
 #include "ember/core/stream.hpp"
+#include "ember/distributed/collectives.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "support/test_support.hpp"
 #include "vector_dtype_support.hpp"
@@ -78,11 +80,14 @@ std::vector<std::uint8_t> pool_at(const PoolCase& c, std::int64_t bags, const Te
 void check_pool(bool onehot) {
   auto rng = ember::testing::make_rng(onehot ? 1 : 2);
   const std::int64_t table_rows = 5000;
-  for (std::int64_t dim : {128, 64, 8, 12, 7}) {
+  // 128: 8 or 16 columns a thread; 12: 4 columns a lane; 11 (DeepFM's), 7 and 1: a thread per
+  // column of the flattened output.
+  for (std::int64_t dim : {128, 64, 8, 12, 11, 7, 1}) {
     for (DType table_dtype : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random_table(table_rows, dim, table_dtype, rng(), Place::host());
       for (std::int64_t bags : {0, 1, 7, 1023, 65537}) {
-        if (dim != 128 && bags == 65537) continue;  // the other widths: the small batches
+        // The other widths: the small batches, and 11 at a full batch.
+        if (dim != 128 && dim != 11 && bags == 65537) continue;
         const PoolCase c = pool_case(bags, table_rows, onehot, rng);
         for (DType out : {DType::F32, DType::F16, DType::BF16}) {
           for (std::int64_t shift : {0, 4}) {
@@ -259,6 +264,40 @@ TEST(VectorDtypesGpu, MultiHotLayerMatchesTheCpu) {
   EMBER_REQUIRE_GPU();
   check_layer(EmbeddingType::LocalizedSlotHash, optim::OptimizerType::SGD, {0, 7, 1023});
   check_layer(EmbeddingType::DistributedSlotHash, optim::OptimizerType::AdaGrad, {1, 1023});
+}
+
+// Every GPU as a rank (NCCL): 16-bit outputs and gradients cross between the GPUs as they are,
+// which gives the bits of the f32 exchange rounded once (the CPU ranks' test,
+// VectorDtypes.SeveralRanksExchange16BitVectorsAsTheF32ExchangeRounded, on the devices).
+TEST(VectorDtypesGpu, AllDevicesExchange16BitVectorsAsTheF32ExchangeRounded) {
+  EMBER_REQUIRE_GPU();
+  if (!distributed::nccl_compiled()) GTEST_SKIP() << "this build has no NCCL";
+  const int D = cuda_device_count();
+  if (D < 2) GTEST_SKIP() << "one GPU visible: nothing crosses between devices";
+  auto rng = ember::testing::make_rng();
+  for (EmbeddingType type : {EmbeddingType::LocalizedSlotOneHot, EmbeddingType::LocalizedSlotHash,
+                             EmbeddingType::DistributedSlotHash}) {
+    for (DType dtype : {DType::F16, DType::BF16}) {
+      const std::string what = std::string(embedding_type_name(type)) + " on " + std::to_string(D) +
+                               " GPUs, " + std::string(dtype_name(dtype));
+      testing::Problem wide =
+          layer_problem(type, DType::F32, optim::OptimizerType::Adam, 1023 * D, rng);
+      for (auto& g : wide.grads)
+        g = testing::round_through(g, dtype);
+      testing::Problem narrow = wide;
+      narrow.out_dtype = dtype;
+      narrow.grad_dtype = dtype;
+      const testing::RunResult want = testing::run_ranks(wide, D, true);
+      const testing::RunResult got = testing::run_ranks(narrow, D, true);
+      ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+      for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+        testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
+                                  what + ", step " + std::to_string(t));
+      }
+      EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
+      testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", model");
+    }
+  }
 }
 
 }  // namespace

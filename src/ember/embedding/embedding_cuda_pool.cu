@@ -1,15 +1,17 @@
 // CUDA pooling of the embedding forward (see embedding_kernels.hpp). Each bag adds its rows in
 // entry order in f32, as the CPU does, and writes its vector once, in the output's own type (f32,
 // or f16 / bf16 rounded to nearest even: the network's mixed-precision input, with no f32 copy
-// and cast pass between). Three kernels by what the width and the pointers allow:
+// and cast pass between). The kernel is chosen by what the width and the pointers allow:
 //  - pool8: 8 columns a thread (vec_size % 8 == 0, 16-byte aligned table and output), 16 for a
 //    16-bit table whose width allows it: a thread per (bag, piece), each reading its row piece
 //    with two 16-byte loads (one for a 16-bit table's 8 columns) and writing 16 to 64 bytes; up
 //    to 4 rows of a bag in flight. A one-hot bag (DLRM) is then a plain gather: a 128-wide f32
 //    row is 16 threads, a 16-bit one 8.
 //  - pool4: a warp per group of bags, 4 columns a lane (vec_size % 4 == 0);
-//  - pool1: any vec_size, a lane per column.
+//  - pool_columns: any vec_size, a thread per (bag, column) over the flattened output (pool1, a
+//    warp per bag, past 2^31 output values).
 #include "ember/embedding/embedding_cuda.cuh"
+#include "ember/tensor/fast_divmod.hpp"
 
 namespace ember::embedding::kernels::cuda {
 
@@ -214,7 +216,44 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
   }
 }
 
-// Any vec_size: a lane per column.
+// Any vec_size: a thread per (bag, column), consecutive threads on consecutive columns of
+// consecutive bags, so that every lane works and the output is written in whole lines whatever
+// the width (a warp per bag left 21 of 32 lanes idle at DeepFM's 11 columns, with one bag's
+// dependent offset, row and value loads in flight per warp). A bag's offsets, scale and row
+// indices are the same for its vec_size threads: one transaction each. `cols` divides the item
+// index (bags * vec_size < 2^31; the caller checks).
+template <class V, class O>
+__global__ void pool_columns_kernel(const std::int64_t* __restrict__ offsets,
+                                    const std::int64_t* __restrict__ rows,
+                                    const float* __restrict__ scale, std::int64_t bags,
+                                    const V* __restrict__ values, FastDivmod cols,
+                                    O* __restrict__ out) {
+  const auto items = static_cast<std::uint32_t>(bags * cols.divisor);
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
+    std::uint32_t bag = 0, c = 0;
+    cols.divmod(i, bag, c);
+    const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
+    float acc = 0.f;
+    std::int64_t e = begin;
+    // Two rows in flight: their loads do not wait on each other.
+    for (; e + 1 < end; e += 2) {
+      const std::int64_t r0 = rows[e], r1 = rows[e + 1];
+      const float v0 = r0 >= 0 ? ldg1(values + r0 * cols.divisor + c) : 0.f;
+      const float v1 = r1 >= 0 ? ldg1(values + r1 * cols.divisor + c) : 0.f;
+      acc += v0;
+      acc += v1;
+    }
+    if (e < end) {
+      const std::int64_t r = rows[e];
+      if (r >= 0) acc += ldg1(values + r * cols.divisor + c);
+    }
+    out[i] = O(acc * scale[bag]);
+  }
+}
+
+// Any vec_size, any number of items: a warp per bag, a lane per column (the fallback past 2^31
+// items).
 template <class V, class O>
 __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
                              const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
@@ -266,6 +305,10 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
         pool4_kernel<V, O>
             <<<blocks_for_warps((bags + kBagsPerWarp - 1) / kBagsPerWarp), kThreads, 0, stream>>>(
                 local_offsets, rows, scale, bags, table, vec_size, o);
+      } else if (bags * vec_size <= FastDivmod::kMaxNumerator) {
+        pool_columns_kernel<V, O><<<blocks_for_items(bags * vec_size), kThreads, 0, stream>>>(
+            local_offsets, rows, scale, bags, table,
+            FastDivmod(static_cast<std::uint32_t>(vec_size)), o);
       } else {
         pool1_kernel<V, O><<<blocks_for_warps(bags), kThreads, 0, stream>>>(
             local_offsets, rows, scale, bags, table, vec_size, o);
