@@ -24,6 +24,12 @@ void join_mpi_launch() {
     std::cout.rdbuf(nullptr);
     ember::set_log_level("warn");
   }
+  if (const int threads = ember::share_cores_with_local_processes(); threads > 0) {
+    EMBER_LOG_INFO(
+        "{} OpenMP threads in each process (the processes on this machine share half "
+        "its cores; OMP_NUM_THREADS overrides)",
+        threads);
+  }
 }
 
 // The error line of a failed command; in a job of several processes it names the process and
