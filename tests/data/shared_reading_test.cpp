@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -440,47 +441,115 @@ TEST(SharedReading, ProcessesWithDifferentBatchesAreADataError) {
     EMBER_EXPECT_THROW_WITH(f.get(), DataError, "the processes read different batches");
 }
 
+// Windows whose rows hold any key count (a count per row in the message), one key each
+// (one-hot: one count for the window), two each, and none at all; with 1, 2 and 4 processes,
+// and with buffers kept from batch to batch.
 TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
   auto rng = testing::make_rng();
-  const SampleShape shape = shape_for(false);
-  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
-  for (std::int64_t n : {1, 7, 30}) {
-    // The whole batch, as one process would parse it.
-    HostBatch whole(layout, n);
-    const auto samples = datatest::random_samples(rng, n, shape);
-    testing::ScratchDir dir;
-    datatest::write_norm(dir / "f.data", samples, shape, CheckMode::None, DType::U32);
-    NormFileReader reader(layout, CheckMode::None);
-    reader.open(dir / "f.data");
-    ASSERT_EQ(reader.read(whole), n);
-    for (int processes : {1, 2, 4}) {
-      auto hub = std::make_shared<Rendezvous>(processes);
-      std::vector<std::future<std::vector<Sample>>> got;
-      for (int p = 0; p < processes; ++p) {
-        got.push_back(std::async(std::launch::async, [&, p] {
+  for (const auto& [min_nnz, max_nnz] : {std::pair{0, 3}, {1, 1}, {2, 2}, {0, 0}}) {
+    SampleShape shape = shape_for(false);
+    shape.min_nnz = min_nnz;
+    shape.max_nnz = max_nnz;
+    const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+    for (std::int64_t n : {1, 7, 30}) {
+      // The whole batch, as one process would parse it.
+      HostBatch whole(layout, n);
+      const auto samples = datatest::random_samples(rng, n, shape);
+      testing::ScratchDir dir;
+      datatest::write_norm(dir / "f.data", samples, shape, CheckMode::None, DType::U32);
+      NormFileReader reader(layout, CheckMode::None);
+      reader.open(dir / "f.data");
+      ASSERT_EQ(reader.read(whole), n);
+      for (int processes : {1, 2, 4}) {
+        auto hub = std::make_shared<Rendezvous>(processes);
+        std::vector<std::future<std::vector<Sample>>> got;
+        for (int p = 0; p < processes; ++p) {
+          got.push_back(std::async(std::launch::async, [&, p] {
+            const Share w = process_window(n, {processes, p}, 1);
+            HostBatch mine(layout, n);
+            mine.add_rows_without_keys(w.offset);
+            mine.append(whole, w.offset, w.offset + w.size);
+            mine.add_rows_without_keys(n - w.offset - w.size);
+            ThreadExchange exchange(hub, p, processes);
+            KeyExchangeBuffers buffers;
+            exchange_batch_keys(mine, w, {0, n, 1}, exchange, &buffers);
+            // Again over the same buffers (the collector's next batch): the same keys.
+            exchange_batch_keys(mine, w, {1, n, 1}, exchange, &buffers);
+            return datatest::samples_of(mine);
+          }));
+        }
+        const std::vector<Sample> want = datatest::samples_of(whole);
+        for (int p = 0; p < processes; ++p) {
+          std::vector<Sample> g = got[static_cast<std::size_t>(p)].get();
+          ASSERT_EQ(g.size(), want.size());
           const Share w = process_window(n, {processes, p}, 1);
-          HostBatch mine(layout, n);
-          mine.add_rows_without_keys(w.offset);
-          mine.append(whole, w.offset, w.offset + w.size);
-          mine.add_rows_without_keys(n - w.offset - w.size);
-          ThreadExchange exchange(hub, p, processes);
-          exchange_batch_keys(mine, w, {0, n, 1}, exchange);
-          return datatest::samples_of(mine);
-        }));
-      }
-      const std::vector<Sample> want = datatest::samples_of(whole);
-      for (int p = 0; p < processes; ++p) {
-        std::vector<Sample> g = got[static_cast<std::size_t>(p)].get();
-        ASSERT_EQ(g.size(), want.size());
-        const Share w = process_window(n, {processes, p}, 1);
-        for (std::int64_t r = 0; r < n; ++r) {
-          // Keys everywhere; label and dense in this process's rows only.
-          EXPECT_EQ(g[static_cast<std::size_t>(r)].slots, want[static_cast<std::size_t>(r)].slots);
-          if (r >= w.offset && r < w.offset + w.size)
-            EXPECT_EQ(g[static_cast<std::size_t>(r)], want[static_cast<std::size_t>(r)]);
+          for (std::int64_t r = 0; r < n; ++r) {
+            // Keys everywhere; label and dense in this process's rows only.
+            EXPECT_EQ(g[static_cast<std::size_t>(r)].slots,
+                      want[static_cast<std::size_t>(r)].slots);
+            if (r >= w.offset && r < w.offset + w.size)
+              EXPECT_EQ(g[static_cast<std::size_t>(r)], want[static_cast<std::size_t>(r)]);
+          }
         }
       }
     }
+  }
+}
+
+// A message whose one-count-for-the-window disagrees with its keys is a DataError, not a
+// batch with wrong offsets.
+TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
+  SampleShape shape = shape_for(true);
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  auto rng = testing::make_rng();
+  const std::int64_t n = 8;
+  HostBatch whole(layout, n);
+  {
+    testing::ScratchDir dir;
+    datatest::write_norm(dir / "f.data", datatest::random_samples(rng, n, shape), shape,
+                         CheckMode::None, DType::U32);
+    NormFileReader reader(layout, CheckMode::None);
+    reader.open(dir / "f.data");
+    ASSERT_EQ(reader.read(whole), n);
+  }
+  // Process 0 receives process 1's message with its count for every row (after the 5 header
+  // values and the key count) raised from 1: to 2 (more keys than sent), or far past the keys.
+  class Tampering final : public ProcessExchange {
+   public:
+    Tampering(ProcessExchange& inner, std::int64_t count) : inner_(inner), count_(count) {}
+    int process() const override { return inner_.process(); }
+    int processes() const override { return inner_.processes(); }
+    std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
+      auto all = inner_.all_gather(mine);
+      std::memcpy(all[1].data() + 6 * sizeof(std::int64_t), &count_, sizeof count_);
+      return all;
+    }
+
+   private:
+    ProcessExchange& inner_;
+    std::int64_t count_;
+  };
+  for (const auto& [count, says] :
+       {std::pair<std::int64_t, const char*>{
+            2, "key counts of sparse input 0 add up to 24, not its 12"},
+        {std::int64_t{1} << 40, "says every row of sparse input 0 holds 1099511627776 keys"}}) {
+    auto hub = std::make_shared<Rendezvous>(2);
+    std::vector<std::future<void>> done;
+    for (int p = 0; p < 2; ++p) {
+      done.push_back(std::async(std::launch::async, [&, p] {
+        const Share w = process_window(n, {2, p}, 1);
+        HostBatch mine(layout, n);
+        mine.add_rows_without_keys(w.offset);
+        mine.append(whole, w.offset, w.offset + w.size);
+        mine.add_rows_without_keys(n - w.offset - w.size);
+        ThreadExchange plain(hub, p, 2);
+        Tampering tampering(plain, count);
+        ProcessExchange& exchange = p == 0 ? static_cast<ProcessExchange&>(tampering) : plain;
+        exchange_batch_keys(mine, w, {0, n, 1}, exchange);
+      }));
+    }
+    EMBER_EXPECT_THROW_WITH(done[0].get(), DataError, says);
+    done[1].get();
   }
 }
 

@@ -1,5 +1,6 @@
 #include "ember/data/key_exchange.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ember/core/error.hpp"
@@ -8,25 +9,53 @@ namespace ember::data {
 
 namespace {
 
-template <class T>
-void put(std::vector<std::byte>& out, const T* data, std::size_t n) {
-  const std::size_t at = out.size();
-  out.resize(at + n * sizeof(T));
-  if (n > 0) std::memcpy(out.data() + at, data, n * sizeof(T));
+// Copies `bytes` bytes, split over OpenMP's threads when there are many (a batch's keys: tens
+// of MB per exchange on the collector's thread).
+void copy_bytes_parallel(std::byte* dst, const std::byte* src, std::size_t bytes) {
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  const auto chunks = static_cast<std::int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for schedule(static) if (chunks >= 8)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::size_t at = static_cast<std::size_t>(c) * kChunk;
+    std::memcpy(dst + at, src + at, std::min(kChunk, bytes - at));
+  }
 }
+
+// Writes a message front to back into a buffer sized beforehand (whose memory is reused).
+class MessageWriter {
+ public:
+  MessageWriter(std::vector<std::byte>& out, std::size_t size) : out_(out) { out_.resize(size); }
+  template <class T>
+  void put(const T* data, std::size_t n) {
+    copy_bytes_parallel(out_.data() + pos_, reinterpret_cast<const std::byte*>(data),
+                        n * sizeof(T));
+    pos_ += n * sizeof(T);
+  }
+  template <class T>
+  T* reserve(std::size_t n) {
+    auto* p = reinterpret_cast<T*>(out_.data() + pos_);
+    pos_ += n * sizeof(T);
+    return p;
+  }
+  std::size_t written() const { return pos_; }
+
+ private:
+  std::vector<std::byte>& out_;
+  std::size_t pos_ = 0;
+};
 
 // One process's message, read front to back; running past its end is a DataError.
 class MessageReader {
  public:
-  MessageReader(const std::vector<std::byte>& bytes, int process)
-      : bytes_(bytes), process_(process) {}
+  MessageReader(const std::byte* bytes, std::size_t size, int process)
+      : bytes_(bytes), size_(size), process_(process) {}
 
   const std::byte* take(std::size_t n) {
-    if (n > bytes_.size() - pos_) {
+    if (n > size_ - pos_) {
       EMBER_THROW_AS(DataError, "shared reading: the key message of process ", process_, " has ",
-                     bytes_.size(), " bytes, shorter than its counts say");
+                     size_, " bytes, shorter than its counts say");
     }
-    const std::byte* p = bytes_.data() + pos_;
+    const std::byte* p = bytes_ + pos_;
     pos_ += n;
     return p;
   }
@@ -38,39 +67,86 @@ class MessageReader {
   }
 
  private:
-  const std::vector<std::byte>& bytes_;
+  const std::byte* bytes_;
+  std::size_t size_;
   int process_;
   std::size_t pos_ = 0;
 };
 
 constexpr int kHeaderValues = 5;  // sequence, samples, workers, window offset, window size
 
-// Appends this process's window of `batch` to `out`: per sparse input its key count, the key
-// count of each of its rows and the keys.
-void pack_window(const HostBatch& batch, const Share& window, std::vector<std::byte>& out) {
+// Per sparse input, a message holds its key count, the key count every row of the window has
+// (or kVariable, and then one count per row follows), and the keys.
+constexpr std::int64_t kVariable = -1;
+
+// The key count every one of `rows` rows from `first` has, or kVariable.
+std::int64_t uniform_count(const std::int64_t* off, std::int64_t first, std::int64_t rows) {
+  if (rows == 0) return 0;
+  const std::int64_t c = off[first + 1] - off[first];
+  for (std::int64_t r = 1; r < rows; ++r) {
+    if (off[first + r + 1] - off[first + r] != c) return kVariable;
+  }
+  return c;
+}
+
+// This process's window of `batch` as a message into `out`: the header, then per sparse input
+// its key count, the rows' count (uniform) or counts, and the keys.
+void pack_window(const HostBatch& batch, const Share& window, const ExchangeCheck& check,
+                 std::vector<std::byte>& out) {
   const BatchLayout& layout = batch.layout();
   const std::size_t key_size = layout.key_size();
-  std::vector<std::int32_t> counts;
-  for (int i = 0; i < batch.num_inputs(); ++i) {
-    const std::int64_t slots = layout.sparse[static_cast<std::size_t>(i)].slot_num;
-    const std::int64_t* off = batch.row_offsets(i);
-    const std::int64_t first = window.offset * slots;
-    const std::int64_t rows = window.size * slots;
-    counts.resize(static_cast<std::size_t>(rows));
-    for (std::int64_t r = 0; r < rows; ++r)
-      counts[static_cast<std::size_t>(r)] =
-          static_cast<std::int32_t>(off[first + r + 1] - off[first + r]);
-    const std::int64_t keys = off[first + rows] - off[first];
-    put(out, &keys, 1);
-    put(out, counts.data(), counts.size());
-    put(out,
-        static_cast<const std::byte*>(batch.values(i)) +
-            off[first] * static_cast<std::int64_t>(key_size),
-        static_cast<std::size_t>(keys) * key_size);
+  const auto inputs = static_cast<std::size_t>(batch.num_inputs());
+  std::vector<std::int64_t> uniform(inputs), keys(inputs);
+  std::size_t size = kHeaderValues * sizeof(std::int64_t);
+  for (std::size_t i = 0; i < inputs; ++i) {
+    const std::int64_t slots = layout.sparse[i].slot_num;
+    const std::int64_t* off = batch.row_offsets(static_cast<int>(i));
+    const std::int64_t first = window.offset * slots, rows = window.size * slots;
+    uniform[i] = uniform_count(off, first, rows);
+    keys[i] = off[first + rows] - off[first];
+    size += 2 * sizeof(std::int64_t) + static_cast<std::size_t>(keys[i]) * key_size +
+            (uniform[i] == kVariable ? static_cast<std::size_t>(rows) * sizeof(std::int32_t) : 0);
   }
+  MessageWriter w(out, size);
+  const std::int64_t header[kHeaderValues] = {check.sequence, check.samples, check.workers,
+                                              window.offset, window.size};
+  w.put(header, kHeaderValues);
+  for (std::size_t i = 0; i < inputs; ++i) {
+    const std::int64_t slots = layout.sparse[i].slot_num;
+    const std::int64_t* off = batch.row_offsets(static_cast<int>(i));
+    const std::int64_t first = window.offset * slots, rows = window.size * slots;
+    w.put(&keys[i], 1);
+    w.put(&uniform[i], 1);
+    if (uniform[i] == kVariable) {
+      auto* counts = w.reserve<std::int32_t>(static_cast<std::size_t>(rows));
+      for (std::int64_t r = 0; r < rows; ++r)
+        counts[r] = static_cast<std::int32_t>(off[first + r + 1] - off[first + r]);
+    }
+    w.put(static_cast<const std::byte*>(batch.values(static_cast<int>(i))) +
+              off[first] * static_cast<std::int64_t>(key_size),
+          static_cast<std::size_t>(keys[i]) * key_size);
+  }
+  EMBER_CHECK(w.written() == size, "shared reading: a key message of ", w.written(),
+              " bytes, sized for ", size);
 }
 
 }  // namespace
+
+void ProcessExchange::all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all) {
+  const std::vector<std::vector<std::byte>> each = all_gather(mine);
+  all.offsets.assign(1, 0);
+  std::size_t total = 0;
+  for (const auto& m : each) {
+    total += m.size();
+    all.offsets.push_back(static_cast<std::int64_t>(total));
+  }
+  all.bytes.resize(total);
+  for (std::size_t p = 0; p < each.size(); ++p) {
+    if (!each[p].empty()) {
+      std::memcpy(all.bytes.data() + all.offsets[p], each[p].data(), each[p].size());
+    }
+  }
+}
 
 void ProcessExchange::abandon(const std::string& why) {
   EMBER_THROW("shared reading: process ", process(), " leaves the key exchange: ", why);
@@ -83,25 +159,29 @@ Share process_window(std::int64_t n, const RankSlice& slice, int local_ranks) {
 }
 
 void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
-                         ProcessExchange& exchange) {
+                         ProcessExchange& exchange, KeyExchangeBuffers* buffers) {
   EMBER_CHECK(window.offset >= 0 && window.size >= 0 && window.offset + window.size <= batch.size(),
               "exchange_batch_keys: rows [", window.offset, ", ", window.offset + window.size,
               ") of a batch of ", batch.size());
-  std::vector<std::byte> mine;
-  const std::int64_t header[kHeaderValues] = {check.sequence, check.samples, check.workers,
-                                              window.offset, window.size};
-  put(mine, header, kHeaderValues);
-  pack_window(batch, window, mine);
-  const std::vector<std::vector<std::byte>> all = exchange.all_gather(mine);
-  EMBER_CHECK(static_cast<int>(all.size()) == exchange.processes(), "shared reading: ", all.size(),
-              " key messages from ", exchange.processes(), " processes");
+  KeyExchangeBuffers local;
+  KeyExchangeBuffers& b = buffers != nullptr ? *buffers : local;
+  pack_window(batch, window, check, b.mine);
+  exchange.all_gather_into(b.mine, b.all);
+  const GatheredMessages& all = b.all;
+  EMBER_CHECK(all.count() == exchange.processes() &&
+                  all.offsets.back() == static_cast<std::int64_t>(all.bytes.size()),
+              "shared reading: ", all.count(), " key messages from ", exchange.processes(),
+              " processes");
 
   const BatchLayout& layout = batch.layout();
   const std::size_t key_size = layout.key_size();
   std::vector<std::int64_t> filled(static_cast<std::size_t>(batch.num_inputs()), 0);
   std::int64_t next_row = 0;
-  for (int p = 0; p < static_cast<int>(all.size()); ++p) {
-    MessageReader in(all[static_cast<std::size_t>(p)], p);
+  for (int p = 0; p < all.count(); ++p) {
+    const auto at = static_cast<std::size_t>(all.offsets[static_cast<std::size_t>(p)]);
+    MessageReader in(all.bytes.data() + at,
+                     static_cast<std::size_t>(all.offsets[static_cast<std::size_t>(p) + 1]) - at,
+                     p);
     std::int64_t h[kHeaderValues];
     for (std::int64_t& v : h)
       v = in.get<std::int64_t>();
@@ -123,26 +203,38 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
       std::int64_t* off = batch.row_offsets(i);
       std::int64_t& at = filled[static_cast<std::size_t>(i)];
       const auto keys = in.get<std::int64_t>();
+      const auto uniform = in.get<std::int64_t>();
       const std::int64_t first = h[3] * slots;
       const std::int64_t rows = h[4] * slots;
-      const std::byte* counts = in.take(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
       if (keys < 0 || at + keys > batch.value_capacity(i)) {
         EMBER_THROW_AS(DataError, "shared reading: process ", p, " sends ", keys,
                        " keys of sparse input ", i, " for batch ", check.sequence,
                        ", more than the batch holds (", batch.value_capacity(i) - at, " left)");
       }
       off[first] = at;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        std::int32_t c;
-        std::memcpy(&c, counts + r * static_cast<std::int64_t>(sizeof(c)), sizeof(c));
-        off[first + r + 1] = off[first + r] + c;
+      if (uniform == kVariable) {
+        const std::byte* counts = in.take(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::int32_t c;
+          std::memcpy(&c, counts + r * static_cast<std::int64_t>(sizeof(c)), sizeof(c));
+          off[first + r + 1] = off[first + r] + c;
+        }
+      } else {
+        if (uniform < 0 || (rows > 0 && uniform > keys)) {
+          EMBER_THROW_AS(DataError, "shared reading: process ", p,
+                         " says every row of sparse input ", i, " holds ", uniform, " keys, with ",
+                         keys, " keys for ", rows, " rows");
+        }
+#pragma omp parallel for schedule(static) if (rows >= (1 << 16))
+        for (std::int64_t r = 0; r < rows; ++r)
+          off[first + r + 1] = at + (r + 1) * uniform;
       }
       if (off[first + rows] != at + keys) {
         EMBER_THROW_AS(DataError, "shared reading: process ", p, "'s key counts of sparse input ",
                        i, " add up to ", off[first + rows] - at, ", not its ", keys, " keys");
       }
       const std::size_t bytes = static_cast<std::size_t>(keys) * key_size;
-      std::memcpy(
+      copy_bytes_parallel(
           static_cast<std::byte*>(batch.values(i)) + static_cast<std::size_t>(at) * key_size,
           in.take(bytes), bytes);
       at += keys;

@@ -20,6 +20,14 @@
 
 namespace ember::data {
 
+// Every process's message back to back, in process order: process p's bytes are
+// [offsets[p], offsets[p + 1]) of `bytes`. Reused from call to call.
+struct GatheredMessages {
+  std::vector<std::byte> bytes;
+  std::vector<std::int64_t> offsets;
+  int count() const { return offsets.empty() ? 0 : static_cast<int>(offsets.size()) - 1; }
+};
+
 class ProcessExchange {
  public:
   virtual ~ProcessExchange() = default;
@@ -29,6 +37,10 @@ class ProcessExchange {
   // Every process's bytes, in process order. Every process makes the same calls in the same
   // order, from one thread (the pipeline's collector).
   virtual std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) = 0;
+  // The same into `all`, whose memory is kept from call to call: an exchange per batch then
+  // allocates, and faults in, nothing new once the batches' sizes are reached, and the messages
+  // are not copied apart. The default calls all_gather and lays its messages end to end.
+  virtual void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all);
   // This process cannot take part in exchanges that the others will wait for (its pipeline
   // failed while it was being stopped, so no consumer will see the error): end the job, saying
   // `why`. The default throws, for exchanges whose peers cannot wait (tests).
@@ -43,13 +55,21 @@ struct ExchangeCheck {
   std::int64_t workers = 0;
 };
 
+// The messages one pipeline's exchanges reuse from batch to batch (its collector's).
+struct KeyExchangeBuffers {
+  std::vector<std::byte> mine;
+  GatheredMessages all;
+};
+
 // Completes the keys of `batch`: rows [window.offset, window.offset + window.size) hold this
 // process's parsed samples; the other rows are overwritten with the keys of the processes that
 // own them. Every process's window must be the next after the previous process's, the first at
 // row 0 and the last ending at batch.size() (local_shares of consecutive ranks). A process whose
 // batch differs (`check`, the windows) is a DataError naming both processes and the numbers.
+// A window whose rows all hold the same key count (one-hot data) sends that count once instead
+// of one per row. `buffers` (optional) keeps the messages' memory for the next batch.
 void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
-                         ProcessExchange& exchange);
+                         ProcessExchange& exchange, KeyExchangeBuffers* buffers = nullptr);
 
 // The rows of a batch of `n` samples whose samples this process's `local_ranks` ranks take.
 Share process_window(std::int64_t n, const RankSlice& slice, int local_ranks);

@@ -82,8 +82,10 @@ struct Pipeline::Impl {
   std::vector<std::thread> threads;
   bool collector_started = false;  // threads.back() is the collector
 
-  // Shared reading: the rows of each full batch this process parses.
+  // Shared reading: the rows of each full batch this process parses; the collector's key
+  // messages, kept from batch to batch.
   std::optional<Share> window;
+  KeyExchangeBuffers exchange_buffers;
 
   // Consumer side.
   std::exception_ptr failure;
@@ -376,7 +378,8 @@ bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_
     if (!wait_for_room()) return false;
     const Share rows =
         process_window(batch->size(), options.slice, static_cast<int>(options.devices.size()));
-    exchange_batch_keys(*batch, rows, {sequence, batch->size(), workers}, *options.exchange);
+    exchange_batch_keys(*batch, rows, {sequence, batch->size(), workers}, *options.exchange,
+                        &exchange_buffers);
   }
   OutItem item{OutItem::Kind::Batch, {}, nullptr};
   if (gpu) {

@@ -30,7 +30,22 @@ ProcessChannel::~ProcessChannel() {
 }
 
 std::vector<std::vector<std::byte>> ProcessChannel::all_gather(const std::vector<std::byte>& mine) {
-  if (comm_->comm == MPI_COMM_NULL || size_ == 1) return {mine};
+  std::vector<std::byte> bytes;
+  std::vector<std::int64_t> offsets;
+  all_gather(mine, bytes, offsets);
+  std::vector<std::vector<std::byte>> out(offsets.size() - 1);
+  for (std::size_t p = 0; p < out.size(); ++p)
+    out[p].assign(bytes.begin() + offsets[p], bytes.begin() + offsets[p + 1]);
+  return out;
+}
+
+void ProcessChannel::all_gather(const std::vector<std::byte>& mine, std::vector<std::byte>& bytes,
+                                std::vector<std::int64_t>& out_offsets) {
+  if (comm_->comm == MPI_COMM_NULL || size_ == 1) {
+    bytes.assign(mine.begin(), mine.end());
+    out_offsets = {0, static_cast<std::int64_t>(mine.size())};
+    return;
+  }
   const auto n = static_cast<std::size_t>(size_);
   std::int64_t length = static_cast<std::int64_t>(mine.size());
   std::vector<std::int64_t> lengths(n);
@@ -47,13 +62,14 @@ std::vector<std::vector<std::byte>> ProcessChannel::all_gather(const std::vector
     offsets[p] = static_cast<int>(total);
     total += lengths[p];
   }
-  std::vector<std::byte> all(static_cast<std::size_t>(std::max<std::int64_t>(total, 1)));
-  EMBER_MPI_CHECK(MPI_Allgatherv(mine.data(), static_cast<int>(length), MPI_BYTE, all.data(),
+  bytes.resize(static_cast<std::size_t>(std::max<std::int64_t>(total, 1)));
+  EMBER_MPI_CHECK(MPI_Allgatherv(mine.data(), static_cast<int>(length), MPI_BYTE, bytes.data(),
                                  counts.data(), offsets.data(), MPI_BYTE, comm_->comm));
-  std::vector<std::vector<std::byte>> out(n);
+  bytes.resize(static_cast<std::size_t>(total));
+  out_offsets.resize(n + 1);
   for (std::size_t p = 0; p < n; ++p)
-    out[p].assign(all.begin() + offsets[p], all.begin() + offsets[p] + counts[p]);
-  return out;
+    out_offsets[p] = offsets[p];
+  out_offsets[n] = total;
 }
 
 #else
@@ -68,6 +84,12 @@ ProcessChannel::~ProcessChannel() = default;
 
 std::vector<std::vector<std::byte>> ProcessChannel::all_gather(const std::vector<std::byte>& mine) {
   return {mine};
+}
+
+void ProcessChannel::all_gather(const std::vector<std::byte>& mine, std::vector<std::byte>& bytes,
+                                std::vector<std::int64_t>& offsets) {
+  bytes.assign(mine.begin(), mine.end());
+  offsets = {0, static_cast<std::int64_t>(mine.size())};
 }
 
 #endif

@@ -26,6 +26,11 @@ class ProcessChannel {
   // Every process's bytes, in process order (sizes may differ). One thread per channel; every
   // process makes the same calls in the same order. More than 2 GiB in all is an error.
   std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine);
+  // The same back to back into `bytes` (process p's are [offsets[p], offsets[p + 1])), whose
+  // memory is reused from call to call: an exchange per batch faults in no new pages once the
+  // sizes are reached, and the messages are not copied apart.
+  void all_gather(const std::vector<std::byte>& mine, std::vector<std::byte>& bytes,
+                  std::vector<std::int64_t>& offsets);
 
  private:
   struct Comm;

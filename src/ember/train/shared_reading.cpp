@@ -21,6 +21,9 @@ class ChannelExchange final : public data::ProcessExchange {
   std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
     return channel_->all_gather(mine);
   }
+  void all_gather_into(const std::vector<std::byte>& mine, data::GatheredMessages& all) override {
+    channel_->all_gather(mine, all.bytes, all.offsets);
+  }
   // The other processes wait in an exchange this one will not join: end them all, as a failed
   // rank does.
   [[noreturn]] void abandon(const std::string& why) override {

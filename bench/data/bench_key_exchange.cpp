@@ -1,0 +1,216 @@
+// The host's share of shared reading per batch (issue 14): data::exchange_batch_keys, which every
+// process of a job runs on its pipeline's collector thread for every batch, one batch at a time
+// and in step with the other processes. P processes are P threads here, exchanging through an
+// in-memory all-gather (a copy of each message to every thread, as MPI's shared-memory transport
+// delivers them); each holds a DLRM-Kaggle-shaped batch (26 one-hot slots) with its window's keys
+// parsed. Reports the median ms per batch and the samples/s that bounds a job's input path.
+//
+//   bench_key_exchange [--samples N] [--processes P] [--keys u32|i64] [--reps R]
+//
+// Ends with SUMMARY lines.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ember/data/host_batch.hpp"
+#include "ember/data/key_exchange.hpp"
+
+namespace {
+
+using namespace ember;
+using namespace ember::data;
+using Clock = std::chrono::steady_clock;
+
+// An all-gather among n threads: each call returns once every thread has made its own.
+class Hub {
+ public:
+  explicit Hub(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
+  std::vector<std::vector<std::byte>> all_gather(int p, const std::vector<std::byte>& mine) {
+    std::unique_lock lock(mutex_);
+    const std::int64_t generation = generation_;
+    pending_[static_cast<std::size_t>(p)] = mine;
+    if (++arrived_ == n_) {
+      // Each message is copied in once (above) and out once per receiver (the return), as a
+      // shared-memory transport copies it in and out.
+      done_ = std::move(pending_);
+      pending_.assign(static_cast<std::size_t>(n_), {});
+      arrived_ = 0;
+      ++generation_;
+      changed_.notify_all();
+      return done_;
+    }
+    changed_.wait(lock, [&] { return generation_ != generation; });
+    return done_;
+  }
+
+  // Each message copied in once (the caller's send) and out once into `all` (its receive).
+  void all_gather_into(int p, const std::vector<std::byte>& mine, GatheredMessages& all) {
+    std::unique_lock lock(mutex_);
+    const std::int64_t generation = generation_;
+    pending_[static_cast<std::size_t>(p)] = mine;
+    if (++arrived_ == n_) {
+      done_ = std::move(pending_);
+      pending_.assign(static_cast<std::size_t>(n_), {});
+      arrived_ = 0;
+      ++generation_;
+      changed_.notify_all();
+    } else {
+      changed_.wait(lock, [&] { return generation_ != generation; });
+    }
+    // The messages of this round stay until every thread has copied them: the next round cannot
+    // complete before this thread has arrived at it.
+    const std::vector<std::vector<std::byte>>& round = done_;
+    lock.unlock();
+    all.offsets.assign(1, 0);
+    for (const auto& m : round)
+      all.offsets.push_back(all.offsets.back() + static_cast<std::int64_t>(m.size()));
+    all.bytes.resize(static_cast<std::size_t>(all.offsets.back()));
+    for (std::size_t q = 0; q < round.size(); ++q) {
+      if (!round[q].empty())
+        std::memcpy(all.bytes.data() + all.offsets[q], round[q].data(), round[q].size());
+    }
+  }
+
+ private:
+  int n_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::vector<std::byte>> pending_, done_;
+  int arrived_ = 0;
+  std::int64_t generation_ = 0;
+};
+
+class HubExchange final : public ProcessExchange {
+ public:
+  HubExchange(Hub& hub, int p, int n) : hub_(hub), p_(p), n_(n) {}
+  int process() const override { return p_; }
+  int processes() const override { return n_; }
+  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
+    return hub_.all_gather(p_, mine);
+  }
+  // As the MPI channel does: the messages land back to back in a buffer kept from batch to
+  // batch (one copy out of the hub, as a shared-memory transport copies them out).
+  void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all) override {
+    hub_.all_gather_into(p_, mine, all);
+  }
+
+ private:
+  Hub& hub_;
+  int p_, n_;
+};
+
+// Median ms per exchange of one batch of `samples` among `processes` threads.
+double time_exchange(std::int64_t samples, int processes, DType keys, int reps) {
+  BatchLayout layout;
+  layout.label_dim = 1;
+  layout.dense_dim = 13;
+  layout.key_type = keys;
+  layout.sparse.push_back({"data1", 26, 26, 1});
+  Hub hub(processes);
+  std::vector<std::vector<double>> ms(static_cast<std::size_t>(processes));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(processes));
+  std::vector<std::thread> threads;
+  for (int p = 0; p < processes; ++p) {
+    threads.emplace_back([&, p] {
+      try {
+        const Share window = process_window(samples, {processes, p}, 1);
+        // The batch as the pipeline hands it over: this process's rows parsed (one key a slot),
+        // the others' rows committed without keys.
+        HostBatch batch(layout, samples);
+        batch.add_rows_without_keys(window.offset);
+        {
+          HostBatch parsed(layout, window.size);
+          std::mt19937_64 rng(static_cast<std::uint64_t>(p) + 1);
+          std::int64_t* off = parsed.row_offsets(0);
+          for (std::int64_t r = 0; r < window.size * 26; ++r)
+            off[r + 1] = r + 1;
+          for (std::int64_t k = 0; k < window.size * 26; ++k) {
+            if (keys == DType::U32) {
+              parsed.values_as<std::uint32_t>(0)[k] = static_cast<std::uint32_t>(rng() >> 40);
+            } else {
+              parsed.values_as<std::int64_t>(0)[k] = static_cast<std::int64_t>(rng() >> 30);
+            }
+          }
+          parsed.set_size(window.size);
+          batch.append(parsed, 0, window.size);
+        }
+        batch.add_rows_without_keys(samples - window.offset - window.size);
+        HubExchange exchange(hub, p, processes);
+        KeyExchangeBuffers buffers;  // the pipeline's collector keeps them
+        for (int rep = 0; rep < reps + 2; ++rep) {
+          const auto t0 = Clock::now();
+          exchange_batch_keys(batch, window, {rep, samples, 16}, exchange, &buffers);
+          const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+          if (rep >= 2) ms[static_cast<std::size_t>(p)].push_back(t);  // two warm-up batches
+        }
+      } catch (...) {
+        errors[static_cast<std::size_t>(p)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  // The slowest process sets the pace of every batch.
+  std::vector<double> per_batch(static_cast<std::size_t>(reps), 0.0);
+  for (const auto& m : ms) {
+    for (int r = 0; r < reps; ++r)
+      per_batch[static_cast<std::size_t>(r)] =
+          std::max(per_batch[static_cast<std::size_t>(r)], m[static_cast<std::size_t>(r)]);
+  }
+  std::sort(per_batch.begin(), per_batch.end());
+  return per_batch[per_batch.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::int64_t> samples = {131072};
+  std::vector<int> processes = {2};
+  DType keys = DType::U32;
+  int reps = 9;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool value = i + 1 < argc;
+    if (a == "--samples" && value) {
+      samples = {std::stoll(argv[++i])};
+    } else if (a == "--processes" && value) {
+      processes = {std::stoi(argv[++i])};
+    } else if (a == "--keys" && value) {
+      keys = std::string(argv[++i]) == "i64" ? DType::I64 : DType::U32;
+    } else if (a == "--reps" && value) {
+      reps = std::max(1, std::stoi(argv[++i]));
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_key_exchange [--samples N] [--processes P] [--keys u32|i64] "
+                   "[--reps R]\n");
+      return 2;
+    }
+  }
+  std::printf("bench_key_exchange: %u hardware threads, %s keys, 26 one-hot slots\n",
+              std::thread::hardware_concurrency(), keys == DType::U32 ? "u32" : "i64");
+  for (std::int64_t n : samples) {
+    for (int p : processes) {
+      const double ms = time_exchange(n, p, keys, reps);
+      std::printf(
+          "  global batch %lld, %d processes: %.2f ms per batch (bounds the job at %.2f M "
+          "samples/s)\n",
+          static_cast<long long>(n), p, ms, static_cast<double>(n) / ms / 1e3);
+      std::printf(
+          "SUMMARY | data | key exchange, batch %lld, %d processes, ms per batch | %.2f | "
+          "- | -\n",
+          static_cast<long long>(n), p, ms);
+    }
+  }
+  return 0;
+}
