@@ -81,11 +81,10 @@ TEST(TimedCommunicator, ForwardsEveryCollectiveAndTimesEachAsItsOwnPart) {
       EXPECT_EQ(p.intervals, p.name == "around" ? 6 : 1) << p.name << ", " << n << " ranks";
       EXPECT_GE(p.ms, 0.0) << p.name;
     }
-    EXPECT_EQ(names, (std::set<std::string>{"around", TimedCommunicator::kAllReduce,
-                                            TimedCommunicator::kReduceScatter,
-                                            TimedCommunicator::kAllGather,
-                                            TimedCommunicator::kAllToAll,
-                                            TimedCommunicator::kBroadcast}))
+    EXPECT_EQ(names, (std::set<std::string>{
+                         "around", TimedCommunicator::kAllReduce, TimedCommunicator::kReduceScatter,
+                         TimedCommunicator::kAllGather, TimedCommunicator::kAllToAll,
+                         TimedCommunicator::kBroadcast}))
         << n << " ranks";
     EXPECT_EQ(timer.open_part(), "") << "the timing was closed";
   }
