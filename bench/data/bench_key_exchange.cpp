@@ -29,30 +29,32 @@ using namespace ember;
 using namespace ember::data;
 using Clock = std::chrono::steady_clock;
 
-// An all-gather among n threads: each call returns once every thread has made its own.
+// An all-gather among n threads: each call returns once every thread has made its own. Each
+// message is copied in once (the sender's) and out once per receiver, as a shared-memory
+// transport copies it in and out.
 class Hub {
  public:
   explicit Hub(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
   std::vector<std::vector<std::byte>> all_gather(int p, const std::vector<std::byte>& mine) {
-    std::unique_lock lock(mutex_);
-    const std::int64_t generation = generation_;
-    pending_[static_cast<std::size_t>(p)] = mine;
-    if (++arrived_ == n_) {
-      // Each message is copied in once (above) and out once per receiver (the return), as a
-      // shared-memory transport copies it in and out.
-      done_ = std::move(pending_);
-      pending_.assign(static_cast<std::size_t>(n_), {});
-      arrived_ = 0;
-      ++generation_;
-      changed_.notify_all();
-      return done_;
+    return arrive(p, mine);
+  }
+  // The messages back to back into `all`, whose memory the caller keeps.
+  void all_gather_into(int p, const std::vector<std::byte>& mine, GatheredMessages& all) {
+    const std::vector<std::vector<std::byte>>& round = arrive(p, mine);
+    all.offsets.assign(1, 0);
+    for (const auto& m : round)
+      all.offsets.push_back(all.offsets.back() + static_cast<std::int64_t>(m.size()));
+    all.bytes.resize(static_cast<std::size_t>(all.offsets.back()));
+    for (std::size_t q = 0; q < round.size(); ++q) {
+      if (!round[q].empty())
+        std::memcpy(all.bytes.data() + all.offsets[q], round[q].data(), round[q].size());
     }
-    changed_.wait(lock, [&] { return generation_ != generation; });
-    return done_;
   }
 
-  // Each message copied in once (the caller's send) and out once into `all` (its receive).
-  void all_gather_into(int p, const std::vector<std::byte>& mine, GatheredMessages& all) {
+ private:
+  // This round's messages, once every thread has sent its own. They stay until this thread has
+  // read them: the next round cannot complete before this thread arrives at it.
+  const std::vector<std::vector<std::byte>>& arrive(int p, const std::vector<std::byte>& mine) {
     std::unique_lock lock(mutex_);
     const std::int64_t generation = generation_;
     pending_[static_cast<std::size_t>(p)] = mine;
@@ -65,18 +67,7 @@ class Hub {
     } else {
       changed_.wait(lock, [&] { return generation_ != generation; });
     }
-    // The messages of this round stay until every thread has copied them: the next round cannot
-    // complete before this thread has arrived at it.
-    const std::vector<std::vector<std::byte>>& round = done_;
-    lock.unlock();
-    all.offsets.assign(1, 0);
-    for (const auto& m : round)
-      all.offsets.push_back(all.offsets.back() + static_cast<std::int64_t>(m.size()));
-    all.bytes.resize(static_cast<std::size_t>(all.offsets.back()));
-    for (std::size_t q = 0; q < round.size(); ++q) {
-      if (!round[q].empty())
-        std::memcpy(all.bytes.data() + all.offsets[q], round[q].data(), round[q].size());
-    }
+    return done_;
   }
 
  private:
