@@ -6,6 +6,9 @@
 // parsed. Reports the median ms per batch and the samples/s that bounds a job's input path.
 //
 //   bench_key_exchange [--samples N] [--processes P] [--keys u32|i64] [--reps R]
+//   mpirun -np P bench_key_exchange --mpi [...]   real processes over a ProcessChannel (MPI), as
+//                                                 a job's pipelines exchange; also the MPI
+//                                                 all-gather of the same bytes alone
 //
 // Ends with SUMMARY lines.
 #include <algorithm>
@@ -22,6 +25,8 @@
 
 #include "ember/data/host_batch.hpp"
 #include "ember/data/key_exchange.hpp"
+#include "ember/distributed/process_channel.hpp"
+#include "ember/distributed/process_world.hpp"
 
 namespace {
 
@@ -98,13 +103,54 @@ class HubExchange final : public ProcessExchange {
   int p_, n_;
 };
 
-// Median ms per exchange of one batch of `samples` among `processes` threads.
-double time_exchange(std::int64_t samples, int processes, DType keys, int reps) {
+BatchLayout kaggle_layout(DType keys) {
   BatchLayout layout;
   layout.label_dim = 1;
   layout.dense_dim = 13;
   layout.key_type = keys;
   layout.sparse.push_back({"data1", 26, 26, 1});
+  return layout;
+}
+
+// Process p's batch as its pipeline hands it over: its window's rows parsed (one key a slot), the
+// other processes' rows committed without keys.
+void fill_batch(HostBatch& batch, const Share& window, std::int64_t samples, int p) {
+  const BatchLayout& layout = batch.layout();
+  batch.add_rows_without_keys(window.offset);
+  {
+    HostBatch parsed(layout, window.size);
+    std::mt19937_64 rng(static_cast<std::uint64_t>(p) + 1);
+    std::int64_t* off = parsed.row_offsets(0);
+    for (std::int64_t r = 0; r < window.size * 26; ++r)
+      off[r + 1] = r + 1;
+    for (std::int64_t k = 0; k < window.size * 26; ++k) {
+      if (layout.key_type == DType::U32) {
+        parsed.values_as<std::uint32_t>(0)[k] = static_cast<std::uint32_t>(rng() >> 40);
+      } else {
+        parsed.values_as<std::int64_t>(0)[k] = static_cast<std::int64_t>(rng() >> 30);
+      }
+    }
+    parsed.set_size(window.size);
+    batch.append(parsed, 0, window.size);
+  }
+  batch.add_rows_without_keys(samples - window.offset - window.size);
+}
+
+// Each batch's time is the slowest process's: the next exchange waits for it.
+double median_of_slowest(const std::vector<std::vector<double>>& ms, int reps) {
+  std::vector<double> per_batch(static_cast<std::size_t>(reps), 0.0);
+  for (const auto& m : ms) {
+    for (int r = 0; r < reps; ++r)
+      per_batch[static_cast<std::size_t>(r)] =
+          std::max(per_batch[static_cast<std::size_t>(r)], m[static_cast<std::size_t>(r)]);
+  }
+  std::sort(per_batch.begin(), per_batch.end());
+  return per_batch[per_batch.size() / 2];
+}
+
+// Median ms per exchange of one batch of `samples` among `processes` threads.
+double time_exchange(std::int64_t samples, int processes, DType keys, int reps) {
+  const BatchLayout layout = kaggle_layout(keys);
   Hub hub(processes);
   std::vector<std::vector<double>> ms(static_cast<std::size_t>(processes));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(processes));
@@ -113,27 +159,8 @@ double time_exchange(std::int64_t samples, int processes, DType keys, int reps) 
     threads.emplace_back([&, p] {
       try {
         const Share window = process_window(samples, {processes, p}, 1);
-        // The batch as the pipeline hands it over: this process's rows parsed (one key a slot),
-        // the others' rows committed without keys.
         HostBatch batch(layout, samples);
-        batch.add_rows_without_keys(window.offset);
-        {
-          HostBatch parsed(layout, window.size);
-          std::mt19937_64 rng(static_cast<std::uint64_t>(p) + 1);
-          std::int64_t* off = parsed.row_offsets(0);
-          for (std::int64_t r = 0; r < window.size * 26; ++r)
-            off[r + 1] = r + 1;
-          for (std::int64_t k = 0; k < window.size * 26; ++k) {
-            if (keys == DType::U32) {
-              parsed.values_as<std::uint32_t>(0)[k] = static_cast<std::uint32_t>(rng() >> 40);
-            } else {
-              parsed.values_as<std::int64_t>(0)[k] = static_cast<std::int64_t>(rng() >> 30);
-            }
-          }
-          parsed.set_size(window.size);
-          batch.append(parsed, 0, window.size);
-        }
-        batch.add_rows_without_keys(samples - window.offset - window.size);
+        fill_batch(batch, window, samples, p);
         HubExchange exchange(hub, p, processes);
         KeyExchangeBuffers buffers;  // the pipeline's collector keeps them
         for (int rep = 0; rep < reps + 2; ++rep) {
@@ -152,15 +179,68 @@ double time_exchange(std::int64_t samples, int processes, DType keys, int reps) 
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
-  // The slowest process sets the pace of every batch.
-  std::vector<double> per_batch(static_cast<std::size_t>(reps), 0.0);
-  for (const auto& m : ms) {
-    for (int r = 0; r < reps; ++r)
-      per_batch[static_cast<std::size_t>(r)] =
-          std::max(per_batch[static_cast<std::size_t>(r)], m[static_cast<std::size_t>(r)]);
+  return median_of_slowest(ms, reps);
+}
+
+// The exchange over MPI, as a job's pipeline runs it (train/shared_reading.cpp's exchange over a
+// channel of its own).
+class ChannelExchange final : public ProcessExchange {
+ public:
+  explicit ChannelExchange(distributed::ProcessChannel& channel) : channel_(channel) {}
+  int process() const override { return channel_.rank(); }
+  int processes() const override { return channel_.size(); }
+  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
+    return channel_.all_gather(mine);
   }
-  std::sort(per_batch.begin(), per_batch.end());
-  return per_batch[per_batch.size() / 2];
+  void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all) override {
+    channel_.all_gather(mine, all.bytes, all.offsets);
+  }
+
+ private:
+  distributed::ProcessChannel& channel_;
+};
+
+struct MpiTimes {
+  double exchange = 0;  // ms per batch, the slowest process's, median
+  double gather = 0;    // the MPI all-gather of the same messages alone
+};
+
+MpiTimes time_exchange_over_mpi(std::int64_t samples, DType keys, int reps) {
+  auto channel = distributed::ProcessChannel::open();
+  const int p = channel->rank(), processes = channel->size();
+  const BatchLayout layout = kaggle_layout(keys);
+  const Share window = process_window(samples, {processes, p}, 1);
+  HostBatch batch(layout, samples);
+  fill_batch(batch, window, samples, p);
+  ChannelExchange exchange(*channel);
+  KeyExchangeBuffers buffers;
+  std::vector<double> mine_exchange, mine_gather;
+  for (int rep = 0; rep < reps + 2; ++rep) {
+    auto t0 = Clock::now();
+    exchange_batch_keys(batch, window, {rep, samples, 16}, exchange, &buffers);
+    const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    // The same message once more, through MPI alone.
+    GatheredMessages again;
+    t0 = Clock::now();
+    channel->all_gather(buffers.mine, again.bytes, again.offsets);
+    const double g = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (rep >= 2) {
+      mine_exchange.push_back(t);
+      mine_gather.push_back(g);
+    }
+  }
+  const std::vector<double> all_exchange = distributed::all_gather_processes_f64(mine_exchange);
+  const std::vector<double> all_gather = distributed::all_gather_processes_f64(mine_gather);
+  std::vector<std::vector<double>> e(static_cast<std::size_t>(processes)),
+      g(static_cast<std::size_t>(processes));
+  for (int q = 0; q < processes; ++q) {
+    for (int r = 0; r < reps; ++r) {
+      e[static_cast<std::size_t>(q)].push_back(
+          all_exchange[static_cast<std::size_t>(q * reps + r)]);
+      g[static_cast<std::size_t>(q)].push_back(all_gather[static_cast<std::size_t>(q * reps + r)]);
+    }
+  }
+  return {median_of_slowest(e, reps), median_of_slowest(g, reps)};
 }
 
 }  // namespace
@@ -170,6 +250,7 @@ int main(int argc, char** argv) {
   std::vector<int> processes = {2};
   DType keys = DType::U32;
   int reps = 9;
+  bool mpi = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool value = i + 1 < argc;
@@ -179,14 +260,34 @@ int main(int argc, char** argv) {
       processes = {std::stoi(argv[++i])};
     } else if (a == "--keys" && value) {
       keys = std::string(argv[++i]) == "i64" ? DType::I64 : DType::U32;
+    } else if (a == "--mpi") {
+      mpi = true;
     } else if (a == "--reps" && value) {
       reps = std::max(1, std::stoi(argv[++i]));
     } else {
       std::fprintf(stderr,
                    "usage: bench_key_exchange [--samples N] [--processes P] [--keys u32|i64] "
-                   "[--reps R]\n");
+                   "[--reps R] [--mpi]\n");
       return 2;
     }
+  }
+  if (mpi) {
+    const distributed::ProcessWorld world = distributed::join_mpi_world();
+    for (std::int64_t n : samples) {
+      const MpiTimes t = time_exchange_over_mpi(n, keys, reps);
+      if (world.rank != 0) continue;
+      std::printf(
+          "bench_key_exchange --mpi: %d processes, %s keys, global batch %lld: %.2f ms per "
+          "batch (bounds the job at %.2f M samples/s), of which the MPI all-gather alone "
+          "%.2f ms\n",
+          world.size, keys == DType::U32 ? "u32" : "i64", static_cast<long long>(n), t.exchange,
+          static_cast<double>(n) / t.exchange / 1e3, t.gather);
+      std::printf(
+          "SUMMARY | data | key exchange over MPI, batch %lld, %d processes, ms per batch "
+          "(MPI all-gather alone) | %.2f (%.2f) | - | -\n",
+          static_cast<long long>(n), world.size, t.exchange, t.gather);
+    }
+    return 0;
   }
   std::printf("bench_key_exchange: %u hardware threads, %s keys, 26 one-hot slots\n",
               std::thread::hardware_concurrency(), keys == DType::U32 ? "u32" : "i64");
