@@ -15,6 +15,7 @@
 
 #include "ember/core/error.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/distributed/process_vote.hpp"
 #include "ember/distributed/process_world.hpp"
 
 namespace {
@@ -225,6 +226,20 @@ int main(int argc, char** argv) {
     // once at 1 s.
     auto quick = distributed::make_mpi_communicators(local, 5.0);
     on_every_rank(quick, check_timeout);
+  }
+  // The stop vote, answered 1 and 3 rounds late: process p votes yes in round 2p + 1 only;
+  // every answer is the same on every process.
+  for (int late : {1, 3}) {
+    auto vote = distributed::ProcessVote::open(late);
+    const int rounds = 2 * world.size + 2 + late;
+    bool all_right = true;
+    for (int r = 0; r < rounds; ++r) {
+      const int asked = r - late;  // the round this call answers
+      const bool want = asked >= 0 && asked % 2 == 1 && asked / 2 < world.size;
+      all_right = all_right && vote->next(r == 2 * world.rank + 1) == want;
+    }
+    expect(all_right, "ProcessVote answers each round " + std::to_string(late) + " round(s) late",
+           world.rank);
   }
   // Processes that disagree on their rank count are refused on every process.
   if (world.size > 1) {

@@ -13,6 +13,7 @@
 #include "ember/core/progress_line.hpp"
 #include "ember/data/pipeline.hpp"
 #include "ember/distributed/collectives.hpp"
+#include "ember/distributed/process_vote.hpp"
 #include "ember/train/cache_report.hpp"
 #include "ember/train/checkpoint.hpp"
 #include "ember/train/checkpoint_recovery.hpp"
@@ -188,7 +189,9 @@ class Session::TrainingLoop {
   void evaluate_if_due();
   void snapshot_if_due();
   void save_snapshot();
-  bool stop_requested() const;
+  // Whether training stops after this step: at once in one process; in a job of several, a few
+  // steps after any process was asked, all of them after the same step (a ProcessVote).
+  bool stop_requested();
   // Ctrl-C: a snapshot of the last step (unless one was just written), and where it went.
   void interrupt();
   // Timing, the last step's loss, and the evaluation of a run that ended between evaluations.
@@ -214,6 +217,7 @@ class Session::TrainingLoop {
   std::vector<double> step_losses_;  // each rank's loss of the step being checked
   bool stop_ = false;
   bool started_ = false;
+  std::unique_ptr<distributed::ProcessVote> stop_vote_;  // a job of several processes
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
@@ -537,10 +541,14 @@ void Session::TrainingLoop::save_snapshot() {
   }
 }
 
-bool Session::TrainingLoop::stop_requested() const {
+bool Session::TrainingLoop::stop_requested() {
   const std::atomic<bool>* flag = session_.options_.stop_requested;
-  // Every process stops after the same step (a stop asked of any of them).
-  return any_process(m_.job, flag != nullptr && flag->load());
+  const bool mine = flag != nullptr && flag->load();
+  if (!m_.job.multi_process) return mine;
+  // Every process stops after the same step, a few steps after a stop asked of any of them: the
+  // vote is read some steps after it is cast, so no step waits for the other processes' hosts.
+  if (!stop_vote_) stop_vote_ = distributed::ProcessVote::open();
+  return stop_vote_->next(mine);
 }
 
 void Session::TrainingLoop::interrupt() {

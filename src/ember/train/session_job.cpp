@@ -150,12 +150,4 @@ std::vector<double> gather_rank_values(const SessionJob& job, const std::vector<
   return distributed::all_gather_processes_f64(local);
 }
 
-bool any_process(const SessionJob& job, bool mine) {
-  if (!job.multi_process) return mine;
-  for (std::int64_t v : distributed::all_gather_processes({mine ? 1 : 0})) {
-    if (v != 0) return true;
-  }
-  return false;
-}
-
 }  // namespace ember::train

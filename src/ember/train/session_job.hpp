@@ -38,9 +38,6 @@ std::vector<distributed::CommunicatorPtr> make_job_communicators(const SessionJo
 // Every rank's value, in rank order, from each process's values of its own ranks.
 std::vector<double> gather_rank_values(const SessionJob& job, const std::vector<double>& local);
 
-// True on every process when `mine` is true on any of them.
-bool any_process(const SessionJob& job, bool mine);
-
 // FNV-1a of the configuration as parsed (after overrides), the same bytes on every process that
 // was given the same configuration.
 std::uint64_t config_hash(const ModelConfig& config);
