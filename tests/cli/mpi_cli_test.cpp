@@ -241,6 +241,32 @@ TEST_F(MpiCli, CheckpointOfTwoProcessesResumesOnOneAndOnThree) {
   EXPECT_NEAR(value_of_key(got[2], "AUC"), value_of_key(expected[2], "AUC"), 1e-4) << got[2];
 }
 
+// nan_policy "stop" over processes: each checks its own ranks' losses and the processes learn of
+// a bad one a few steps later (no wait per step); every process then names the same first bad
+// loss, as one process with the same ranks does, and no model is written. "skip" agrees at once
+// (on the devices' own collective) and skips the same batches.
+TEST_F(MpiCli, ADivergingJobStopsOnEveryProcessWithOneProcessesMessage) {
+  EMBER_REQUIRE_MPI();
+  testing::ScratchDir dir;
+  const std::string args = train_args(config_path("dlrm"), data("dlrm")) +
+                           " --set optimizer.adam_hparam.learning_rate=1e30"
+                           " --set solver.max_iter=20";
+  const Outcome one = run_in(0, args + " --cpu-ranks 2 --model-out one", dir);
+  EXPECT_EQ(one.status, 1);
+  const std::regex said("training diverged: the loss is [^;]*;");
+  std::smatch want;
+  ASSERT_TRUE(std::regex_search(one.err, want, said)) << one.err;
+  const Outcome many = run_in(2, args + " --cpu-ranks 1 --model-out many", dir);
+  EXPECT_NE(many.status, 0);
+  EXPECT_THAT(many.err, HasSubstr("ember: error: process 0 of 2: " + want.str()));
+  EXPECT_THAT(many.err, HasSubstr("ember: error: process 1 of 2: " + want.str()));
+  EXPECT_FALSE(std::filesystem::exists(dir / "many" / "meta.json"));
+  const Outcome skip =
+      run_in(2, args + " --cpu-ranks 1 --set solver.nan_policy=skip --model-out skip", dir);
+  ASSERT_EQ(skip.status, 0) << skip.err;
+  EXPECT_THAT(skip.out, HasSubstr("skipped=19"));
+}
+
 TEST_F(MpiCli, AnErrorInOneProcessEndsEveryProcess) {
   EMBER_REQUIRE_MPI();
   testing::ScratchDir dir;

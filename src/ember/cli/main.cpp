@@ -2,8 +2,10 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include "ember/cli/commands.hpp"
@@ -41,8 +43,12 @@ int fail(const std::exception& e) {
     std::cerr << "ember: error: " << e.what() << std::endl;
     return 1;
   }
-  std::cerr << "ember: error: process " << world.rank << " of " << world.size << ": " << e.what()
-            << std::endl;
+  // One write of the whole line: the processes of a job fail at the same moment, and pieces of
+  // their lines written one by one come out interleaved.
+  const std::string line = "ember: error: process " + std::to_string(world.rank) + " of " +
+                           std::to_string(world.size) + ": " + e.what() + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
   // Processes that fail alike (a configuration error) get a moment to say so themselves.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ember::distributed::abort_processes(1);

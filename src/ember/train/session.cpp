@@ -1,5 +1,6 @@
 #include "ember/train/session.hpp"
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -183,6 +184,13 @@ class Session::TrainingLoop {
   // would keep or report the model (snapshots, evaluations, the end).
   void check_loss(std::int64_t iteration, const std::vector<double>& losses);
   void check_loss_now();
+  // The same over several processes, without a wait per step: each process checks its own
+  // ranks' losses at once, and the processes learn of a bad one through a vote read a few steps
+  // later (a blocking gather every step waited about 10 ms behind the input pipeline's key
+  // exchange); then the first bad loss of all is gathered so that every process gives the same
+  // message. agree_on_losses() settles it at once (check_loss_now, before the model is kept).
+  void note_losses(std::int64_t iteration, const std::vector<double>& local);
+  void agree_on_losses();
   void count_skipped();
   void show_progress();
   void display();
@@ -218,6 +226,9 @@ class Session::TrainingLoop {
   bool stop_ = false;
   bool started_ = false;
   std::unique_ptr<distributed::ProcessVote> stop_vote_;  // a job of several processes
+  std::unique_ptr<distributed::ProcessVote> loss_vote_;  // a job of several, nan_policy "stop"
+  // This process's first non-finite loss: iteration, global rank, value (iteration -1: none).
+  std::array<double, 3> first_bad_loss_ = {-1, 0, 0};
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
@@ -408,8 +419,47 @@ void Session::TrainingLoop::step(const data::Batch& batch) {
   m_.has_stepped = true;
   window_samples_ += batch.global_size;
   trained_samples_ += batch.global_size;
-  if (check) check_loss(checked, gather_rank_values(m_.job, step_losses_));
+  if (check) {
+    if (m_.job.multi_process) {
+      note_losses(checked, step_losses_);
+    } else {
+      check_loss(checked, step_losses_);
+    }
+  }
   if (m_.replicas.front()->last_step_skipped()) count_skipped();
+}
+
+void Session::TrainingLoop::note_losses(std::int64_t iteration, const std::vector<double>& local) {
+  for (std::size_t r = 0; r < local.size() && first_bad_loss_[0] < 0; ++r) {
+    if (std::isfinite(local[r])) continue;
+    first_bad_loss_ = {static_cast<double>(iteration),
+                       static_cast<double>(m_.job.first_rank + static_cast<int>(r)), local[r]};
+  }
+  checked_iteration_ = iteration;
+  if (!loss_vote_) loss_vote_ = distributed::ProcessVote::open();
+  if (loss_vote_->next(first_bad_loss_[0] >= 0)) agree_on_losses();
+}
+
+void Session::TrainingLoop::agree_on_losses() {
+  const std::vector<double> all = distributed::all_gather_processes_f64(
+      {first_bad_loss_[0], first_bad_loss_[1], first_bad_loss_[2]});
+  // The earliest bad loss of all processes (then the lowest rank): the same on every process.
+  std::size_t first = all.size();
+  for (std::size_t i = 0; i + 2 < all.size(); i += 3) {
+    if (all[i] < 0) continue;
+    if (first == all.size() || all[i] < all[first] ||
+        (all[i] == all[first] && all[i + 1] < all[first + 1])) {
+      first = i;
+    }
+  }
+  if (first == all.size()) return;
+  progress_.clear();
+  const double value = all[first + 2];
+  EMBER_THROW("training diverged: the loss is ", std::isnan(value) ? "nan" : format_number(value),
+              " at iteration ", static_cast<std::int64_t>(all[first]), " (rank ",
+              static_cast<std::int64_t>(all[first + 1]),
+              "); no model is saved from it. Lower the learning rate, look for NaN or infinite "
+              "values in the data, or set solver.nan_policy to \"skip\" to skip such batches");
 }
 
 void Session::TrainingLoop::check_loss(std::int64_t iteration, const std::vector<double>& losses) {
@@ -426,12 +476,27 @@ void Session::TrainingLoop::check_loss(std::int64_t iteration, const std::vector
 }
 
 void Session::TrainingLoop::check_loss_now() {
-  if (s_.nan_policy != NanPolicy::Stop || checked_iteration_ >= session_.iteration_) return;
-  m_.team->run([&](int r) {
-    const auto i = static_cast<std::size_t>(r);
-    step_losses_[i] = m_.replicas[i]->captured_loss(0);
-  });
-  check_loss(session_.iteration_, gather_rank_values(m_.job, step_losses_));
+  if (s_.nan_policy != NanPolicy::Stop) return;
+  if (checked_iteration_ < session_.iteration_) {
+    m_.team->run([&](int r) {
+      const auto i = static_cast<std::size_t>(r);
+      step_losses_[i] = m_.replicas[i]->captured_loss(0);
+    });
+    if (!m_.job.multi_process) {
+      check_loss(session_.iteration_, step_losses_);
+      return;
+    }
+    // Noted here without a vote round (the processes' rounds stay in step), agreed on below.
+    for (std::size_t r = 0; r < step_losses_.size() && first_bad_loss_[0] < 0; ++r) {
+      if (std::isfinite(step_losses_[r])) continue;
+      first_bad_loss_ = {static_cast<double>(session_.iteration_),
+                         static_cast<double>(m_.job.first_rank + static_cast<int>(r)),
+                         step_losses_[r]};
+    }
+    checked_iteration_ = session_.iteration_;
+  }
+  // Every process gets here at the same iterations: the votes still in flight are overtaken.
+  if (m_.job.multi_process) agree_on_losses();
 }
 
 void Session::TrainingLoop::count_skipped() {
