@@ -191,6 +191,8 @@ class Session::TrainingLoop {
   // message. agree_on_losses() settles it at once (check_loss_now, before the model is kept).
   void note_losses(std::int64_t iteration, const std::vector<double>& local);
   void agree_on_losses();
+  // Keeps the first non-finite loss of this process's ranks (first_bad_loss_).
+  void record_bad_loss(std::int64_t iteration, const std::vector<double>& local);
   void count_skipped();
   void show_progress();
   void display();
@@ -429,13 +431,18 @@ void Session::TrainingLoop::step(const data::Batch& batch) {
   if (m_.replicas.front()->last_step_skipped()) count_skipped();
 }
 
-void Session::TrainingLoop::note_losses(std::int64_t iteration, const std::vector<double>& local) {
+void Session::TrainingLoop::record_bad_loss(std::int64_t iteration,
+                                            const std::vector<double>& local) {
   for (std::size_t r = 0; r < local.size() && first_bad_loss_[0] < 0; ++r) {
     if (std::isfinite(local[r])) continue;
     first_bad_loss_ = {static_cast<double>(iteration),
                        static_cast<double>(m_.job.first_rank + static_cast<int>(r)), local[r]};
   }
   checked_iteration_ = iteration;
+}
+
+void Session::TrainingLoop::note_losses(std::int64_t iteration, const std::vector<double>& local) {
+  record_bad_loss(iteration, local);
   if (!loss_vote_) loss_vote_ = distributed::ProcessVote::open();
   if (loss_vote_->next(first_bad_loss_[0] >= 0)) agree_on_losses();
 }
@@ -487,13 +494,7 @@ void Session::TrainingLoop::check_loss_now() {
       return;
     }
     // Noted here without a vote round (the processes' rounds stay in step), agreed on below.
-    for (std::size_t r = 0; r < step_losses_.size() && first_bad_loss_[0] < 0; ++r) {
-      if (std::isfinite(step_losses_[r])) continue;
-      first_bad_loss_ = {static_cast<double>(session_.iteration_),
-                         static_cast<double>(m_.job.first_rank + static_cast<int>(r)),
-                         step_losses_[r]};
-    }
-    checked_iteration_ = session_.iteration_;
+    record_bad_loss(session_.iteration_, step_losses_);
   }
   // Every process gets here at the same iterations: the votes still in flight are overtaken.
   if (m_.job.multi_process) agree_on_losses();
