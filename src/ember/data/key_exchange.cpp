@@ -1,25 +1,13 @@
 #include "ember/data/key_exchange.hpp"
 
-#include <algorithm>
 #include <cstring>
 
 #include "ember/core/error.hpp"
+#include "ember/core/staged_copy.hpp"
 
 namespace ember::data {
 
 namespace {
-
-// Copies `bytes` bytes, split over OpenMP's threads when there are many (a batch's keys: tens
-// of MB per exchange on the collector's thread).
-void copy_bytes_parallel(std::byte* dst, const std::byte* src, std::size_t bytes) {
-  constexpr std::size_t kChunk = std::size_t{1} << 20;
-  const auto chunks = static_cast<std::int64_t>((bytes + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static) if (chunks >= 8)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t at = static_cast<std::size_t>(c) * kChunk;
-    std::memcpy(dst + at, src + at, std::min(kChunk, bytes - at));
-  }
-}
 
 // Writes a message front to back into a buffer sized beforehand (whose memory is reused).
 class MessageWriter {
@@ -27,8 +15,8 @@ class MessageWriter {
   MessageWriter(std::vector<std::byte>& out, std::size_t size) : out_(out) { out_.resize(size); }
   template <class T>
   void put(const T* data, std::size_t n) {
-    copy_bytes_parallel(out_.data() + pos_, reinterpret_cast<const std::byte*>(data),
-                        n * sizeof(T));
+    // Large pieces (a window's keys) over the copy threads.
+    detail::parallel_memcpy(out_.data() + pos_, data, n * sizeof(T));
     pos_ += n * sizeof(T);
   }
   template <class T>
@@ -234,7 +222,7 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
                        i, " add up to ", off[first + rows] - at, ", not its ", keys, " keys");
       }
       const std::size_t bytes = static_cast<std::size_t>(keys) * key_size;
-      copy_bytes_parallel(
+      detail::parallel_memcpy(
           static_cast<std::byte*>(batch.values(i)) + static_cast<std::size_t>(at) * key_size,
           in.take(bytes), bytes);
       at += keys;
