@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "ember/core/error.hpp"
 #include "support/test_support.hpp"
 
 namespace ember {
@@ -103,6 +104,21 @@ TEST(TimedCommunicator, WithNoOpenPartTheCollectiveClosesItsOwn) {
   EXPECT_EQ(comm.rank(), 0);
   EXPECT_EQ(comm.size(), 1);
   EXPECT_STREQ(comm.backend(), comms[0]->backend());
+}
+
+// A collective that refuses its arguments throws through the wrapper as it is, with the timing
+// left where the failed step put it (nothing recorded after the error).
+TEST(TimedCommunicator, ACollectiveThatThrowsPassesItsErrorThrough) {
+  auto comms = distributed::make_in_process_communicators(1);
+  TimedCommunicator comm(*comms[0]);
+  PartTimer timer(Place::host());
+  comm.set_part_timer(&timer);
+  timer.begin("around", nullptr);
+  const Tensor send = Tensor::zeros({4}, DType::F32);
+  EMBER_EXPECT_THROW_WITH(
+      comm.all_to_all_v(send, {5}, Tensor::zeros({4}, DType::F32), {5}, nullptr), Error,
+      "add up to 5 elements but the buffer holds 4");
+  EXPECT_EQ(timer.open_part(), TimedCommunicator::kAllToAll);
 }
 
 }  // namespace

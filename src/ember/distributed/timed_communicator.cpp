@@ -2,37 +2,34 @@
 
 namespace ember::distributed {
 
-TimedCommunicator::Scope::Scope(PartTimer* timer, const char* part, StreamHandle stream)
-    : timer_(timer), stream_(stream) {
-  if (timer_ == nullptr) return;
+template <class F>
+void TimedCommunicator::timed(const char* part, StreamHandle stream, F&& collective) {
+  if (timer_ == nullptr) {
+    std::forward<F>(collective)();
+    return;
+  }
   // A copy: opening a new part may move the timer's names.
-  previous_ = std::string(timer_->open_part());
-  timer_->begin(part, stream_);
-}
-
-TimedCommunicator::Scope::~Scope() {
-  if (timer_ == nullptr) return;
-  if (previous_.empty()) {
-    timer_->end(stream_);
+  const std::string previous(timer_->open_part());
+  timer_->begin(part, stream);
+  std::forward<F>(collective)();
+  if (previous.empty()) {
+    timer_->end(stream);
   } else {
-    timer_->begin(previous_, stream_);
+    timer_->begin(previous, stream);
   }
 }
 
 void TimedCommunicator::all_reduce(const Tensor& inout, ReduceOp op, StreamHandle stream) {
-  Scope s(timer_, kAllReduce, stream);
-  inner_.all_reduce(inout, op, stream);
+  timed(kAllReduce, stream, [&] { inner_.all_reduce(inout, op, stream); });
 }
 
 void TimedCommunicator::reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op,
                                        StreamHandle stream) {
-  Scope s(timer_, kReduceScatter, stream);
-  inner_.reduce_scatter(in, out, op, stream);
+  timed(kReduceScatter, stream, [&] { inner_.reduce_scatter(in, out, op, stream); });
 }
 
 void TimedCommunicator::all_gather(const Tensor& in, const Tensor& out, StreamHandle stream) {
-  Scope s(timer_, kAllGather, stream);
-  inner_.all_gather(in, out, stream);
+  timed(kAllGather, stream, [&] { inner_.all_gather(in, out, stream); });
 }
 
 void TimedCommunicator::all_to_all_v(const Tensor& send,
@@ -40,13 +37,12 @@ void TimedCommunicator::all_to_all_v(const Tensor& send,
                                      const Tensor& recv,
                                      const std::vector<std::int64_t>& recv_counts,
                                      StreamHandle stream) {
-  Scope s(timer_, kAllToAll, stream);
-  inner_.all_to_all_v(send, send_counts, recv, recv_counts, stream);
+  timed(kAllToAll, stream,
+        [&] { inner_.all_to_all_v(send, send_counts, recv, recv_counts, stream); });
 }
 
 void TimedCommunicator::broadcast(const Tensor& inout, int root, StreamHandle stream) {
-  Scope s(timer_, kBroadcast, stream);
-  inner_.broadcast(inout, root, stream);
+  timed(kBroadcast, stream, [&] { inner_.broadcast(inout, root, stream); });
 }
 
 }  // namespace ember::distributed

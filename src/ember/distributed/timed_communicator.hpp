@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ember/core/part_timer.hpp"
@@ -45,20 +46,11 @@ class TimedCommunicator final : public Communicator {
   void barrier() override { inner_.barrier(); }
 
  private:
-  // Opens `part` for the lifetime of the scope and reopens the part open before it (or closes
-  // the timing when none was).
-  class Scope {
-   public:
-    Scope(PartTimer* timer, const char* part, StreamHandle stream);
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    PartTimer* timer_;
-    StreamHandle stream_;
-    std::string previous_;
-  };
+  // Runs `collective` as the part `part` when a timer is set, then reopens the part open before
+  // it (or closes the timing when none was). A collective that throws leaves the timing as it
+  // is: the step it belonged to failed, and nothing is recorded on its stream after the error.
+  template <class F>
+  void timed(const char* part, StreamHandle stream, F&& collective);
 
   Communicator& inner_;
   PartTimer* timer_ = nullptr;
