@@ -1,5 +1,6 @@
 #include "ember/distributed/process_vote.hpp"
 
+#include <exception>
 #include <vector>
 
 #include "ember/core/error.hpp"
@@ -42,7 +43,10 @@ ProcessVote::~ProcessVote() {
   State& s = *state_;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (s.comm == MPI_COMM_NULL || finalized) return;
+  // Unwinding from an error: the other processes may never cast the rounds still open (they
+  // wait for this one elsewhere), so waiting here could hang the job that the error is about to
+  // end (abort_processes). The open rounds and the communicator are left to MPI's end.
+  if (s.comm == MPI_COMM_NULL || finalized || std::uncaught_exceptions() > 0) return;
   for (MPI_Request& r : s.requests) {
     if (r != MPI_REQUEST_NULL) (void)MPI_Wait(&r, MPI_STATUS_IGNORE);
   }

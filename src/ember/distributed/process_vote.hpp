@@ -23,7 +23,8 @@ class ProcessVote {
   // duplicates the world's communicator: a collective call). In a world of one process the vote
   // is local (its answers come as late).
   static std::unique_ptr<ProcessVote> open(int rounds_late = 4);
-  // Completes the rounds still open (every process cast them).
+  // Completes the rounds still open (every process cast them); while an exception unwinds, it
+  // leaves them open instead of waiting for processes that may never cast them.
   ~ProcessVote();
   ProcessVote(const ProcessVote&) = delete;
   ProcessVote& operator=(const ProcessVote&) = delete;
