@@ -1,10 +1,15 @@
 // The NCCL backend on the machine's GPU(s), one thread per rank, against plain host loops.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <exception>
 #include <functional>
+#include <string>
 #include <thread>
 
+#include "ember/core/allocator.hpp"
+#include "ember/core/device.hpp"
+#include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/distributed/collectives.hpp"
 #include "support/test_support.hpp"
@@ -89,6 +94,91 @@ TEST(NcclCollectives, MatchHostLoops) {
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+}
+
+// One process, one thread per GPU. Rank 0 queues an all-reduce and at once copies its result to
+// pageable memory (the driver's copy waits for the collective, which waits for the other ranks);
+// the other ranks first pin a large host buffer and allocate device memory, and only then queue
+// theirs. Some drivers have deadlocked there (the pageable copy holding locks that cudaHostAlloc
+// and cudaMalloc need); this one must not, since Ember's ranks do exactly that.
+TEST(NcclCollectives, APageableCopyBesideAnotherRanksAllocationsFinishes) {
+  EMBER_REQUIRE_GPU();
+  if (!distributed::nccl_compiled()) GTEST_SKIP() << "this build has no NCCL";
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 or more GPUs";
+  std::vector<int> devices;
+  for (int d = 0; d < cuda_device_count(); ++d)
+    devices.push_back(d);
+  const int n = static_cast<int>(devices.size());
+  auto comms = distributed::make_nccl_communicators(devices);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        distributed::Communicator& c = *comms[r];
+        const Place p = c.place();
+        DeviceGuard guard(devices[r]);
+        Tensor t = Tensor::full({7}, static_cast<double>(r + 1), DType::F32, p);
+        if (r != 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          AllocationPtr pinned =
+              Allocation::create(raw_allocator(Place::pinned()), std::size_t{256} << 20);
+          AllocationPtr device = Allocation::create(raw_allocator(p), std::size_t{256} << 20);
+        }
+        c.all_reduce(t);
+        for (float v : t.to_vector<float>())
+          EXPECT_EQ(v, static_cast<float>(n * (n + 1) / 2)) << "rank " << r;
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// A GPU rank that fails frees the ranks waiting for it inside NCCL kernels: abort() aborts the
+// group's communicators, the kernels end, and every later call throws naming the failed rank.
+TEST(NcclCollectives, AnAbortedRankFreesThePeersWaitingOnTheirDevices) {
+  EMBER_REQUIRE_GPU();
+  if (!distributed::nccl_compiled()) GTEST_SKIP() << "this build has no NCCL";
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 or more GPUs";
+  std::vector<int> devices;
+  for (int d = 0; d < cuda_device_count(); ++d)
+    devices.push_back(d);
+  const int n = static_cast<int>(devices.size());
+  auto comms = distributed::make_nccl_communicators(devices);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> messages(n);
+  std::vector<std::thread> threads;
+  for (int r = 1; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        DeviceGuard guard(devices[r]);
+        Tensor t = Tensor::full({1023}, 1.0, DType::F32, comms[r]->place());
+        comms[r]->all_reduce(t);
+        comms[r]->barrier();  // waits on the device for rank 0, which never comes
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  comms[0]->abort("a key is out of range");
+  for (auto& t : threads)
+    t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  for (int r = 1; r < n; ++r) {
+    EXPECT_NE(messages[r].find("the communicator group is broken: rank 0 failed: a key is out of "
+                               "range"),
+              std::string::npos)
+        << "rank " << r << ": " << messages[r];
+  }
+  Tensor t = Tensor::full({7}, 1.0, DType::F32, comms[0]->place());
+  EMBER_EXPECT_THROW_WITH(comms[0]->all_reduce(t), Error, "rank 0 failed");
 }
 
 }  // namespace

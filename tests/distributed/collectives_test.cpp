@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <string>
@@ -196,6 +197,37 @@ TEST(InProcessCollectivesErrors, MissingRankTimesOutInsteadOfHanging) {
   t.join();
   EXPECT_NE(message.find("never arrived"), std::string::npos) << message;
   EXPECT_NE(message.find("1, 2"), std::string::npos) << message;
+}
+
+// A rank that fails frees the ranks waiting for it at once, long before the timeout; every later
+// call throws too, naming the failed rank and its error.
+TEST(InProcessCollectivesErrors, AnAbortedRankFreesItsWaitingPeersAtOnce) {
+  auto comms = distributed::make_in_process_communicators(3, 300.0);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> messages(2);
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r) {
+    waiting.emplace_back([&, r] {
+      try {
+        Tensor t = Tensor::full({7}, 1.0);
+        comms[r]->all_reduce(t);
+      } catch (const Error& e) {
+        messages[r] = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  comms[2]->abort("a key is out of range");
+  for (auto& t : waiting)
+    t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(messages[r].find("the communicator group is broken: rank 2 failed: a key is out of "
+                               "range"),
+              std::string::npos)
+        << messages[r];
+  }
+  EMBER_EXPECT_THROW_WITH(comms[0]->barrier(), Error, "rank 2 failed");
 }
 
 TEST(InProcessCollectivesErrors, BadArguments) {

@@ -194,8 +194,9 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
         if (auto stats = emb.cache_stats()) result.cache_stats[r] = *stats;
         EmbeddingSnapshot snap = emb.snapshot();
         if (r == 0) result.snapshot = std::move(snap);
-      } catch (...) {
+      } catch (const std::exception& e) {
         errors[r] = std::current_exception();
+        comms[r]->abort(e.what());  // the other ranks may wait for this one in a collective
       }
     });
   }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,25 @@ TEST(SessionGpu, TrainsLikeTheCpu) {
     EXPECT_EQ(ea.samples, eb.samples);
     EXPECT_NEAR(eb.auc, ea.auc, 5e-3) << name;
   }
+}
+
+// One process on every GPU (2 or more): a data error that only rank 1 meets (a one-hot key out of
+// range, found on the device a batch late) ends the run with that error, and the other ranks,
+// waiting for rank 1 inside NCCL kernels, are freed by aborting the group (it hung before).
+TEST(SessionGpu, AnErrorOnOneGpuRankEndsEveryRankWithThatRanksMessage) {
+  EMBER_REQUIRE_GPU();
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 or more GPUs";
+  const OneRankFailure f = one_rank_failure_config();
+  SessionOptions o = quiet_options("cuda");
+  o.gpus = {0, 1};
+  {
+    Session s(tiny_config(f.good, *f.data, 256, 2), o);
+    EXPECT_EQ(s.train().iterations, 2);
+  }
+  Session s(tiny_config(f.bad, *f.data, 256, 4), o);
+  const auto start = std::chrono::steady_clock::now();
+  EMBER_EXPECT_THROW_WITH(s.train(), DataError, "is outside the slot's range");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
 // Every configuration of the tree (configs/*.json and the reference check's DLRM, at test size)

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -114,6 +115,21 @@ TEST(SessionRobustness, SkippedBatchesApplyNoDenseOrSparseUpdateAndAreCounted) {
     EXPECT_EQ(resumed.train().skipped_batches, 2);
     EXPECT_EQ(resumed.skipped_batches(), 7);
   }
+}
+
+// A key that only rank 1 of 2 sees is out of its one-hot slot's range: rank 1 fails, and rank 0,
+// waiting for it in the embedding's exchange, is freed at once (Communicator::abort) instead of
+// after the collectives' 300 s timeout. The session reports rank 1's own error.
+TEST(SessionRobustness, AnErrorOnOneRankEndsEveryRankAtOnceWithThatRanksMessage) {
+  const OneRankFailure f = one_rank_failure_config();
+  {
+    Session s(tiny_config(f.good, *f.data, 256, 2), quiet_options("", 2));
+    EXPECT_EQ(s.train().iterations, 2);  // the data is good for the uncut configuration
+  }
+  Session s(tiny_config(f.bad, *f.data, 256, 4), quiet_options("", 2));
+  const auto start = std::chrono::steady_clock::now();
+  EMBER_EXPECT_THROW_WITH(s.train(), DataError, "is outside the slot's range");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
 TEST(SessionRobustness, EvaluatingAModelWithNanWeightsEndsWithANanAuc) {

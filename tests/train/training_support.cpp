@@ -123,6 +123,25 @@ void poison_first_value(const std::filesystem::path& dir, const std::string& fil
   rehash_checkpoint(dir);
 }
 
+OneRankFailure one_rank_failure_config(std::int64_t samples) {
+  OneRankFailure f;
+  f.good = sample_config("dlrm");
+  for (auto& layer : f.good["layers"]) {
+    if (layer["type"] == "LocalizedSlotSparseEmbeddingHash") {
+      layer["type"] = "LocalizedSlotSparseEmbeddingOneHot";
+    }
+  }
+  f.data = make_dataset(f.good, samples);
+  f.bad = f.good;
+  for (auto& layer : f.bad["layers"]) {
+    if (layer["type"] == "LocalizedSlotSparseEmbeddingOneHot") {
+      auto& sizes = layer["sparse_embedding_hparam"]["slot_size_array"];
+      sizes[sizes.size() - 1] = 1;
+    }
+  }
+  return f;
+}
+
 SessionOptions quiet_options(const std::string& device, int cpu_ranks) {
   static std::ostringstream sink;
   SessionOptions o;

@@ -49,6 +49,15 @@ void rehash_checkpoint(const std::filesystem::path& dir);
 // Sets the first f32 of `file` (a checkpoint's dense.model, say) to NaN and rehashes `dir`.
 void poison_first_value(const std::filesystem::path& dir, const std::string& file);
 
+// "dlrm" as LocalizedSlotSparseEmbeddingOneHot, with its data (keys carry slot offsets), and
+// the same configuration with the last slot cut to one row: that slot's keys then fall outside
+// its range, and only the rank that owns it (rank 1 of 2) fails (a data error one rank meets).
+struct OneRankFailure {
+  nlohmann::json good, bad;
+  std::unique_ptr<TinyDataset> data;
+};
+OneRankFailure one_rank_failure_config(std::int64_t samples = 2000);
+
 // Options for a session that shows nothing (its lines go to a sink): on `device` ("" leaves the
 // configuration's), with `cpu_ranks` CPU ranks (0 leaves the configuration's).
 SessionOptions quiet_options(const std::string& device = "", int cpu_ranks = 0);

@@ -217,6 +217,18 @@ class InProcessGroup {
     throw_if_broken(rank);
   }
 
+  // `rank` failed: the waiting ranks and every later call throw.
+  void abort(int rank, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!broken_) {
+        broken_ = true;
+        reason_ = cat("rank ", rank, " failed: ", why);
+      }
+    }
+    cv_.notify_all();
+  }
+
   // Staged bytes of `rank` (valid between the two barriers of a collective).
   const std::byte* staged(int rank) const { return staged_[rank].data(); }
   const CallInfo& call(int rank) const { return calls_[rank]; }
@@ -383,6 +395,7 @@ class InProcessCommunicator final : public Communicator {
     group_->post(rank_, make_call("barrier"), nullptr, 0);
     group_->wait_all(rank_, "barrier");
   }
+  void abort(const std::string& why) override { group_->abort(rank_, why); }
 
  private:
   // out[i] = op over ranks p (in rank order) of staged_p[first + i].

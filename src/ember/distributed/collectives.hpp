@@ -59,6 +59,12 @@ class Communicator {
   // Returns once every rank has called it (for NCCL: once the device work queued before it on
   // every rank is done).
   virtual void barrier() = 0;
+  // This rank failed and calls no more collectives. Every rank of this process that waits for it
+  // in a collective, or calls one later, throws instead ("the communicator group is broken",
+  // with `why`); for NCCL the group's communicators are aborted (ncclCommAbort), which ends the
+  // kernels waiting for the failed rank. Ranks in other processes are not reached (a job of
+  // several processes ends there: abort_processes). Any thread may call it, more than once.
+  virtual void abort(const std::string& why) = 0;
 
  protected:
   // The argument checks of each collective, the same for every backend (each calls them before

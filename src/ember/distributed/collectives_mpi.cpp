@@ -184,6 +184,10 @@ class MpiCommunicator final : public Communicator {
     const std::vector<std::int64_t> none(static_cast<std::size_t>(size_), 0);
     agree(descriptor(6, DType::F32, 0), none, none);
   }
+  // The ranks of this process waiting for this one stop polling and throw.
+  void abort(const std::string& why) override {
+    group_->break_with(cat("rank ", rank_, " failed: ", why));
+  }
 
  private:
   static Descriptor descriptor(std::int64_t code, DType dtype, std::int64_t count,

@@ -37,6 +37,7 @@ class SoloCommunicator final : public Communicator {
   void barrier() override {
     if (place_.is_cuda()) synchronize_stream(current_stream(place_.device()));
   }
+  void abort(const std::string&) override {}  // no peer waits for this rank
 
  private:
   // The first n elements of src to dst (the collective's checks made sure they fit).

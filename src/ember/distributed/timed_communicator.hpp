@@ -44,6 +44,7 @@ class TimedCommunicator final : public Communicator {
                     StreamHandle stream) override;
   void broadcast(const Tensor& inout, int root, StreamHandle stream) override;
   void barrier() override { inner_.barrier(); }
+  void abort(const std::string& why) override { inner_.abort(why); }
 
  private:
   // Runs `collective` as the part `part` when a timer is set, then reopens the part open before

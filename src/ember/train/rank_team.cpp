@@ -31,6 +31,12 @@ void RankTeam::call(int rank, const std::function<void(int)>& fn) {
       fn(rank);
     }
   } catch (const std::exception& e) {
+    // Recorded before the hook, which may wake the other ranks with errors of their own: run()
+    // rethrows this one, the cause.
+    if (!threads_.empty()) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
     if (on_error_) on_error_(rank, e);
     throw;
   }

@@ -24,8 +24,9 @@ class RankTeam {
   int size() const { return static_cast<int>(places_.size()); }
   void run(const std::function<void(int rank)>& fn);
   // Called on the failing rank's thread the moment it fails, before run() returns (which waits
-  // for every rank). A job of several processes ends there: the other ranks may be waiting for
-  // the failed one in a collective that no error of this process can reach.
+  // for every rank): the other ranks may be waiting for the failed one in a collective, and the
+  // hook must free them (Communicator::abort in one process; a job of several processes ends
+  // there). run() rethrows the first rank's failure, not the errors the others meet after it.
   void on_error(std::function<void(int rank, const std::exception& e)> hook) {
     on_error_ = std::move(hook);
   }

@@ -76,6 +76,11 @@ Session::Session(ModelConfig config, SessionOptions options)
                 << std::endl;
       distributed::abort_processes(1);
     });
+  } else if (m.places.size() > 1) {
+    // The other ranks may wait for the failed one in a collective: the group is broken for them.
+    m.team->on_error([&m](int r, const std::exception& e) {
+      m.comms[static_cast<std::size_t>(r)]->abort(e.what());
+    });
   }
   // HybridSparseEmbedding's frequent categories come from the training data (HugeCTR's
   // statistics pass); evaluation and prediction need none (they change no result).
