@@ -19,6 +19,7 @@
 #include "ember/embedding/hybrid_frequent.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "support/test_support.hpp"
+#include "vector_dtype_support.hpp"
 
 namespace ember::embedding {
 namespace {
@@ -130,6 +131,44 @@ TEST(HybridEmbedding, SeveralRanksMatchOneHotWithinRounding) {
         // The model is the one-hot model: every key of slot_size_array, nothing else.
         EXPECT_EQ(got.snapshot.keys, want.snapshot.keys);
         EXPECT_EQ(got.rows_in_use_per_step, want.rows_in_use_per_step);
+      }
+    }
+  }
+}
+
+// Mixed precision: 16-bit outputs and gradients cross between the ranks as they are (the
+// infrequent vectors' all-to-all both ways), which gives the bits of the f32 exchange rounded
+// once: at an even width (moved as 32-bit words) and an odd one (which goes in f32), with a rank
+// that owns no slot (6 ranks, 5 slots).
+TEST(HybridEmbedding, SeveralRanksExchange16BitVectorsAsTheF32ExchangeRounded) {
+  auto rng = ember::testing::make_rng(6);
+  for (int D : {1, 2, 3, 6}) {
+    for (std::int64_t width : {6, 5}) {
+      for (DType dtype : {DType::F16, DType::BF16}) {
+        const std::string what = std::to_string(D) + " ranks, width " + std::to_string(width) +
+                                 ", " + std::string(dtype_name(dtype));
+        Problem onehot = make_problem(
+            testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::Global), 4,
+            6 * D, rng);
+        onehot.config.vec_size = width;
+        for (auto& g : onehot.grads) {
+          g.resize(g.size() / 6 * static_cast<std::size_t>(width));
+          g = testing::round_through(g, dtype);
+        }
+        const Problem wide = as_hybrid(onehot, testing::most_used_keys(onehot, 15));
+        Problem narrow = wide;
+        narrow.out_dtype = dtype;
+        narrow.grad_dtype = dtype;
+        const auto want = testing::run_ranks(wide, D);
+        const auto got = testing::run_ranks(narrow, D);
+        ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+        for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+          testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
+                                    what + ", step " + std::to_string(t));
+        }
+        EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
+        testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors,
+                                  what + ", final model");
       }
     }
   }

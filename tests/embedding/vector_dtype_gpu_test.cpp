@@ -300,5 +300,35 @@ TEST(VectorDtypesGpu, AllDevicesExchange16BitVectorsAsTheF32ExchangeRounded) {
   }
 }
 
+// HybridSparseEmbedding's infrequent vectors the same way, in both directions, over NCCL.
+TEST(VectorDtypesGpu, AllDevicesExchangeHybrid16BitVectorsAsTheF32ExchangeRounded) {
+  EMBER_REQUIRE_GPU();
+  if (!distributed::nccl_compiled()) GTEST_SKIP() << "this build has no NCCL";
+  const int D = cuda_device_count();
+  if (D < 2) GTEST_SKIP() << "one GPU visible: nothing crosses between devices";
+  auto rng = ember::testing::make_rng();
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    const std::string what =
+        "hybrid on " + std::to_string(D) + " GPUs, " + std::string(dtype_name(dtype));
+    testing::Problem wide = layer_problem(EmbeddingType::LocalizedSlotOneHot, DType::F32,
+                                          optim::OptimizerType::Adam, 1023 * D, rng);
+    for (auto& g : wide.grads)
+      g = testing::round_through(g, dtype);
+    wide.config.type = EmbeddingType::Hybrid;
+    wide.config.hybrid.frequent_keys = testing::most_used_keys(wide, 64);
+    testing::Problem narrow = wide;
+    narrow.out_dtype = dtype;
+    narrow.grad_dtype = dtype;
+    const testing::RunResult want = testing::run_ranks(wide, D, true);
+    const testing::RunResult got = testing::run_ranks(narrow, D, true);
+    ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+    for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+      testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
+                                what + ", step " + std::to_string(t));
+    }
+    testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", model");
+  }
+}
+
 }  // namespace
 }  // namespace ember::embedding

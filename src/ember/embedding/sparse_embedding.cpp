@@ -9,6 +9,7 @@
 #include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
+#include "ember/embedding/batch_vectors.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding_batch.hpp"
@@ -21,13 +22,6 @@ namespace {
 template <class T>
 T* ptr(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
-}
-
-// The kernels' name of a batch's vector dtype (forward outputs, output gradients).
-kernels::ValueType vector_type(DType dtype) {
-  return dtype == DType::F16    ? kernels::ValueType::F16
-         : dtype == DType::BF16 ? kernels::ValueType::BF16
-                                : kernels::ValueType::F32;
 }
 
 bool is_vector_dtype(DType dtype) {
@@ -242,10 +236,13 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
                                 std::int64_t local_size, bool training) {
   PlaceGuard guard(place_);
   check_deferred_errors();
-  if (hybrid_) return hybrid_forward(batch, local_offset, local_size, training);
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);  // before local_size sizes anything
   Tensor out = Tensor::empty({local_size, config_.slot_num, config_.vec_size}, DType::F32, place_);
+  if (hybrid_) {
+    hybrid_forward(batch, local_offset, local_size, training, out);
+    return out;
+  }
   std::unique_ptr<Batch> b = host_rows_
                                  ? take_cached_batch(batch, local_offset, local_size, training)
                                  : prepare_batch(batch, local_offset, local_size, training,
@@ -260,7 +257,7 @@ void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_of
   check_deferred_errors();
   check_output(out, local_size);
   if (hybrid_) {
-    ops::copy(out, hybrid_forward(batch, local_offset, local_size, training), stream());
+    hybrid_forward(batch, local_offset, local_size, training, out);
     return;
   }
   std::unique_ptr<Batch> b = host_rows_
@@ -512,19 +509,6 @@ DType SparseEmbedding::exchange_dtype(DType dtype, bool sums) const {
   return config_.vec_size % 2 == 0 ? dtype : DType::F32;
 }
 
-namespace {
-// A contiguous tensor of 16-bit or 32-bit values as 32-bit words, and its element counts as word
-// counts, for collectives that move 32-bit elements (exchange_dtype keeps 16-bit rows even).
-Tensor as_words(const Tensor& t) {
-  return t.element_size() == 4 ? t.reshape({-1}) : t.reshape({-1}).view_as(DType::U32);
-}
-std::vector<std::int64_t> word_counts(std::vector<std::int64_t> counts, const Tensor& t) {
-  for (auto& c : counts)
-    c = c * static_cast<std::int64_t>(t.element_size()) / 4;
-  return counts;
-}
-}  // namespace
-
 void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
   if (out.dtype() != pooled.dtype()) {
     // Pooled in f32 (a sum across ranks, or an odd 16-bit width): rounded into the output once.
@@ -631,9 +615,9 @@ void SparseEmbedding::backward(const Tensor& grad) {
   grad.check_shape(Shape{batch_->local_size, config_.slot_num, config_.vec_size},
                    "embedding backward (the forward output's shape)");
   // The update reads a 16-bit gradient as it is (no f32 copy); the exchanges move it as it is
-  // where they only move it (exchange_dtype), and the hybrid's exchange runs in f32.
+  // where they only move it (exchange_dtype; the hybrid's exchange runs on one rank too).
   const bool read_as_is =
-      !hybrid_ && (comm_.size() == 1 || exchange_dtype(grad.dtype(), false) == grad.dtype());
+      (comm_.size() == 1 && !hybrid_) || exchange_dtype(grad.dtype(), false) == grad.dtype();
   const Tensor g =
       grad.dtype() == DType::F32 || read_as_is ? grad : ops::cast(grad, DType::F32, stream());
   batch_->grad = hybrid_ ? hybrid_exchange_backward(g) : exchange_backward(g);

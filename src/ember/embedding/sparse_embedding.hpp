@@ -193,8 +193,9 @@ class SparseEmbedding {
   // ---- HybridSparseEmbedding (sparse_embedding_hybrid.cpp) ----
   // The frequent rows (replicated) and what the hybrid's steps share.
   void make_hybrid();
-  Tensor hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
-                        bool training);
+  // The forward into `out` (f32 or 16-bit; its shape checked by the caller).
+  void hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                      bool training, const Tensor& out);
   // Its steps: each bag's rows (and the data errors), what goes to and comes from each rank
   // (the forward's one wait), the rows grouped for the update and LazyGlobal's catch-up.
   void find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b, bool training,

@@ -13,7 +13,10 @@
 //      their counts are read back, the forward's one wait;
 //   3. pooling: the frequent rows into the output (zeros elsewhere), the owned infrequent rows
 //      into the send buffer; the all-to-all; the received vectors scattered into the output.
-// Backward sends the infrequent bags' gradients back the same way; update() steps the owned
+//      Vectors go in the output's dtype (16 bits in mixed precision, at an even width: only
+//      moved, each one rounded once, so the bits of the f32 exchange rounded).
+// Backward sends the infrequent bags' gradients back the same way (in the gradient's dtype:
+// a 16-bit gradient widens exactly where it is read); update() steps the owned
 // rows as one-hot does, and the frequent rows with the all-reduced sums of every rank's
 // gradients (each rank sums its own entries in the kGradientChunk order first).
 //
@@ -29,6 +32,7 @@
 #include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
+#include "ember/embedding/batch_vectors.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
@@ -310,8 +314,8 @@ void SparseEmbedding::group_hybrid_rows(Batch& b, bool training, const std::stri
   }
 }
 
-Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
-                                       std::int64_t local_size, bool training) {
+void SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
+                                     std::int64_t local_size, bool training, const Tensor& out) {
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);
   Hybrid& h = *hybrid_;
@@ -336,37 +340,42 @@ Tensor SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t loca
   plan_hybrid_exchange(*b, tag);
   group_hybrid_rows(*b, training, tag);
 
-  // Pooling (one entry per bag: offsets 0, 1, 2, ...) and the exchange of infrequent vectors.
+  // Pooling (one entry per bag: offsets 0, 1, 2, ...) and the exchange of infrequent vectors, in
+  // the dtype they move in (exchange_dtype: out's, or f32 for an odd 16-bit width, rounded into
+  // out at the end).
   const kernels::KernelTable& k = kernels::on(place_);
   const std::int64_t N = b->entries;
   const std::int64_t M =
       std::accumulate(hb.recv_counts.begin(), hb.recv_counts.end(), std::int64_t{0});
-  Tensor result = Tensor::empty({local_size, S, V}, DType::F32, place_);
+  const DType moved = exchange_dtype(out.dtype(), false);
+  const Tensor target =
+      moved == out.dtype() ? out : scratch(tag + "hybrid_wide", out.numel(), moved);
+  const kernels::ValueType type = vector_type(moved);
   if (hb.local_bags > 0) {
     kernels::Values frequent_values = table_values();
     frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
     k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
-           h.ones.data<float>(), hb.local_bags, frequent_values, V, result.data<float>(),
-           kernels::ValueType::F32, s);
+           h.ones.data<float>(), hb.local_bags, frequent_values, V, target.data(), type, s);
   }
-  const Tensor send = scratch(tag + "send", N * V, DType::F32);
+  const Tensor send = scratch(tag + "send", N * V, moved);
   if (N > 0) {
     k.pool(h.iota64.data<std::int64_t>(), b->rows.data<std::int64_t>(), h.ones.data<float>(), N,
-           table_values(), V, send.data<float>(), kernels::ValueType::F32, s);
+           table_values(), V, send.data(), type, s);
   }
-  const Tensor recv = scratch(tag + "recv", M * V, DType::F32);
+  const Tensor recv = scratch(tag + "recv", M * V, moved);
   std::vector<std::int64_t> send_counts = hb.send_counts, recv_counts = hb.recv_counts;
   for (auto& c : send_counts)
     c *= V;
   for (auto& c : recv_counts)
     c *= V;
-  comm_.all_to_all_v(send, send_counts, recv, recv_counts, s);
+  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
+                     word_counts(recv_counts, recv), s);
   if (M > 0) {
-    k.scatter_rows(result.data<float>(), recv.data<float>(), hb.recv_rows.data<std::int64_t>(), M,
-                   V, s);
+    k.move_rows(target.data(), hb.recv_rows.data<std::int64_t>(), recv.data(), nullptr, M,
+                V * static_cast<std::int64_t>(recv.element_size()), s);
   }
+  if (target.data() != out.data()) ops::copy(out, target.reshape(out.shape()), s);
   if (training) batch_ = std::move(b);
-  return result;
 }
 
 Tensor SparseEmbedding::hybrid_exchange_backward(const Tensor& grad) {
@@ -381,13 +390,15 @@ Tensor SparseEmbedding::hybrid_exchange_backward(const Tensor& grad) {
   }
   for (auto& c : recv_counts)
     c *= V;
-  const Tensor send = scratch("grad_send", M * V, DType::F32);
+  const Tensor send = scratch("grad_send", M * V, grad.dtype());
   if (M > 0) {
-    kernels::on(place_).gather_rows(send.data<float>(), hb.local_grad.data<float>(),
-                                    hb.recv_rows.data<std::int64_t>(), M, V, stream());
+    kernels::on(place_).move_rows(send.data(), nullptr, hb.local_grad.data(),
+                                  hb.recv_rows.data<std::int64_t>(), M,
+                                  V * static_cast<std::int64_t>(grad.element_size()), stream());
   }
-  const Tensor recv = scratch("grad_recv", N * V, DType::F32);
-  comm_.all_to_all_v(send, send_counts, recv, recv_counts, stream());
+  const Tensor recv = scratch("grad_recv", N * V, grad.dtype());
+  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
+                     word_counts(recv_counts, recv), stream());
   return recv.reshape({N, V});
 }
 
@@ -404,9 +415,9 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   ops::fill(sums, 0.0, s);
   kernels::Values sum_table{sums.data(), kernels::ValueType::F32};
   if (hb.local_bags > 0) {
-    k.update_rows(hb.segments(), batch_->scale.data<float>(), hb.local_grad.data<float>(),
-                  kernels::ValueType::F32, sum_table, V, kernels::RowStates{}, step, store_sum(),
-                  nullptr, s);
+    k.update_rows(hb.segments(), batch_->scale.data<float>(), hb.local_grad.data(),
+                  vector_type(hb.local_grad.dtype()), sum_table, V, kernels::RowStates{}, step,
+                  store_sum(), nullptr, s);
   }
   comm_.all_reduce(sums, distributed::ReduceOp::Sum, s);
   comm_.all_reduce(hb.local_used, distributed::ReduceOp::Sum, s);
