@@ -1,9 +1,10 @@
 // copy_3d on CUDA (cuda::copy_3d: the block copy under Concat, Slice, FusedReshapeConcat and the
 // other layout layers) against a host copy of the same layout, element for element: every path it
 // takes (one contiguous copy, 16-byte accesses, per-element accesses with 1 to 32 lanes a row,
-// accumulation) in f32, f16 and bf16, with widths of 1 to 1024 columns, odd strides and offsets
-// that leave rows unaligned, and batches of 1, 7, 1023 and 65537. A copy moves bits; an
-// accumulation adds in f32 and rounds once, which the host does the same way.
+// a thread per element for rows of up to 16 elements, accumulation) in f32, f16 and bf16, with
+// widths of 1 to 1024 columns, odd strides and offsets that leave rows unaligned, and batches of 1,
+// 7, 1023 and 65537. A copy moves bits; an accumulation adds in f32 and rounds once, which the host
+// does the same way.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -105,6 +106,13 @@ void check_every_layout(std::mt19937_64& rng) {
   // One long row, cut into pieces over the grid (unaligned, so not one plain copy).
   for (bool accumulate : {false, true})
     check_layout<T>({1, 1, 100003, 0, 0, 0, 0, 1, 3}, accumulate, rng);
+  // DeepFM's Slice of 11-wide rows into 10 and 1, over more elements than the narrow kernel's
+  // grid covers in one unrolled pass (its grid-stride loop), and its backward's accumulation.
+  for (std::int64_t at : {0, 10}) {
+    const std::int64_t cols = at == 0 ? 10 : 1;
+    check_layout<T>({1000003, 1, cols, 11, 0, cols, 0, at, 0}, false, rng);
+    check_layout<T>({1000003, 1, cols, cols, 0, 11, 0, 0, at}, true, rng);
+  }
   // More rows than the grid's threads: the grid-stride loop.
   for (std::int64_t cols : {7, 429}) {
     check_layout<T>({65537, 1, cols, cols, 0, cols + 3, 0, 0, 1}, false, rng);

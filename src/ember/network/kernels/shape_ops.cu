@@ -2,6 +2,7 @@
 // row gathers, reductions along an axis, softmax.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -83,8 +84,44 @@ __global__ void copy_rows_kernel(std::int64_t row_count, std::int64_t rows, std:
   }
 }
 
+// Narrow rows (DeepFM's Slice of 11-wide rows into 10 and 1): a thread per element, kUnroll
+// elements in flight per thread, instead of a group of lanes per row, most of them idle (a 10-wide
+// row took 16 lanes with one 2-byte load each, a 1-wide row one thread). Consecutive threads
+// take consecutive elements of consecutive rows, so the accesses stay coalesced; the index math
+// is 32-bit (the caller checks that count fits), which keeps the divisions cheap.
+template <class T, class E>
+__global__ void copy_narrow_kernel(std::uint32_t count, std::uint32_t rows, std::uint32_t cols,
+                                   const E* src, std::int64_t src_bs, std::int64_t src_rs, E* dst,
+                                   std::int64_t dst_bs, std::int64_t dst_rs, bool accumulate) {
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x; first < count;
+       first += kUnroll * stride) {
+    E v[kUnroll];
+    std::int64_t to[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const std::uint32_t i = first + static_cast<std::uint32_t>(k) * stride;
+      to[k] = -1;
+      if (i < count) {
+        const std::uint32_t row = i / cols, c = i - row * cols;
+        const std::uint32_t b = rows == 1 ? row : row / rows, r = row - b * rows;
+        v[k] = src[b * src_bs + r * src_rs + c];
+        to[k] = b * dst_bs + r * dst_rs + c;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (to[k] < 0) continue;
+      dst[to[k]] = accumulate ? add_elements<T>(dst[to[k]], v[k]) : v[k];
+    }
+  }
+}
+
+// Rows of at most this many elements (moved units) take copy_narrow_kernel.
+constexpr std::int64_t kNarrowRow = 16;
+
 // A group of `lanes` threads per destination row, kUnroll elements in flight each, as
-// copy_rows_kernel.
+// copy_rows_kernel; narrow rows a thread per element (copy_narrow_kernel).
 template <class T>
 __global__ void pad_copy_2d_kernel(std::int64_t src_rows, std::int64_t src_cols, const T* src,
                                    std::int64_t src_ld, std::int64_t dst_rows,
@@ -238,6 +275,17 @@ void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t co
     using T = typename decltype(type)::type;
     using E = typename decltype(element)::type;
     const std::int64_t n = cols / per;
+    // Up to 2^31 elements the narrow kernel's 32-bit indices also hold its last pass's (the grid
+    // is at most a few million threads).
+    const std::int64_t count = batch * rows * n;
+    if (n <= kNarrowRow && count <= INT32_MAX) {
+      copy_narrow_kernel<T, E><<<grid_for((count + kUnroll - 1) / kUnroll), kThreads, 0, stream>>>(
+          static_cast<std::uint32_t>(count), static_cast<std::uint32_t>(rows),
+          static_cast<std::uint32_t>(n), static_cast<const E*>(src), src_bs / per, src_rs / per,
+          static_cast<E*>(dst), dst_bs / per, dst_rs / per, accumulate);
+      EMBER_CUDA_CHECK_LAUNCH();
+      return;
+    }
     const int lanes = row_lanes(n);
     // Pieces of 32 unrolled passes of the group: a 429-wide row is one piece.
     const std::int64_t piece = static_cast<std::int64_t>(lanes) * kUnroll * 32;
