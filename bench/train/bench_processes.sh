@@ -110,6 +110,9 @@ if [[ $do_gpu == 1 ]] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /d
 print(f'{o/b:.2f}x / {m/b:.2f}x' if b==b and b>0 else 'nan')")
       printf '%-34s %-6s %10s %10s %10s\n' "$n GPU(s), batch $((per_gpu * n))" "$mode" "$one" "$many" \
         "scaling $scale"
+      # Where each process's input time went (process 0's "input (training)" line).
+      grep -h "input (training)" "$work/gpu_${n}_mpi_${mode}.log" 2> /dev/null |
+        sed 's/^.*input (training): /  processes: /; s/; process/\n  processes: process/g' || true
       echo "SUMMARY | processes | dlrm_kaggle $mode gpus=$n | one process $one M | one process per GPU $many M | scaling (one / per GPU) $scale"
     done
   done
@@ -132,6 +135,8 @@ if [[ $do_cpu == 1 ]]; then
     [[ $p == 1 ]] && base=$one
     scale=$(python3 -c "b,o,m=map(float,'$base $one $many'.split()); print(f'{o/b:.2f}x / {m/b:.2f}x')")
     printf '%-34s %10s %12s %18s\n' "$p rank(s), batch $((per_rank * p))" "$one" "$many" "$scale"
+    grep -h "input (training)" "$work/cpu_${p}_mpi.log" 2> /dev/null |
+      sed 's/^.*input (training): /  processes: /; s/; process/\n  processes: process/g' || true
     echo "SUMMARY | processes | dlrm cpu ranks=$p | one process $one M | one process per rank $many M | scaling $scale"
   done
 fi

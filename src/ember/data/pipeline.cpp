@@ -96,8 +96,8 @@ struct Pipeline::Impl {
   std::int64_t sequence = 0;
 
   // For stats().
-  TimeCounter collector_input_wait, collector_output_wait, merge_time, worker_output_wait,
-      consumer_wait;
+  TimeCounter collector_input_wait, collector_output_wait, merge_time, exchange_time,
+      worker_output_wait, consumer_wait;
   std::atomic<std::int64_t> merged_batches{0};
 
   void start();
@@ -378,8 +378,10 @@ bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_
     if (!wait_for_room()) return false;
     const Share rows =
         process_window(batch->size(), options.slice, static_cast<int>(options.devices.size()));
+    const auto t0 = Clock::now();
     exchange_batch_keys(*batch, rows, {sequence, batch->size(), workers}, *options.exchange,
                         &exchange_buffers);
+    exchange_time.add_since(t0);
   }
   OutItem item{OutItem::Kind::Batch, {}, nullptr};
   if (gpu) {
@@ -647,6 +649,7 @@ PipelineStats Pipeline::stats() const {
   s.collector_input_wait_seconds = m.collector_input_wait.seconds();
   s.collector_output_wait_seconds = m.collector_output_wait.seconds();
   s.merge_seconds = m.merge_time.seconds();
+  s.exchange_seconds = m.exchange_time.seconds();
   s.worker_output_wait_seconds = m.worker_output_wait.seconds();
   s.consumer_wait_seconds = m.consumer_wait.seconds();
   return s;

@@ -117,6 +117,7 @@ struct PipelineStats {
   double collector_input_wait_seconds = 0;   // no worker's batch ready (input-bound)
   double collector_output_wait_seconds = 0;  // prefetch queue full (consumer-bound)
   double merge_seconds = 0;                  // merging partial batches
+  double exchange_seconds = 0;               // shared reading: swapping keys with the processes
   double copy_issue_seconds = 0;             // queuing the device copies (host side)
   double copy_wait_seconds = 0;              // waiting for the copies to finish
   double worker_output_wait_seconds = 0;     // workers: their queue full (collector-bound)

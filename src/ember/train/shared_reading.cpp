@@ -1,5 +1,6 @@
 #include "ember/train/shared_reading.hpp"
 
+#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -46,13 +47,27 @@ std::shared_ptr<data::ProcessExchange> make_key_exchange(const SessionJob& job) 
 
 void log_shared_reading(const SessionJob& job, const char* what, const data::PipelineStats& stats) {
   if (!job.multi_process || job.world.size <= 1) return;
+  // Where each process's input time went, in milliseconds: which of the key exchange, the
+  // readers (the collector waiting for them) or the device's work (training waiting for
+  // batches only when none of those held it) set the pace of one process per GPU.
+  auto ms = [](double seconds) { return static_cast<std::int64_t>(seconds * 1e3); };
+  auto secs = [](std::int64_t milliseconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f", static_cast<double>(milliseconds) / 1e3);
+    return std::string(text);
+  };
+  constexpr std::size_t kFields = 6;
   const std::vector<std::int64_t> all = distributed::all_gather_processes(
-      {stats.samples_read, stats.bytes_read, stats.samples_skipped});
+      {stats.samples_read, stats.bytes_read, stats.samples_skipped, ms(stats.exchange_seconds),
+       ms(stats.collector_input_wait_seconds), ms(stats.consumer_wait_seconds)});
   if (!job.is_output_process()) return;
   std::string text;
-  for (std::size_t p = 0; p * 3 < all.size(); ++p) {
-    text += cat(p == 0 ? "" : "; ", "process ", p, " parsed ", all[p * 3], " samples (",
-                all[p * 3 + 1], " bytes) and passed over ", all[p * 3 + 2]);
+  for (std::size_t p = 0; p * kFields < all.size(); ++p) {
+    const std::int64_t* f = all.data() + p * kFields;
+    text += cat(p == 0 ? "" : "; ", "process ", p, " parsed ", f[0], " samples (", f[1],
+                " bytes) and passed over ", f[2], " (key exchange ", secs(f[3]),
+                " s, collector waiting for readers ", secs(f[4]),
+                " s, training waiting for batches ", secs(f[5]), " s)");
   }
   EMBER_LOG_INFO("input ({}): {}", what, text);
 }
