@@ -5,6 +5,7 @@
 // of them; float sums must equal the in-process backend's order (rank order) to the bit. Prints
 // "rank r of n: N passed, N failed" and exits non-zero on any failure.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -185,6 +186,32 @@ void check_timeout(Communicator& comm) {
   expect(threw, "a rank that never arrives ends the wait with an error", r);
 }
 
+// The last rank of each process fails (abort) while the others wait in a barrier: they are
+// freed at once, well before the group's 60 s timeout, by their own process's broken group,
+// naming the failed rank and its error.
+void check_abort(Communicator& comm, int local_ranks) {
+  const int r = comm.rank();
+  if (r % local_ranks == local_ranks - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    comm.abort("a key is out of range");
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  bool threw = false;
+  try {
+    comm.barrier();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    threw =
+        what.find("group is broken: rank " + std::to_string(r - r % local_ranks + local_ranks - 1) +
+                  " failed: a key is out of range") != std::string::npos;
+    if (!threw) std::fprintf(stderr, "rank %d: unexpected message: %s\n", r, e.what());
+  }
+  expect(threw, "an aborted rank breaks its process's group, naming it", r);
+  expect(std::chrono::steady_clock::now() - start < std::chrono::seconds(30),
+         "the waiting ranks are freed at once, not after the timeout", r);
+}
+
 // Runs `check` on every local rank, each on its own thread.
 void on_every_rank(std::vector<CommunicatorPtr>& comms,
                    const std::function<void(Communicator&)>& check) {
@@ -226,6 +253,10 @@ int main(int argc, char** argv) {
     // once at 1 s.
     auto quick = distributed::make_mpi_communicators(local, 5.0);
     on_every_rank(quick, check_timeout);
+  }
+  if (local > 1) {
+    auto comms = distributed::make_mpi_communicators(local, 60.0);
+    on_every_rank(comms, [local](Communicator& c) { check_abort(c, local); });
   }
   // The stop vote, answered 1 and 3 rounds late: process p votes yes in round 2p + 1 only;
   // every answer is the same on every process.
