@@ -151,24 +151,10 @@ TEST(HybridEmbedding, SeveralRanksExchange16BitVectorsAsTheF32ExchangeRounded) {
             testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::Global), 4,
             6 * D, rng);
         onehot.config.vec_size = width;
-        for (auto& g : onehot.grads) {
+        for (auto& g : onehot.grads)
           g.resize(g.size() / 6 * static_cast<std::size_t>(width));
-          g = testing::round_through(g, dtype);
-        }
-        const Problem wide = as_hybrid(onehot, testing::most_used_keys(onehot, 15));
-        Problem narrow = wide;
-        narrow.out_dtype = dtype;
-        narrow.grad_dtype = dtype;
-        const auto want = testing::run_ranks(wide, D);
-        const auto got = testing::run_ranks(narrow, D);
-        ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
-        for (std::size_t t = 0; t < got.outputs.size(); ++t) {
-          testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
-                                    what + ", step " + std::to_string(t));
-        }
-        EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
-        testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors,
-                                  what + ", final model");
+        testing::expect_16bit_exchange_is_the_f32_one_rounded(
+            as_hybrid(onehot, testing::most_used_keys(onehot, 15)), D, false, dtype, what);
       }
     }
   }

@@ -280,22 +280,9 @@ TEST(VectorDtypesGpu, AllDevicesExchange16BitVectorsAsTheF32ExchangeRounded) {
     for (DType dtype : {DType::F16, DType::BF16}) {
       const std::string what = std::string(embedding_type_name(type)) + " on " + std::to_string(D) +
                                " GPUs, " + std::string(dtype_name(dtype));
-      testing::Problem wide =
-          layer_problem(type, DType::F32, optim::OptimizerType::Adam, 1023 * D, rng);
-      for (auto& g : wide.grads)
-        g = testing::round_through(g, dtype);
-      testing::Problem narrow = wide;
-      narrow.out_dtype = dtype;
-      narrow.grad_dtype = dtype;
-      const testing::RunResult want = testing::run_ranks(wide, D, true);
-      const testing::RunResult got = testing::run_ranks(narrow, D, true);
-      ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
-      for (std::size_t t = 0; t < got.outputs.size(); ++t) {
-        testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
-                                  what + ", step " + std::to_string(t));
-      }
-      EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
-      testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", model");
+      testing::expect_16bit_exchange_is_the_f32_one_rounded(
+          layer_problem(type, DType::F32, optim::OptimizerType::Adam, 1023 * D, rng), D, true,
+          dtype, what);
     }
   }
 }
@@ -310,23 +297,11 @@ TEST(VectorDtypesGpu, AllDevicesExchangeHybrid16BitVectorsAsTheF32ExchangeRounde
   for (DType dtype : {DType::F16, DType::BF16}) {
     const std::string what =
         "hybrid on " + std::to_string(D) + " GPUs, " + std::string(dtype_name(dtype));
-    testing::Problem wide = layer_problem(EmbeddingType::LocalizedSlotOneHot, DType::F32,
-                                          optim::OptimizerType::Adam, 1023 * D, rng);
-    for (auto& g : wide.grads)
-      g = testing::round_through(g, dtype);
-    wide.config.type = EmbeddingType::Hybrid;
-    wide.config.hybrid.frequent_keys = testing::most_used_keys(wide, 64);
-    testing::Problem narrow = wide;
-    narrow.out_dtype = dtype;
-    narrow.grad_dtype = dtype;
-    const testing::RunResult want = testing::run_ranks(wide, D, true);
-    const testing::RunResult got = testing::run_ranks(narrow, D, true);
-    ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
-    for (std::size_t t = 0; t < got.outputs.size(); ++t) {
-      testing::expect_same_bits(got.outputs[t], testing::round_through(want.outputs[t], dtype),
-                                what + ", step " + std::to_string(t));
-    }
-    testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", model");
+    testing::Problem hybrid = layer_problem(EmbeddingType::LocalizedSlotOneHot, DType::F32,
+                                            optim::OptimizerType::Adam, 1023 * D, rng);
+    hybrid.config.type = EmbeddingType::Hybrid;
+    hybrid.config.hybrid.frequent_keys = testing::most_used_keys(hybrid, 64);
+    testing::expect_16bit_exchange_is_the_f32_one_rounded(hybrid, D, true, dtype, what);
   }
 }
 

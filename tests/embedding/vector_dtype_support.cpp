@@ -85,4 +85,22 @@ void expect_same_dtype_runs(const DtypeRun& got, const DtypeRun& want, const std
   expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", final model");
 }
 
+void expect_16bit_exchange_is_the_f32_one_rounded(Problem wide, int ranks, bool cuda, DType dtype,
+                                                  const std::string& what) {
+  for (auto& g : wide.grads)
+    g = round_through(g, dtype);
+  Problem narrow = wide;
+  narrow.out_dtype = dtype;
+  narrow.grad_dtype = dtype;
+  const RunResult want = run_ranks(wide, ranks, cuda);
+  const RunResult got = run_ranks(narrow, ranks, cuda);
+  ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
+  for (std::size_t t = 0; t < got.outputs.size(); ++t) {
+    expect_same_bits(got.outputs[t], round_through(want.outputs[t], dtype),
+                     what + ", step " + std::to_string(t));
+  }
+  EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
+  expect_same_bits(got.snapshot.vectors, want.snapshot.vectors, what + ", final model");
+}
+
 }  // namespace ember::embedding::testing

@@ -44,4 +44,11 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b,
 // Fails the current test unless the two runs have the same outputs and models bit for bit.
 void expect_same_dtype_runs(const DtypeRun& got, const DtypeRun& want, const std::string& what);
 
+// What a 16-bit exchange between ranks must give: `wide` (f32 outputs and gradients) with its
+// gradients rounded to `dtype`, run on `ranks` ranks (GPUs when `cuda`) once as it is and once
+// with `dtype` outputs and gradients; fails the current test unless every output of the second
+// is the first's rounded once to `dtype` and the final models are the same bits.
+void expect_16bit_exchange_is_the_f32_one_rounded(Problem wide, int ranks, bool cuda, DType dtype,
+                                                  const std::string& what);
+
 }  // namespace ember::embedding::testing

@@ -104,24 +104,9 @@ TEST(VectorDtypes, SeveralRanksExchange16BitVectorsAsTheF32ExchangeRounded) {
           const std::string what = std::string(embedding_type_name(type)) + ", " +
                                    std::to_string(ranks) + " ranks, width " +
                                    std::to_string(vec_size) + ", " + std::string(dtype_name(dtype));
-          testing::Problem wide =
-              problem(type, DType::F32, optim::OptimizerType::Adam, 5 * ranks, 3, rng, vec_size);
-          for (auto& g : wide.grads)
-            g = testing::round_through(g, dtype);
-          testing::Problem narrow = wide;
-          narrow.out_dtype = dtype;
-          narrow.grad_dtype = dtype;
-          const testing::RunResult want = testing::run_ranks(wide, ranks);
-          const testing::RunResult got = testing::run_ranks(narrow, ranks);
-          ASSERT_EQ(got.outputs.size(), want.outputs.size()) << what;
-          for (std::size_t t = 0; t < got.outputs.size(); ++t) {
-            testing::expect_same_bits(got.outputs[t],
-                                      testing::round_through(want.outputs[t], dtype),
-                                      what + ", step " + std::to_string(t));
-          }
-          EXPECT_EQ(got.snapshot.keys, want.snapshot.keys) << what;
-          testing::expect_same_bits(got.snapshot.vectors, want.snapshot.vectors,
-                                    what + ", final model");
+          testing::expect_16bit_exchange_is_the_f32_one_rounded(
+              problem(type, DType::F32, optim::OptimizerType::Adam, 5 * ranks, 3, rng, vec_size),
+              ranks, false, dtype, what);
         }
       }
     }
