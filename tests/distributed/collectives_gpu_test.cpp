@@ -29,23 +29,10 @@ std::vector<distributed::CommunicatorPtr> every_device() {
 // the first rank's error.
 void on_every_rank(const std::vector<distributed::CommunicatorPtr>& comms,
                    const std::function<void(int)>& body) {
-  std::vector<std::exception_ptr> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        DeviceGuard guard(comms[r]->place().device());
-        body(static_cast<int>(r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::run_on_threads(static_cast<int>(comms.size()), [&](int r) {
+    DeviceGuard guard(comms[static_cast<std::size_t>(r)]->place().device());
+    body(r);
+  });
 }
 
 TEST(NcclCollectives, MatchHostLoops) {

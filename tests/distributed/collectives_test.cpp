@@ -19,22 +19,7 @@ namespace {
 // Runs body(rank) on n threads over fresh communicators; rethrows the first rank's error.
 void run_ranks(std::vector<distributed::CommunicatorPtr>& comms,
                const std::function<void(distributed::Communicator&)>& body) {
-  std::vector<std::exception_ptr> errors(comms.size());
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(*comms[r]);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::run_on_threads(static_cast<int>(comms.size()), [&](int r) { body(*comms[r]); });
 }
 
 std::vector<float> random_floats(std::int64_t n, std::mt19937_64& rng) {

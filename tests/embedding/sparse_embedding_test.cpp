@@ -192,52 +192,39 @@ TEST(SparseEmbedding, SaveLoadGivesIdenticalTablesAndNextStep) {
                    EmbeddingSnapshot& after) {
       auto comms = distributed::make_in_process_communicators(D, 60.0);
       out.assign(12 * c.slot_num * c.vec_size, 0.0f);
-      std::vector<std::thread> threads;
-      std::vector<std::exception_ptr> errors(D);
-      for (int r = 0; r < D; ++r) {
-        threads.emplace_back([&, r] {
-          try {
-            SparseEmbedding emb(c, opt, *comms[r]);
-            auto step = [&](int t, bool keep) {
-              const auto& h = p.batches[t];
-              const std::int64_t Bl = 12 / D, S = c.slot_num, V = c.vec_size;
-              Tensor keys = Tensor::from_vector(h.keys).to(DType::U32);
-              CsrTensor csr(Tensor::from_vector(h.offsets), keys,
-                            static_cast<std::int64_t>(h.keys.size()));
-              const Tensor o = emb.forward(csr, r * Bl, Bl);
-              if (keep) {
-                const auto v = o.to_vector<float>();
-                std::copy(v.begin(), v.end(), out.begin() + r * Bl * S * V);
-              }
-              std::vector<float> g(p.grads[t].begin() + r * Bl * S * V,
-                                   p.grads[t].begin() + (r + 1) * Bl * S * V);
-              emb.backward(Tensor::from_vector(g, Shape{Bl, S, V}));
-              emb.update();
-            };
-            if (train_and_save) {
-              for (int t = 0; t < 3; ++t)
-                step(t, false);
-              emb.save(dir);
-              auto s = emb.snapshot();
-              if (r == 0) snap_saved = s;
-            } else {
-              emb.load(dir);
-              auto s = emb.snapshot();
-              if (r == 0 && loaded != nullptr) *loaded = s;
-            }
-            step(3, true);
-            auto s = emb.snapshot();
-            if (r == 0) after = s;
-          } catch (...) {
-            errors[r] = std::current_exception();
+      ember::testing::run_on_threads(D, [&](int r) {
+        SparseEmbedding emb(c, opt, *comms[r]);
+        auto step = [&](int t, bool keep) {
+          const auto& h = p.batches[t];
+          const std::int64_t Bl = 12 / D, S = c.slot_num, V = c.vec_size;
+          Tensor keys = Tensor::from_vector(h.keys).to(DType::U32);
+          CsrTensor csr(Tensor::from_vector(h.offsets), keys,
+                        static_cast<std::int64_t>(h.keys.size()));
+          const Tensor o = emb.forward(csr, r * Bl, Bl);
+          if (keep) {
+            const auto v = o.to_vector<float>();
+            std::copy(v.begin(), v.end(), out.begin() + r * Bl * S * V);
           }
-        });
-      }
-      for (auto& t : threads)
-        t.join();
-      for (auto& e : errors) {
-        if (e) std::rethrow_exception(e);
-      }
+          std::vector<float> g(p.grads[t].begin() + r * Bl * S * V,
+                               p.grads[t].begin() + (r + 1) * Bl * S * V);
+          emb.backward(Tensor::from_vector(g, Shape{Bl, S, V}));
+          emb.update();
+        };
+        if (train_and_save) {
+          for (int t = 0; t < 3; ++t)
+            step(t, false);
+          emb.save(dir);
+          auto s = emb.snapshot();
+          if (r == 0) snap_saved = s;
+        } else {
+          emb.load(dir);
+          auto s = emb.snapshot();
+          if (r == 0 && loaded != nullptr) *loaded = s;
+        }
+        step(3, true);
+        auto s = emb.snapshot();
+        if (r == 0) after = s;
+      });
     };
     job(2, true, out_saver, nullptr, after_saver);
     job(3, false, out_loader, &snap_loaded, after_loader);

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ember/core/log.hpp"
 #include "support/test_support.hpp"
@@ -33,6 +36,25 @@ std::mt19937_64 make_rng(std::uint64_t salt) {
     }
   }
   return std::mt19937_64(h);
+}
+
+void run_on_threads(int n, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        body(i);
+      } catch (...) {
+        errors[static_cast<std::size_t>(i)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 std::filesystem::path source_dir() {

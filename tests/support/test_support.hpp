@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -28,6 +29,10 @@ std::filesystem::path source_dir();
 
 // ../shared/data next to the checkout, or nothing (a user's fresh clone has no ../shared).
 std::optional<std::filesystem::path> shared_data_dir();
+
+// Runs body(i) for i < n at once, each on its own thread (the ranks of an in-process group),
+// joins them all, then rethrows the first thread's error.
+void run_on_threads(int n, const std::function<void(int)>& body);
 
 // A new empty directory under the system temp dir, removed when the object goes.
 class ScratchDir {
