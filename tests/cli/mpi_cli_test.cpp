@@ -74,13 +74,15 @@ struct Team {
 
 // Shared reading: process 0's line "input (training): process 0 parsed P samples (B bytes) and
 // passed over S (key exchange X s, collector waiting for readers Y s, training waiting for
-// batches Z s); process 1 ..." says that every process parsed its share of the samples (its
-// ranks' rows of every batch) and passed over the rest, and where its input time went.
+// batches Z s, device copies C s, collector waiting for room R s); process 1 ..." says that
+// every process parsed its share of the samples (its ranks' rows of every batch) and passed over
+// the rest, and where its input time went.
 void expect_each_process_parsed_its_share(const std::string& err, int processes) {
   const std::regex line(
       "process ([0-9]+) parsed ([0-9]+) samples \\(([0-9]+) bytes\\) and "
       "passed over ([0-9]+) \\(key exchange [0-9]+\\.[0-9]{2} s, collector waiting for readers "
-      "[0-9]+\\.[0-9]{2} s, training waiting for batches [0-9]+\\.[0-9]{2} s\\)");
+      "[0-9]+\\.[0-9]{2} s, training waiting for batches [0-9]+\\.[0-9]{2} s, device copies "
+      "[0-9]+\\.[0-9]{2} s, collector waiting for room [0-9]+\\.[0-9]{2} s\\)");
   int seen = 0;
   for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
     const auto& m = *it;

@@ -15,8 +15,7 @@ class MessageWriter {
   MessageWriter(std::vector<std::byte>& out, std::size_t size) : out_(out) { out_.resize(size); }
   template <class T>
   void put(const T* data, std::size_t n) {
-    // Large pieces (a window's keys) over the copy threads.
-    detail::parallel_memcpy(out_.data() + pos_, data, n * sizeof(T));
+    std::memcpy(out_.data() + pos_, data, n * sizeof(T));
     pos_ += n * sizeof(T);
   }
   template <class T>
@@ -71,18 +70,20 @@ constexpr std::int64_t kVariable = -1;
 std::int64_t uniform_count(const std::int64_t* off, std::int64_t first, std::int64_t rows) {
   if (rows == 0) return 0;
   const std::int64_t c = off[first + 1] - off[first];
-  for (std::int64_t r = 1; r < rows; ++r) {
-    if (off[first + r + 1] - off[first + r] != c) return kVariable;
-  }
-  return c;
+  // A one-hot window's 1.7 M rows (DLRM-Kaggle, 65536 samples) take milliseconds on one thread,
+  // on the collector's, once per batch.
+  bool same = true;
+#pragma omp parallel for schedule(static) reduction(&& : same) if (rows >= (1 << 16))
+  for (std::int64_t r = 1; r < rows; ++r)
+    same = same && off[first + r + 1] - off[first + r] == c;
+  return same ? c : kVariable;
 }
 
 // This process's window of `batch` as a message into `out`: the header, then per sparse input
-// its key count, the rows' count (uniform) or counts, and the keys.
-void pack_window(const HostBatch& batch, const Share& window, const ExchangeCheck& check,
+// its key count and the rows' count (uniform) or counts. The keys go apart (in place).
+void pack_counts(const HostBatch& batch, const Share& window, const ExchangeCheck& check,
                  std::vector<std::byte>& out) {
   const BatchLayout& layout = batch.layout();
-  const std::size_t key_size = layout.key_size();
   const auto inputs = static_cast<std::size_t>(batch.num_inputs());
   std::vector<std::int64_t> uniform(inputs), keys(inputs);
   std::size_t size = kHeaderValues * sizeof(std::int64_t);
@@ -92,7 +93,7 @@ void pack_window(const HostBatch& batch, const Share& window, const ExchangeChec
     const std::int64_t first = window.offset * slots, rows = window.size * slots;
     uniform[i] = uniform_count(off, first, rows);
     keys[i] = off[first + rows] - off[first];
-    size += 2 * sizeof(std::int64_t) + static_cast<std::size_t>(keys[i]) * key_size +
+    size += 2 * sizeof(std::int64_t) +
             (uniform[i] == kVariable ? static_cast<std::size_t>(rows) * sizeof(std::int32_t) : 0);
   }
   MessageWriter w(out, size);
@@ -110,12 +111,20 @@ void pack_window(const HostBatch& batch, const Share& window, const ExchangeChec
       for (std::int64_t r = 0; r < rows; ++r)
         counts[r] = static_cast<std::int32_t>(off[first + r + 1] - off[first + r]);
     }
-    w.put(static_cast<const std::byte*>(batch.values(static_cast<int>(i))) +
-              off[first] * static_cast<std::int64_t>(key_size),
-          static_cast<std::size_t>(keys[i]) * key_size);
   }
   EMBER_CHECK(w.written() == size, "shared reading: a key message of ", w.written(),
               " bytes, sized for ", size);
+}
+
+// Moves `bytes` bytes from `from` to `to` within one array, over the copy threads where the
+// two do not overlap.
+void move_within(std::byte* to, const std::byte* from, std::size_t bytes) {
+  if (to == from || bytes == 0) return;
+  if (to + bytes <= from || from + bytes <= to) {
+    detail::parallel_memcpy(to, from, bytes);
+  } else {
+    std::memmove(to, from, bytes);
+  }
 }
 
 }  // namespace
@@ -136,6 +145,28 @@ void ProcessExchange::all_gather_into(const std::vector<std::byte>& mine, Gather
   }
 }
 
+void ProcessExchange::all_gather_in_place(std::byte* buffer,
+                                          const std::vector<std::int64_t>& counts,
+                                          const std::vector<std::int64_t>& displs) {
+  const auto me = static_cast<std::size_t>(process());
+  EMBER_CHECK(
+      counts.size() == static_cast<std::size_t>(processes()) && displs.size() == counts.size(),
+      "shared reading: an in-place all-gather of ", counts.size(), " pieces among ", processes(),
+      " processes");
+  const std::vector<std::byte> mine(buffer + displs[me], buffer + displs[me] + counts[me]);
+  const std::vector<std::vector<std::byte>> each = all_gather(mine);
+  EMBER_CHECK(each.size() == counts.size(), "shared reading: ", each.size(), " pieces from ",
+              counts.size(), " processes");
+  for (std::size_t p = 0; p < each.size(); ++p) {
+    if (p == me) continue;
+    if (static_cast<std::int64_t>(each[p].size()) != counts[p]) {
+      EMBER_THROW_AS(DataError, "shared reading: process ", p, " sends ", each[p].size(),
+                     " bytes of keys, where its counts say ", counts[p]);
+    }
+    detail::parallel_memcpy(buffer + displs[p], each[p].data(), each[p].size());
+  }
+}
+
 void ProcessExchange::abandon(const std::string& why) {
   EMBER_THROW("shared reading: process ", process(), " leaves the key exchange: ", why);
 }
@@ -153,19 +184,32 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
               ") of a batch of ", batch.size());
   KeyExchangeBuffers local;
   KeyExchangeBuffers& b = buffers != nullptr ? *buffers : local;
-  pack_window(batch, window, check, b.mine);
+  pack_counts(batch, window, check, b.mine);
   exchange.all_gather_into(b.mine, b.all);
   const GatheredMessages& all = b.all;
-  EMBER_CHECK(all.count() == exchange.processes() &&
-                  all.offsets.back() == static_cast<std::int64_t>(all.bytes.size()),
-              "shared reading: ", all.count(), " key messages from ", exchange.processes(),
-              " processes");
+  const int processes = exchange.processes();
+  EMBER_CHECK(
+      all.count() == processes && all.offsets.back() == static_cast<std::int64_t>(all.bytes.size()),
+      "shared reading: ", all.count(), " key messages from ", processes, " processes");
 
   const BatchLayout& layout = batch.layout();
-  const std::size_t key_size = layout.key_size();
-  std::vector<std::int64_t> filled(static_cast<std::size_t>(batch.num_inputs()), 0);
+  const int inputs = batch.num_inputs();
+  const auto key_size = static_cast<std::int64_t>(layout.key_size());
+  // Where this process's parsed keys are now (the readers put them first), before the row
+  // offsets are rebuilt for the whole batch.
+  std::vector<std::int64_t> parsed_at(static_cast<std::size_t>(inputs));
+  for (int i = 0; i < inputs; ++i) {
+    parsed_at[static_cast<std::size_t>(i)] =
+        batch.row_offsets(i)[window.offset * layout.sparse[static_cast<std::size_t>(i)].slot_num];
+  }
+  // Per input, every process's key count and where its keys go: the counts first, so that
+  // every process checks every message before any key moves (a bad message stops all of them
+  // at the same point, none waits in the keys' exchange).
+  std::vector<std::vector<std::int64_t>> counts(static_cast<std::size_t>(inputs)),
+      displs(static_cast<std::size_t>(inputs));
+  std::vector<std::int64_t> filled(static_cast<std::size_t>(inputs), 0);
   std::int64_t next_row = 0;
-  for (int p = 0; p < all.count(); ++p) {
+  for (int p = 0; p < processes; ++p) {
     const auto at = static_cast<std::size_t>(all.offsets[static_cast<std::size_t>(p)]);
     MessageReader in(all.bytes.data() + at,
                      static_cast<std::size_t>(all.offsets[static_cast<std::size_t>(p) + 1]) - at,
@@ -186,25 +230,27 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
                      ", ", h[3] + h[4], ") of batch ", check.sequence, " (", batch.size(),
                      " samples), but the next rows are from ", next_row);
     }
-    for (int i = 0; i < batch.num_inputs(); ++i) {
-      const std::int64_t slots = layout.sparse[static_cast<std::size_t>(i)].slot_num;
+    for (int i = 0; i < inputs; ++i) {
+      const auto ii = static_cast<std::size_t>(i);
+      const std::int64_t slots = layout.sparse[ii].slot_num;
       std::int64_t* off = batch.row_offsets(i);
-      std::int64_t& at = filled[static_cast<std::size_t>(i)];
+      std::int64_t& at_key = filled[ii];
       const auto keys = in.get<std::int64_t>();
       const auto uniform = in.get<std::int64_t>();
       const std::int64_t first = h[3] * slots;
       const std::int64_t rows = h[4] * slots;
-      if (keys < 0 || at + keys > batch.value_capacity(i)) {
+      if (keys < 0 || at_key + keys > batch.value_capacity(i)) {
         EMBER_THROW_AS(DataError, "shared reading: process ", p, " sends ", keys,
                        " keys of sparse input ", i, " for batch ", check.sequence,
-                       ", more than the batch holds (", batch.value_capacity(i) - at, " left)");
+                       ", more than the batch holds (", batch.value_capacity(i) - at_key, " left)");
       }
-      off[first] = at;
+      off[first] = at_key;
       if (uniform == kVariable) {
-        const std::byte* counts = in.take(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
+        const std::byte* row_counts =
+            in.take(static_cast<std::size_t>(rows) * sizeof(std::int32_t));
         for (std::int64_t r = 0; r < rows; ++r) {
           std::int32_t c;
-          std::memcpy(&c, counts + r * static_cast<std::int64_t>(sizeof(c)), sizeof(c));
+          std::memcpy(&c, row_counts + r * static_cast<std::int64_t>(sizeof(c)), sizeof(c));
           off[first + r + 1] = off[first + r] + c;
         }
       } else {
@@ -215,23 +261,30 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
         }
 #pragma omp parallel for schedule(static) if (rows >= (1 << 16))
         for (std::int64_t r = 0; r < rows; ++r)
-          off[first + r + 1] = at + (r + 1) * uniform;
+          off[first + r + 1] = at_key + (r + 1) * uniform;
       }
-      if (off[first + rows] != at + keys) {
+      if (off[first + rows] != at_key + keys) {
         EMBER_THROW_AS(DataError, "shared reading: process ", p, "'s key counts of sparse input ",
-                       i, " add up to ", off[first + rows] - at, ", not its ", keys, " keys");
+                       i, " add up to ", off[first + rows] - at_key, ", not its ", keys, " keys");
       }
-      const std::size_t bytes = static_cast<std::size_t>(keys) * key_size;
-      detail::parallel_memcpy(
-          static_cast<std::byte*>(batch.values(i)) + static_cast<std::size_t>(at) * key_size,
-          in.take(bytes), bytes);
-      at += keys;
+      counts[ii].push_back(keys * key_size);
+      displs[ii].push_back(at_key * key_size);
+      at_key += keys;
     }
     next_row += h[4];
   }
   if (next_row != batch.size()) {
     EMBER_THROW_AS(DataError, "shared reading: the processes send the keys of ", next_row,
                    " rows of batch ", check.sequence, ", which has ", batch.size());
+  }
+  // The keys: ours to their place in sample order, then everyone's gathered around them.
+  const auto me = static_cast<std::size_t>(exchange.process());
+  for (int i = 0; i < inputs; ++i) {
+    const auto ii = static_cast<std::size_t>(i);
+    auto* values = static_cast<std::byte*>(batch.values(i));
+    move_within(values + displs[ii][me], values + parsed_at[ii] * key_size,
+                static_cast<std::size_t>(counts[ii][me]));
+    exchange.all_gather_in_place(values, counts[ii], displs[ii]);
   }
 }
 

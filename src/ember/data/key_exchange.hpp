@@ -2,9 +2,10 @@
 // ranks in every batch (a window of rows: PipelineOptions::exchange, ShardSpec::window); the
 // dense features and labels of those rows are all its ranks need, but model-parallel embeddings
 // need every sample's keys on every rank. So, batch by batch, the processes swap the keys of
-// their windows: every process sends the key counts and keys of its rows, and puts everyone's
-// back in sample order, which gives every process the whole batch's key CSR it would have
-// parsed itself.
+// their windows, in two steps: a small message with every process's key counts (from which each
+// builds the whole batch's row offsets), then the keys themselves, gathered in place into each
+// input's key array. That gives every process the whole batch's key CSR it would have parsed
+// itself.
 //
 // The data layer knows nothing of MPI: the transport is a ProcessExchange, which the training
 // layer implements over a process channel (distributed/process_channel.hpp).
@@ -41,6 +42,12 @@ class ProcessExchange {
   // allocates, and faults in, nothing new once the batches' sizes are reached, and the messages
   // are not copied apart. The default calls all_gather and lays its messages end to end.
   virtual void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all);
+  // Every process's piece of one buffer into its place, each process holding its own already:
+  // process p's counts[p] bytes at displs[p] (every process passes the same counts and displs).
+  // The keys move this way, straight from one batch's array into the others', with no message
+  // packed or unpacked. The default gathers the pieces with all_gather and copies them in.
+  virtual void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
+                                   const std::vector<std::int64_t>& displs);
   // This process cannot take part in exchanges that the others will wait for (its pipeline
   // failed while it was being stopped, so no consumer will see the error): end the job, saying
   // `why`. The default throws, for exchanges whose peers cannot wait (tests).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 
 #include "ember/core/error.hpp"
 #include "ember/distributed/mpi_check.hpp"
@@ -72,6 +73,43 @@ void ProcessChannel::all_gather(const std::vector<std::byte>& mine, std::vector<
   out_offsets[n] = total;
 }
 
+void ProcessChannel::all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
+                                         const std::vector<std::int64_t>& displs) {
+  const auto n = static_cast<std::size_t>(size_);
+  EMBER_CHECK(counts.size() == n && displs.size() == n,
+              "a process channel's in-place all-gather of ", counts.size(), " pieces among ", n,
+              " processes");
+  if (comm_->comm == MPI_COMM_NULL || size_ == 1) return;
+  // MPI counts in int: pieces are counted in whole blocks of a type as wide as every count and
+  // displacement allows, so a piece may pass 2 GiB bytes (as long as its blocks do not).
+  std::int64_t common = 0;
+  for (std::size_t p = 0; p < n; ++p)
+    common = std::gcd(common, std::gcd(counts[p], displs[p]));
+  std::int64_t block = 1;
+  for (const std::int64_t b : {16, 8, 4, 2})
+    if (common % b == 0) {
+      block = b;
+      break;
+    }
+  std::vector<int> c(n), d(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    if (counts[p] < 0 || displs[p] < 0 || counts[p] / block > std::numeric_limits<int>::max() ||
+        displs[p] / block > std::numeric_limits<int>::max()) {
+      EMBER_THROW("a process channel's in-place all-gather: process ", p, "'s piece of ", counts[p],
+                  " bytes at ", displs[p], " is past MPI's int counts");
+    }
+    c[p] = static_cast<int>(counts[p] / block);
+    d[p] = static_cast<int>(displs[p] / block);
+  }
+  MPI_Datatype type = MPI_BYTE;
+  if (block > 1) EMBER_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(block), MPI_BYTE, &type));
+  if (block > 1) EMBER_MPI_CHECK(MPI_Type_commit(&type));
+  const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, c.data(), d.data(),
+                                type, comm_->comm);
+  if (block > 1) MPI_Type_free(&type);
+  EMBER_MPI_CHECK(rc);
+}
+
 #else
 
 struct ProcessChannel::Comm {};
@@ -90,6 +128,13 @@ void ProcessChannel::all_gather(const std::vector<std::byte>& mine, std::vector<
                                 std::vector<std::int64_t>& offsets) {
   bytes.assign(mine.begin(), mine.end());
   offsets = {0, static_cast<std::int64_t>(mine.size())};
+}
+
+void ProcessChannel::all_gather_in_place(std::byte*, const std::vector<std::int64_t>& counts,
+                                         const std::vector<std::int64_t>& displs) {
+  EMBER_CHECK(counts.size() == 1 && displs.size() == 1,
+              "a process channel's in-place all-gather of ", counts.size(),
+              " pieces in a job of one process");
 }
 
 #endif

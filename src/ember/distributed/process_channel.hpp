@@ -31,6 +31,11 @@ class ProcessChannel {
   // sizes are reached, and the messages are not copied apart.
   void all_gather(const std::vector<std::byte>& mine, std::vector<std::byte>& bytes,
                   std::vector<std::int64_t>& offsets);
+  // Every process's piece of one buffer into its place, where each process already holds its
+  // own: process p's counts[p] bytes at displs[p] (sizes known to every process), with no copy
+  // in or out of a message. A piece over 2 GiB, or the whole past 2^63, is an error.
+  void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
+                           const std::vector<std::int64_t>& displs);
 
  private:
   struct Comm;
