@@ -6,9 +6,10 @@
 // parsed. Reports the median ms per batch and the samples/s that bounds a job's input path.
 //
 //   bench_key_exchange [--samples N] [--processes P] [--keys u32|i64] [--reps R]
-//   mpirun -np P bench_key_exchange --mpi [...]   real processes over a ProcessChannel (MPI), as
-//                                                 a job's pipelines exchange; also the MPI
-//                                                 all-gather of the same bytes alone
+//   mpirun -np P bench_key_exchange --mpi [...]   real processes, as a job's pipelines exchange:
+//                                                 the keys through shared memory (the default of
+//                                                 processes on one machine), then by MPI in
+//                                                 place; also the keys' all-gather alone
 //
 // Ends with SUMMARY lines.
 #include <algorithm>
@@ -25,6 +26,7 @@
 
 #include "ember/data/host_batch.hpp"
 #include "ember/data/key_exchange.hpp"
+#include "ember/distributed/node_shared_gather.hpp"
 #include "ember/distributed/process_channel.hpp"
 #include "ember/distributed/process_world.hpp"
 
@@ -183,10 +185,12 @@ double time_exchange(std::int64_t samples, int processes, DType keys, int reps) 
 }
 
 // The exchange over MPI, as a job's pipeline runs it (train/shared_reading.cpp's exchange over a
-// channel of its own).
+// channel of its own): the keys through memory the processes share where `shared` is given,
+// else by MPI in place.
 class ChannelExchange final : public ProcessExchange {
  public:
-  explicit ChannelExchange(distributed::ProcessChannel& channel) : channel_(channel) {}
+  ChannelExchange(distributed::ProcessChannel& channel, distributed::NodeSharedGather* shared)
+      : channel_(channel), shared_(shared) {}
   int process() const override { return channel_.rank(); }
   int processes() const override { return channel_.size(); }
   std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
@@ -195,49 +199,70 @@ class ChannelExchange final : public ProcessExchange {
   void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all) override {
     channel_.all_gather(mine, all.bytes, all.offsets);
   }
+  void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
+                           const std::vector<std::int64_t>& displs) override {
+    if (shared_ != nullptr) {
+      shared_->all_gather_in_place(buffer, counts, displs);
+    } else {
+      channel_.all_gather_in_place(buffer, counts, displs);
+    }
+  }
 
  private:
   distributed::ProcessChannel& channel_;
+  distributed::NodeSharedGather* shared_;
 };
 
 struct MpiTimes {
   double exchange = 0;  // ms per batch, the slowest process's, median
-  double gather = 0;    // the MPI all-gather of the same messages alone
+  double keys = 0;      // the keys' in-place all-gather alone
 };
 
-MpiTimes time_exchange_over_mpi(std::int64_t samples, DType keys, int reps) {
+// Every batch starts as the readers leave it (this process's keys first, the other rows
+// without keys): a copy of the parsed batch, made outside the timing.
+MpiTimes time_exchange_over_mpi(std::int64_t samples, DType keys, int reps, bool shared_memory) {
   auto channel = distributed::ProcessChannel::open();
+  auto shared = distributed::NodeSharedGather::open(shared_memory);
   const int p = channel->rank(), processes = channel->size();
   const BatchLayout layout = kaggle_layout(keys);
   const Share window = process_window(samples, {processes, p}, 1);
-  HostBatch batch(layout, samples);
-  fill_batch(batch, window, samples, p);
-  ChannelExchange exchange(*channel);
+  HostBatch parsed(layout, samples), batch(layout, samples);
+  fill_batch(parsed, window, samples, p);
+  ChannelExchange exchange(*channel, shared.get());
   KeyExchangeBuffers buffers;
-  std::vector<double> mine_exchange, mine_gather;
+  // The keys' pieces: every window's one key a slot, in process order.
+  const auto key_bytes = static_cast<std::int64_t>(layout.key_size()) * 26;
+  std::vector<std::int64_t> counts, displs;
+  for (int q = 0; q < processes; ++q) {
+    const Share w = process_window(samples, {processes, q}, 1);
+    counts.push_back(w.size * key_bytes);
+    displs.push_back(w.offset * key_bytes);
+  }
+  std::vector<double> mine_exchange, mine_keys;
   for (int rep = 0; rep < reps + 2; ++rep) {
+    batch.clear();
+    batch.append(parsed, 0, samples);
     auto t0 = Clock::now();
     exchange_batch_keys(batch, window, {rep, samples, 16}, exchange, &buffers);
     const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    // The same message once more, through MPI alone.
-    GatheredMessages again;
+    // The keys once more, alone.
     t0 = Clock::now();
-    channel->all_gather(buffers.mine, again.bytes, again.offsets);
-    const double g = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    exchange.all_gather_in_place(static_cast<std::byte*>(batch.values(0)), counts, displs);
+    const double k = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (rep >= 2) {
       mine_exchange.push_back(t);
-      mine_gather.push_back(g);
+      mine_keys.push_back(k);
     }
   }
   const std::vector<double> all_exchange = distributed::all_gather_processes_f64(mine_exchange);
-  const std::vector<double> all_gather = distributed::all_gather_processes_f64(mine_gather);
+  const std::vector<double> all_keys = distributed::all_gather_processes_f64(mine_keys);
   std::vector<std::vector<double>> e(static_cast<std::size_t>(processes)),
       g(static_cast<std::size_t>(processes));
   for (int q = 0; q < processes; ++q) {
     for (int r = 0; r < reps; ++r) {
       e[static_cast<std::size_t>(q)].push_back(
           all_exchange[static_cast<std::size_t>(q * reps + r)]);
-      g[static_cast<std::size_t>(q)].push_back(all_gather[static_cast<std::size_t>(q * reps + r)]);
+      g[static_cast<std::size_t>(q)].push_back(all_keys[static_cast<std::size_t>(q * reps + r)]);
     }
   }
   return {median_of_slowest(e, reps), median_of_slowest(g, reps)};
@@ -274,18 +299,21 @@ int main(int argc, char** argv) {
   if (mpi) {
     const distributed::ProcessWorld world = distributed::join_mpi_world();
     for (std::int64_t n : samples) {
-      const MpiTimes t = time_exchange_over_mpi(n, keys, reps);
-      if (world.rank != 0) continue;
-      std::printf(
-          "bench_key_exchange --mpi: %d processes, %s keys, global batch %lld: %.2f ms per "
-          "batch (bounds the job at %.2f M samples/s), of which the MPI all-gather alone "
-          "%.2f ms\n",
-          world.size, keys == DType::U32 ? "u32" : "i64", static_cast<long long>(n), t.exchange,
-          static_cast<double>(n) / t.exchange / 1e3, t.gather);
-      std::printf(
-          "SUMMARY | data | key exchange over MPI, batch %lld, %d processes, ms per batch "
-          "(MPI all-gather alone) | %.2f (%.2f) | - | -\n",
-          static_cast<long long>(n), world.size, t.exchange, t.gather);
+      for (const bool shared_memory : {true, false}) {
+        const MpiTimes t = time_exchange_over_mpi(n, keys, reps, shared_memory);
+        if (world.rank != 0) continue;
+        const char* way = shared_memory ? "shared memory" : "MPI in place";
+        std::printf(
+            "bench_key_exchange --mpi: %d processes, %s keys, global batch %lld, keys by %s: "
+            "%.2f ms per batch (bounds the job at %.2f M samples/s), of which the keys' "
+            "all-gather alone %.2f ms\n",
+            world.size, keys == DType::U32 ? "u32" : "i64", static_cast<long long>(n), way,
+            t.exchange, static_cast<double>(n) / t.exchange / 1e3, t.keys);
+        std::printf(
+            "SUMMARY | data | key exchange over MPI, batch %lld, %d processes, keys by %s, ms "
+            "per batch (keys alone) | %.2f (%.2f) | - | -\n",
+            static_cast<long long>(n), world.size, way, t.exchange, t.keys);
+      }
     }
     return 0;
   }
