@@ -115,10 +115,10 @@ BatchLayout kaggle_layout(DType keys) {
 }
 
 // Process p's batch as its pipeline hands it over: its window's rows parsed (one key a slot), the
-// other processes' rows committed without keys.
+// other processes' rows committed with room for their keys (add_rows_parsed_elsewhere).
 void fill_batch(HostBatch& batch, const Share& window, std::int64_t samples, int p) {
   const BatchLayout& layout = batch.layout();
-  batch.add_rows_without_keys(window.offset);
+  batch.add_rows_parsed_elsewhere(window.offset);
   {
     HostBatch parsed(layout, window.size);
     std::mt19937_64 rng(static_cast<std::uint64_t>(p) + 1);
@@ -135,7 +135,7 @@ void fill_batch(HostBatch& batch, const Share& window, std::int64_t samples, int
     parsed.set_size(window.size);
     batch.append(parsed, 0, window.size);
   }
-  batch.add_rows_without_keys(samples - window.offset - window.size);
+  batch.add_rows_parsed_elsewhere(samples - window.offset - window.size);
 }
 
 // Each batch's time is the slowest process's: the next exchange waits for it.
@@ -219,7 +219,7 @@ struct MpiTimes {
 };
 
 // Every batch starts as the readers leave it (this process's keys first, the other rows
-// without keys): a copy of the parsed batch, made outside the timing.
+// with room for their keys): a copy of the parsed batch, made outside the timing.
 MpiTimes time_exchange_over_mpi(std::int64_t samples, DType keys, int reps, bool shared_memory) {
   auto channel = distributed::ProcessChannel::open();
   auto shared = distributed::NodeSharedGather::open(shared_memory);

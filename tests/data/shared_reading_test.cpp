@@ -346,8 +346,8 @@ TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
 }
 
 // The Parquet reader itself: with a window, the window's rows come out as a whole read gives
-// them and the others without keys; the data pages of a flat column that hold only rows passed
-// over are stepped over unopened (list columns walk their levels instead).
+// them and the others with room for the exchange's keys; the data pages of a flat column that
+// hold only rows passed over are stepped over unopened (list columns walk their levels instead).
 TEST(SharedReading, ParquetReaderDecodesTheWindowAndStepsOverPagesOfOtherRows) {
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
@@ -361,6 +361,10 @@ TEST(SharedReading, ParquetReaderDecodesTheWindowAndStepsOverPagesOfOtherRows) {
                          dictionary ? " dictionary" : " PLAIN"));
         const SampleShape shape = shape_for(!multi_hot);
         const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+        std::vector<std::int64_t> reserved;  // per slot of every input
+        for (const SparseInputLayout& input : layout.sparse)
+          reserved.insert(reserved.end(), static_cast<std::size_t>(input.slot_num),
+                          keys_reserved_per_row(input));
         const auto samples = datatest::random_samples(rng, rows, shape);
         const std::string list = write_parquet(dir / std::to_string(written++), samples, shape,
                                                {multi_hot, codec, dictionary, 70, 4}, {rows});
@@ -381,8 +385,12 @@ TEST(SharedReading, ParquetReaderDecodesTheWindowAndStepsOverPagesOfOtherRows) {
               EXPECT_EQ(g, samples[static_cast<std::size_t>(row + r)]) << "row " << row + r;
               ++in_window;
             } else {
-              for (const auto& slot : g.slots)
-                EXPECT_TRUE(slot.empty()) << "row " << row + r;
+              // Passed over: room for the keys the exchange brings (one a slot where the data
+              // may be one-hot), their values not yet set.
+              ASSERT_EQ(g.slots.size(), reserved.size());
+              for (std::size_t k = 0; k < g.slots.size(); ++k)
+                EXPECT_EQ(static_cast<std::int64_t>(g.slots[k].size()), reserved[k])
+                    << "row " << row + r << " slot " << k;
             }
           }
           row += batch.size();
@@ -432,7 +440,7 @@ TEST(SharedReading, ProcessesWithDifferentBatchesAreADataError) {
     done.push_back(std::async(std::launch::async, [&, p] {
       ThreadExchange exchange(hub, p, 2);
       HostBatch batch(layout, 8);
-      batch.add_rows_without_keys(8);
+      batch.add_rows_parsed_elsewhere(8);
       // Process 1 thinks the batch came from other readers.
       exchange_batch_keys(batch, {p * 4, 4}, {0, 8, p == 0 ? 2 : 3}, exchange);
     }));
@@ -444,6 +452,41 @@ TEST(SharedReading, ProcessesWithDifferentBatchesAreADataError) {
 // Windows whose rows hold any key count (a count per row in the message), one key each
 // (one-hot: one count for the window), two each, and none at all; with 1, 2 and 4 processes,
 // and with buffers kept from batch to batch.
+// Rows another process parses get room for one key a slot where the data may be one-hot, the
+// fixed count where every slot of a fixed-length input has the same, and none otherwise; the
+// rows after them follow on, so a one-hot window's keys are parsed where the whole batch has
+// them (the key exchange then rewrites no offsets and moves no keys).
+TEST(SharedReading, RowsParsedElsewhereGetRoomForTheKeysTheyWillHold) {
+  EXPECT_EQ(keys_reserved_per_row({"a", 3, 3, 1, {}}), 1);
+  EXPECT_EQ(keys_reserved_per_row({"a", 3, 40, 40, {}}), 1);
+  EXPECT_EQ(keys_reserved_per_row({"a", 2, 4, 2, {2, 2}}), 2);
+  EXPECT_EQ(keys_reserved_per_row({"a", 2, 3, 2, {1, 2}}), 0);
+  EXPECT_EQ(keys_reserved_per_row({"a", 5, 2, 1, {}}), 0);  // fewer keys a sample than slots
+
+  BatchLayout layout;
+  layout.dense_dim = 1;
+  layout.sparse = {{"a", 3, 6, 2, {}}, {"b", 2, 4, 2, {2, 2}}};
+  HostBatch batch(layout, 4);
+  batch.add_rows_parsed_elsewhere(1);
+  // One sample parsed here: 2 + 0 + 1 keys in "a", 2 + 2 in "b".
+  const std::int64_t n = batch.size();
+  std::int64_t* a = batch.row_offsets(0);
+  std::int64_t* b = batch.row_offsets(1);
+  a[n * 3 + 1] = a[n * 3] + 2;
+  a[n * 3 + 2] = a[n * 3 + 1];
+  a[n * 3 + 3] = a[n * 3 + 2] + 1;
+  b[n * 2 + 1] = b[n * 2] + 2;
+  b[n * 2 + 2] = b[n * 2 + 1] + 2;
+  batch.set_size(n + 1);
+  batch.add_rows_parsed_elsewhere(2);
+  EXPECT_EQ(std::vector<std::int64_t>(a, a + 13),
+            (std::vector<std::int64_t>{0, 1, 2, 3, 5, 5, 6, 7, 8, 9, 10, 11, 12}));
+  EXPECT_EQ(std::vector<std::int64_t>(b, b + 9),
+            (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14, 16}));
+  EXPECT_EQ(batch.nnz(0), 12);
+  EXPECT_EQ(batch.nnz(1), 16);
+}
+
 TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
   auto rng = testing::make_rng();
   for (const auto& [min_nnz, max_nnz] : {std::pair{0, 3}, {1, 1}, {2, 2}, {0, 0}}) {
@@ -467,9 +510,9 @@ TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
           got.push_back(std::async(std::launch::async, [&, p] {
             const Share w = process_window(n, {processes, p}, 1);
             HostBatch mine(layout, n);
-            mine.add_rows_without_keys(w.offset);
+            mine.add_rows_parsed_elsewhere(w.offset);
             mine.append(whole, w.offset, w.offset + w.size);
-            mine.add_rows_without_keys(n - w.offset - w.size);
+            mine.add_rows_parsed_elsewhere(n - w.offset - w.size);
             ThreadExchange exchange(hub, p, processes);
             KeyExchangeBuffers buffers;
             exchange_batch_keys(mine, w, {0, n, 1}, exchange, &buffers);
@@ -541,9 +584,9 @@ TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
       done.push_back(std::async(std::launch::async, [&, p] {
         const Share w = process_window(n, {2, p}, 1);
         HostBatch mine(layout, n);
-        mine.add_rows_without_keys(w.offset);
+        mine.add_rows_parsed_elsewhere(w.offset);
         mine.append(whole, w.offset, w.offset + w.size);
-        mine.add_rows_without_keys(n - w.offset - w.size);
+        mine.add_rows_parsed_elsewhere(n - w.offset - w.size);
         ThreadExchange plain(hub, p, 2);
         Tampering tampering(plain, count);
         exchange_batch_keys(mine, w, {0, n, 1}, tampering);

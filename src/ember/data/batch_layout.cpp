@@ -99,4 +99,14 @@ BatchBufferPlan::BatchBufferPlan(const BatchLayout& layout, std::int64_t label_r
   total_bytes = at;
 }
 
+std::int64_t keys_reserved_per_row(const SparseInputLayout& input) {
+  if (!input.fixed_nnz.empty()) {
+    const std::int64_t first = input.fixed_nnz.front();
+    for (const std::int64_t n : input.fixed_nnz)
+      if (n != first) return 0;
+    return first;
+  }
+  return input.slot_num <= input.max_feature_num_per_sample ? 1 : 0;
+}
+
 }  // namespace ember::data

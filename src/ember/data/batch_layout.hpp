@@ -26,6 +26,13 @@ struct SparseInputLayout {
   std::vector<std::int64_t> fixed_nnz = {};
 };
 
+// Shared reading (key_exchange.hpp): the keys a row gets room for when another process parses
+// it, so that where the guess holds every key lands where the whole batch's CSR has it and the
+// exchange rewrites no offsets and moves none of this process's keys. The fixed count of a
+// fixed-length input whose slots all have the same; else one key a slot (one-hot, the common
+// CTR case) where the per-sample budget has room for it; else none.
+std::int64_t keys_reserved_per_row(const SparseInputLayout& input);
+
 struct BatchLayout {
   std::int64_t label_dim = 1;
   std::int64_t dense_dim = 0;

@@ -65,7 +65,7 @@ struct ShardSpec {
   ReadCounters* counters = nullptr;
   // Shared reading (key_exchange.hpp): of every full batch, only rows [window->offset,
   // window->offset + window->size) are this process's to parse. A reader may pass over the
-  // others (add_rows_without_keys), as long as the batch holds the same samples as it would
+  // others (add_rows_parsed_elsewhere), as long as the batch holds the same samples as it would
   // otherwise (samples that a check would drop are still dropped). A batch that ends short (the
   // end of a shard) must be read whole: the collector merges it with others at rows the reader
   // cannot know. Readers that cannot pass over samples cheaply read every row. Unset: every row.

@@ -52,13 +52,20 @@ std::int64_t HostBatch::nnz(int input) const {
   return row_offsets(input)[size_ * s.slot_num];
 }
 
-void HostBatch::add_rows_without_keys(std::int64_t n) {
-  EMBER_CHECK(n >= 0 && size_ + n <= capacity_, "HostBatch::add_rows_without_keys(", n, ") with ",
-              capacity_ - size_, " rows left");
+void HostBatch::add_rows_parsed_elsewhere(std::int64_t n) {
+  EMBER_CHECK(n >= 0 && size_ + n <= capacity_, "HostBatch::add_rows_parsed_elsewhere(", n,
+              ") with ", capacity_ - size_, " rows left");
   for (int i = 0; i < num_inputs(); ++i) {
-    const std::int64_t slots = layout_.sparse[static_cast<std::size_t>(i)].slot_num;
+    const SparseInputLayout& input = layout_.sparse[static_cast<std::size_t>(i)];
+    const std::int64_t slots = input.slot_num;
     std::int64_t* off = row_offsets(i) + size_ * slots;
-    std::fill(off + 1, off + n * slots + 1, off[0]);
+    const std::int64_t at = off[0];
+    std::int64_t each = keys_reserved_per_row(input);
+    // The budget holds it for a whole batch; a batch already past it (rows parsed with more keys)
+    // gets no room, and the exchange rewrites the offsets.
+    if (at + n * slots * each > value_capacity(i)) each = 0;
+    for (std::int64_t r = 1; r <= n * slots; ++r)
+      off[r] = at + r * each;
   }
   size_ += n;
 }

@@ -51,9 +51,11 @@ class HostBatch {
   // Keys of the committed samples of `input`.
   std::int64_t nnz(int input) const;
 
-  // Commits `n` samples that another process parses (shared reading, key_exchange.hpp): their
-  // rows hold no keys, and their label and dense values are left as they are.
-  void add_rows_without_keys(std::int64_t n);
+  // Commits `n` samples that another process parses (shared reading, key_exchange.hpp): each
+  // of their rows gets room for keys_reserved_per_row() keys, which the key exchange fills (or,
+  // where the other processes' counts differ, rewrites), and their label and dense values are
+  // left as they are.
+  void add_rows_parsed_elsewhere(std::int64_t n);
 
   // Appends samples [begin, end) of `src` (same layout), rebasing its row offsets.
   void append(const HostBatch& src, std::int64_t begin, std::int64_t end);

@@ -244,6 +244,17 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
                        " keys of sparse input ", i, " for batch ", check.sequence,
                        ", more than the batch holds (", batch.value_capacity(i) - at_key, " left)");
       }
+      // Where the readers gave these rows room for the keys they hold (one-hot data: one key a
+      // slot, keys_reserved_per_row), the offsets are already the whole batch's: this window's
+      // rows were reserved or parsed with that count, and they start where its keys go.
+      const std::int64_t reserved = keys_reserved_per_row(layout.sparse[ii]);
+      if (reserved > 0 && uniform == reserved && keys == rows * reserved && off[first] == at_key &&
+          off[first + rows] == at_key + keys) {
+        counts[ii].push_back(keys * key_size);
+        displs[ii].push_back(at_key * key_size);
+        at_key += keys;
+        continue;
+      }
       off[first] = at_key;
       if (uniform == kVariable) {
         const std::byte* row_counts =

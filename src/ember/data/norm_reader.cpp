@@ -366,7 +366,7 @@ bool NormFileReader::pass_over(HostBatch& batch, const std::byte* sample) {
                 static_cast<std::size_t>(layout_.dense_dim) * 4);
     if (!accept_sample(batch)) return false;
   }
-  batch.add_rows_without_keys(1);
+  batch.add_rows_parsed_elsewhere(1);
   ++passed_over_;
   return true;
 }

@@ -245,10 +245,10 @@ class RawShardReader final : public ShardReader {
       return added;
     }
     const Share w = *spec_.window;
-    batch.add_rows_without_keys(w.offset);
+    batch.add_rows_parsed_elsewhere(w.offset);
     const std::int64_t parsed = source_.read_samples(first + w.offset, w.size, batch, counters);
     EMBER_CHECK(parsed == w.size, "Raw read of ", w.size, " samples gave ", parsed);
-    batch.add_rows_without_keys(count - w.offset - w.size);
+    batch.add_rows_parsed_elsewhere(count - w.offset - w.size);
     if (counters != nullptr) {
       counters->samples.fetch_add(parsed, std::memory_order_relaxed);
       counters->skipped.fetch_add(count - parsed, std::memory_order_relaxed);

@@ -364,7 +364,7 @@ std::int64_t ParquetFileReader::read(HostBatch& batch) {
     if (pass) {
       for (auto& cursor : cursors_)
         cursor.skip_rows(n);
-      batch.add_rows_without_keys(n);
+      batch.add_rows_parsed_elsewhere(n);
       passed_over_ += n;
     } else {
       if (layout_.key_type == DType::U32) {

@@ -52,7 +52,8 @@ class ParquetFileReader {
   // Shared reading (ShardSpec::window): the rows of the batch being filled (its row indices, as
   // read() is called on it) that are decoded. The others are passed over (ColumnCursor::
   // skip_rows: no value converted, checked or stored, pages of them alone not even
-  // decompressed) and go into the batch without keys, label or dense values. Not with
+  // decompressed) and go into the batch with room for the keys the exchange brings and no
+  // label or dense values (HostBatch::add_rows_parsed_elsewhere). Not with
   // bad_sample_policy "drop" (which rows a check drops cannot be known without reading them).
   // Unset: every row is decoded.
   void set_window(std::optional<Share> window);
