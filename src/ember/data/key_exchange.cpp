@@ -195,8 +195,8 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
   const BatchLayout& layout = batch.layout();
   const int inputs = batch.num_inputs();
   const auto key_size = static_cast<std::int64_t>(layout.key_size());
-  // Where this process's parsed keys are now (the readers put them first), before the row
-  // offsets are rebuilt for the whole batch.
+  // Where this process's parsed keys are now (after the room the readers gave the rows before
+  // its window; already their place with one-hot data), before any offset is rewritten.
   std::vector<std::int64_t> parsed_at(static_cast<std::size_t>(inputs));
   for (int i = 0; i < inputs; ++i) {
     parsed_at[static_cast<std::size_t>(i)] =
