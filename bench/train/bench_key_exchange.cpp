@@ -201,11 +201,8 @@ class ChannelExchange final : public ProcessExchange {
   }
   void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
                            const std::vector<std::int64_t>& displs) override {
-    if (shared_ != nullptr) {
-      shared_->all_gather_in_place(buffer, counts, displs);
-    } else {
-      channel_.all_gather_in_place(buffer, counts, displs);
-    }
+    if (shared_ != nullptr && shared_->all_gather_in_place(buffer, counts, displs)) return;
+    channel_.all_gather_in_place(buffer, counts, displs);
   }
 
  private:

@@ -4,6 +4,7 @@
 // rank's input is a function of its rank, so every rank can compute the expected results of all
 // of them; float sums must equal the in-process backend's order (rank order) to the bit. Prints
 // "rank r of n: N passed, N failed" and exits non-zero on any failure.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -247,7 +248,8 @@ void check_in_place_all_gather(const distributed::ProcessWorld& world) {
         for (std::int64_t i = 0; i < counts[me]; ++i)
           buffer[static_cast<std::size_t>(displs[me] + i)] = byte_of(world.rank, i, round);
         if (by_shared_memory) {
-          shared->all_gather_in_place(buffer.data(), counts, displs);
+          expect(shared->all_gather_in_place(buffer.data(), counts, displs),
+                 "the shared window has room for the pieces", world.rank);
         } else {
           channel->all_gather_in_place(buffer.data(), counts, displs);
         }
@@ -269,6 +271,38 @@ void check_in_place_all_gather(const distributed::ProcessWorld& world) {
                world.rank);
       }
     }
+  }
+}
+
+// Where the machine lacks the room for the shared window (here a cap of one 1 MiB slot pair a
+// process), the shared-memory all-gather says so on every process alike, moves nothing, and
+// keeps saying so: the small pieces go through it, the first 3 MB one does not, nor any after.
+void check_shared_memory_without_room(const distributed::ProcessWorld& world) {
+  if (world.size == 1) return;
+  auto shared = distributed::NodeSharedGather::open(true, 2 * (std::int64_t{1} << 20) * world.size);
+  expect(shared != nullptr, "a shared window with a cap opens", world.rank);
+  if (shared == nullptr) return;
+  const std::int64_t sizes[] = {7, 65537, 3'000'017, 1};
+  const bool fits[] = {true, true, false, false};
+  for (std::size_t s = 0; s < std::size(sizes); ++s) {
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(world.size), sizes[s]), displs;
+    for (int p = 0; p < world.size; ++p)
+      displs.push_back(p * sizes[s]);
+    std::vector<std::byte> buffer(static_cast<std::size_t>(sizes[s] * world.size), std::byte{0});
+    const auto me = static_cast<std::size_t>(world.rank);
+    std::fill_n(buffer.begin() + displs[me], sizes[s], static_cast<std::byte>(world.rank + 1));
+    const bool went = shared->all_gather_in_place(buffer.data(), counts, displs);
+    bool right = true;
+    for (int p = 0; p < world.size; ++p) {
+      const auto want = static_cast<std::byte>(went || p == world.rank ? p + 1 : 0);
+      for (std::int64_t i = 0; i < sizes[s]; ++i)
+        right = right &&
+                buffer[static_cast<std::size_t>(displs[static_cast<std::size_t>(p)] + i)] == want;
+    }
+    expect(went == fits[s] && right,
+           "a capped shared window " + std::string(fits[s] ? "moves" : "declines") + " pieces of " +
+               std::to_string(sizes[s]) + " bytes",
+           world.rank);
   }
 }
 
@@ -302,6 +336,7 @@ int main(int argc, char** argv) {
   // First: the timeout check below leaves a collective unfinished, whose messages a later
   // communicator's context could meet.
   check_in_place_all_gather(world);
+  check_shared_memory_without_room(world);
   {
     auto comms = distributed::make_mpi_communicators(local);
     on_every_rank(comms, check_reductions);

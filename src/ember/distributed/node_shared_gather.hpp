@@ -18,7 +18,10 @@ class NodeSharedGather {
   // Made by every process of the job in the same order (collective, in a job of several
   // processes). Null where the processes are not all on one machine, where any process passes
   // `wanted` false, where the build has no MPI, or in a job of one process.
-  static std::unique_ptr<NodeSharedGather> open(bool wanted = true);
+  // `room_bytes` caps the shared memory the window may take on the machine (all processes'
+  // slots together); below 0, the free space of the file system MPI maps it from (/dev/shm,
+  // else TMPDIR or /tmp) at each growth.
+  static std::unique_ptr<NodeSharedGather> open(bool wanted = true, std::int64_t room_bytes = -1);
   ~NodeSharedGather();
   NodeSharedGather(const NodeSharedGather&) = delete;
   NodeSharedGather& operator=(const NodeSharedGather&) = delete;
@@ -29,8 +32,11 @@ class NodeSharedGather {
   // As ProcessChannel::all_gather_in_place: process p's counts[p] bytes at displs[p] of
   // `buffer`, this process's own already in place; every process passes the same counts. The
   // shared memory grows (a collective step, taken by every process at once, since all have the
-  // counts) when a piece outgrows it.
-  void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
+  // counts) when a piece outgrows it. False, on every process alike, where the machine lacks
+  // the room for it (a container's small /dev/shm, where a mapping past the free space would
+  // end the process at its first touch): nothing is moved, the caller moves the pieces another
+  // way, and so do all later calls (a warning says why, once).
+  bool all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
                            const std::vector<std::int64_t>& displs);
 
  private:

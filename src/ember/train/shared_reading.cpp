@@ -34,11 +34,8 @@ class ChannelExchange final : public data::ProcessExchange {
   }
   void all_gather_in_place(std::byte* buffer, const std::vector<std::int64_t>& counts,
                            const std::vector<std::int64_t>& displs) override {
-    if (shared_) {
-      shared_->all_gather_in_place(buffer, counts, displs);
-    } else {
-      channel_->all_gather_in_place(buffer, counts, displs);
-    }
+    if (shared_ && shared_->all_gather_in_place(buffer, counts, displs)) return;
+    channel_->all_gather_in_place(buffer, counts, displs);
   }
   // The other processes wait in an exchange this one will not join: end them all, as a failed
   // rank does.
