@@ -41,6 +41,22 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
   c.push_back({"Dropout",
                {in("x", {b, n})},
                {R"({"name": "drop", "type": "Dropout", "bottom": "x", "top": "y", "rate": 0.3})"}});
+  // DeepFM's deep branch: on CUDA the dropout's backward applies fc1's ReLU gradient.
+  c.push_back({"FcDropoutFc",
+               {in("x", {b, n})},
+               {cat(R"({"name": "fc1", "type": "FusedInnerProduct", "bottom": "x", "top": "h",
+                    "fc_param": {"num_output": )",
+                    m, R"(, "bias_init": "Uniform"}})"),
+                R"({"name": "drop", "type": "Dropout", "bottom": "h", "top": "d", "rate": 0.3})",
+                R"({"name": "fc2", "type": "InnerProduct", "bottom": "d", "top": "y",
+                    "fc_param": {"num_output": 1}})"}});
+  // One output over rows a multiple of 16 bytes long (the CUDA kernels' packed path).
+  c.push_back({"OneOutput",
+               {in("x", {b, 16}), in("z", {b, 200})},
+               {R"({"name": "fc1", "type": "InnerProduct", "bottom": "x", "top": "y1",
+                    "fc_param": {"num_output": 1, "bias_init": "Uniform"}})",
+                R"({"name": "fc2", "type": "InnerProduct", "bottom": "z", "top": "y2",
+                    "fc_param": {"num_output": 1, "bias_init": "Uniform"}})"}});
   c.push_back({"BatchNorm",
                {in("x", {b, n}, true, -2, 3)},
                {R"({"name": "bn", "type": "BatchNorm", "bottom": "x", "top": "y",
@@ -122,6 +138,24 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                {in("x", {b, 8})},
                {R"({"name": "s", "type": "Slice", "bottom": "x", "top": ["y0", "y1", "y2"],
                     "ranges": [[1, 5], [0, 8], [0, 8]]})"}});
+  // DeepFM's: 11-wide rows into 10 and 1 (the backward puts them back together in one pass).
+  c.push_back({"SliceSplit",
+               {in("x", {b, 11})},
+               {R"({"name": "s", "type": "Slice", "bottom": "x", "top": ["y0", "y1"],
+                    "ranges": [[0, 10], [10, 11]]})"}});
+  {
+    // More bottoms than one CUDA launch of column pieces takes, of widths 1 to 3.
+    LayerCase many{"ConcatMany", {}, {}};
+    std::string names;
+    for (int i = 0; i < 11; ++i) {
+      const std::string name = cat("a", i);
+      many.inputs.push_back(in(name, {b, 1 + i % 3}));
+      names += cat(i == 0 ? "" : ", ", "\"", name, "\"");
+    }
+    many.layers.push_back(
+        cat(R"({"name": "cat", "type": "Concat", "bottom": [)", names, R"(], "top": "y"})"));
+    c.push_back(std::move(many));
+  }
   c.push_back({"Interaction",
                {in("mlp", {b, 4}), in("emb", {b, 5, 4})},
                {R"({"name": "i", "type": "Interaction", "bottom": ["mlp", "emb"], "top": "y"})"}});

@@ -17,6 +17,7 @@
 #include "ember/network/cublaslt_matmul.hpp"
 #include "ember/network/dense_optimizer.hpp"
 #include "ember/network/fc_chain.hpp"
+#include "ember/network/layers/dropout_layer.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
 #include "ember/network/layers/loss_layers.hpp"
 #include "layer_cases_support.hpp"
@@ -496,7 +497,9 @@ TEST(FullyConnectedOnCuda, PlainProductsMatchTheCpu) {
       };
       o.check = [&](const Graph&, const Graph& gpu) {
         for_each_fc(gpu, [&](FullyConnectedLayer& fc) {
-          EXPECT_EQ(fc.plan_summary().rfind("forward plain", 0), 0u)
+          // A one-output layer runs no cuBLASLt product at all (its own kernels, any fusion).
+          const char* form = fc.single_output() ? "single output" : "forward plain";
+          EXPECT_EQ(fc.plan_summary().rfind(form, 0), 0u)
               << case_name(c, dtype) << " " << fc.name() << ": " << fc.plan_summary();
         });
       };
@@ -599,6 +602,71 @@ TEST(FullyConnectedOnCuda, SearchTimesEachProductOnce) {
   EXPECT_GT(first, 0);
   run_and_compare(*chain, DType::BF16, o, rng, "cached search");
   EXPECT_EQ(cuda::searched_product_count() - before, first) << "the second network re-timed";
+}
+
+// One output, no activation (the last layer of DLRM, DeepFM, DCN): Ember's row-dot, column-sum
+// and outer-product kernels, chained to a ReLU producer through its mask (MlpWithLoss), after a
+// dropout (FcDropoutFc), on rows of any length (16-byte packs at 16 and 200 features, one
+// element at a time at 1, 7 and 129).
+TEST(FullyConnectedOnCuda, OneOutputLayersRunTheirOwnKernels) {
+  EMBER_REQUIRE_GPU();
+  auto rng = ember::testing::make_rng();
+  int cases = 0;
+  for (const auto& c : device_cases()) {
+    const bool with_loss = c.name.rfind("MlpWithLoss_", 0) == 0;
+    if (!with_loss && c.name.rfind("FcDropoutFc_", 0) != 0 && c.name.rfind("OneOutput_", 0) != 0) {
+      continue;
+    }
+    ++cases;
+    for (DType dtype : kAllDtypes) {
+      RunOptions o;
+      o.check = [&](const Graph&, const Graph& gpu) {
+        int single = 0;
+        for_each_fc(gpu, [&](FullyConnectedLayer& fc) {
+          if (!fc.single_output()) return;
+          ++single;
+          EXPECT_EQ(fc.plan_summary().rfind("single output", 0), 0u) << fc.plan_summary();
+          if (with_loss) {
+            EXPECT_TRUE(fc.chained_from_producer()) << fc.plan_summary();
+            EXPECT_NE(fc.plan_summary().find("producer's ReLU mask"), std::string::npos)
+                << fc.plan_summary();
+          }
+        });
+        EXPECT_EQ(single, c.name.rfind("OneOutput_", 0) == 0 ? 2 : 1) << case_name(c, dtype);
+      };
+      run_and_compare(c, dtype, o, rng, case_name(c, dtype) + " one output");
+    }
+  }
+  EXPECT_EQ(cases, 9);
+}
+
+// FC(ReLU) -> Dropout: the dropout's backward takes over the FC layer's ReLU-gradient pass (the
+// plan says so), and forward and backward still match the CPU's two separate passes.
+TEST(FullyConnectedOnCuda, DropoutTakesOverTheReluGradientOfItsProducer) {
+  EMBER_REQUIRE_GPU();
+  auto rng = ember::testing::make_rng();
+  for (const auto& c : device_cases()) {
+    if (c.name.rfind("FcDropoutFc_", 0) != 0) continue;
+    for (DType dtype : kAllDtypes) {
+      RunOptions o;
+      o.check = [](const Graph&, const Graph& gpu) {
+        int fused = 0;
+        for (Layer* l : gpu.layer_ptrs()) {
+          if (auto* d = dynamic_cast<DropoutLayer*>(l))
+            fused += d->applies_relu_gradient_of_bottom();
+        }
+        EXPECT_EQ(fused, 1);
+        for_each_fc(gpu, [](FullyConnectedLayer& fc) {
+          const bool in_dropout =
+              fc.plan_summary().find("ReLU gradient in the consumer's dropout") !=
+              std::string::npos;
+          EXPECT_EQ(in_dropout, fc.name() == "fc1") << fc.name() << ": " << fc.plan_summary();
+          EXPECT_EQ(fc.leaves_relu_gradient_to_consumer(), fc.name() == "fc1") << fc.name();
+        });
+      };
+      run_and_compare(c, dtype, o, rng, case_name(c, dtype) + " fused");
+    }
+  }
 }
 
 // The interaction at DLRM's shape (fast path) and at shapes only the generic kernels take.

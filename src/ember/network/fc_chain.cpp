@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "ember/network/layers/dropout_layer.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
 
 namespace ember::network {
@@ -26,6 +27,22 @@ int chain_fully_connected_layers(const std::vector<Layer*>& layers, StreamHandle
     FullyConnectedLayer* producer = it->second;
     if (producer->chained_to_consumer() || !producer->can_produce_mask()) continue;
     if (fc->chain_from(*producer, stream)) ++chained;
+  }
+  // FC(ReLU) -> Dropout: the dropout's backward applies the ReLU gradient as it applies its
+  // mask (both zero an element's gradient), which saves the FC layer's pass over its output.
+  for (Layer* layer : layers) {
+    auto* dropout = dynamic_cast<DropoutLayer*>(layer);
+    if (dropout == nullptr || !dropout->place().is_cuda()) continue;
+    const Blob* input = dropout->bottoms()[0].get();
+    const auto it = producer_of.find(input);
+    if (it == producer_of.end() || consumers[input] != 1) continue;
+    FullyConnectedLayer* fc = it->second;
+    if (!fc->relu() || fc->chained_to_consumer() || fc->leaves_relu_gradient_to_consumer() ||
+        input->dtype() != dropout->tops()[0]->dtype()) {
+      continue;
+    }
+    fc->leave_relu_gradient_to_consumer();
+    dropout->apply_relu_gradient_of_bottom();
   }
   for (Layer* layer : layers) {
     if (auto* fc = dynamic_cast<FullyConnectedLayer*>(layer)) fc->plan(stream);

@@ -6,6 +6,10 @@
 // in backward. This is what HugeCTR's hand-written "position": Head/Body/Tail configuration does;
 // Ember finds the chains itself.
 //
+// Likewise for FC(ReLU) -> Dropout, the dropout's backward applies the ReLU gradient with its own
+// mask (DeepFM's and Wide&Deep's deep branches), when the dropout is the FC layer's only consumer
+// and the FC layer is not chained to it otherwise. These are not counted as chained pairs.
+//
 // Call once per network after every layer is bound and before the first forward (the lead's
 // DenseNetwork::bind does). A pair is chained when: both run on CUDA in the same dtype, the
 // producer is a ReLU FC layer whose only consumer is the second FC layer, that input needs a

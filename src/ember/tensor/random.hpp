@@ -17,9 +17,16 @@ EMBER_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// bits(seed, index) with mix64(seed) worked out once by the caller (a kernel drawing many
+// counters of one stream).
+EMBER_HOST_DEVICE inline std::uint64_t bits_of_mixed(std::uint64_t mixed_seed,
+                                                     std::uint64_t index) {
+  return mix64(mixed_seed ^ (index * 0xd1b54a32d192ed03ull));
+}
+
 // 64 random bits for counter `index` of stream `seed`.
 EMBER_HOST_DEVICE inline std::uint64_t bits(std::uint64_t seed, std::uint64_t index) {
-  return mix64(mix64(seed) ^ (index * 0xd1b54a32d192ed03ull));
+  return bits_of_mixed(mix64(seed), index);
 }
 
 // Uniform in [0, 1) with 53 random bits.

@@ -277,10 +277,6 @@ __device__ __forceinline__ void store_lower_triangle(float* S, int sld, const Ac
 }
 #endif
 
-inline bool aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 // The launch of a one-warp-per-sample kernel with `warps` warps per block and `smem` bytes of
 // dynamic shared memory: lifts the 48 KB default where needed, and sizes a grid-stride grid to
 // what is resident at once (every block builds its pair table once).

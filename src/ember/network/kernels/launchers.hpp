@@ -22,10 +22,11 @@ void activation_forward(Activation act, DType dtype, std::int64_t n, const void*
 // dx = dy * act'(x) (ReLU and Sigmoid read y; ELU reads x). dx may alias dy.
 void activation_backward(Activation act, DType dtype, std::int64_t n, const void* x, const void* y,
                          const void* dy, void* dx, float alpha, StreamHandle stream);
-// keep = uniform01(seed, step * n + i) >= rate; y = keep ? x / (1 - rate) : 0. The backward
-// recomputes the same mask from (seed, step).
+// keep = uniform01(dropout_stream(seed, step), i) >= rate (DropoutMask, dropout_mask.hpp);
+// y = keep ? x / (1 - rate) : 0. The backward recomputes the same mask from (seed, step); given
+// `relu_input` (the backward over a ReLU layer's output), keep also needs relu_input[i] > 0.
 void dropout(DType dtype, std::int64_t n, const void* x, void* y, float rate, std::uint64_t seed,
-             std::uint64_t step, StreamHandle stream);
+             std::uint64_t step, StreamHandle stream, const void* relu_input = nullptr);
 
 // out = sum of inputs[0..count) (count <= kMaxOperands).
 inline constexpr int kMaxOperands = 16;
@@ -73,6 +74,23 @@ void copy_3d(DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t co
              std::int64_t src_bs, std::int64_t src_rs, void* dst, std::int64_t dst_bs,
              std::int64_t dst_rs, bool accumulate, StreamHandle stream);
 void fill_zero(DType dtype, std::int64_t n, void* out, StreamHandle stream);
+// Pieces of the columns of a dense [rows, cols] matrix: piece p is a dense [rows, width] matrix
+// at `data` that stands for columns [begin, begin + width). A launch takes kMaxColumnPieces of
+// them; a join of more adds each further launch's sum to what the one before wrote.
+inline constexpr int kMaxColumnPieces = 8;
+struct ColumnPiece {
+  void* data = nullptr;
+  std::int64_t begin = 0, width = 0;
+};
+// dst[r, c] (=|+=) the sum, in f32 and in piece order, of piece[r, c - begin] over the pieces
+// that cover column c (0 where none does): Concat's forward (disjoint pieces) and Slice's
+// backward (pieces that may overlap or leave columns out) in one pass over dst. Reads the pieces.
+void join_columns(DType dtype, std::int64_t rows, std::int64_t cols, const ColumnPiece* pieces,
+                  int count, void* dst, bool accumulate, StreamHandle stream);
+// piece[r, c - begin] = src[r, c] for every piece: Slice's forward and Concat's backward in one
+// pass over src. Writes the pieces.
+void split_columns(DType dtype, std::int64_t rows, std::int64_t cols, const void* src,
+                   const ColumnPiece* pieces, int count, StreamHandle stream);
 // dst [dst_rows, dst_cols] (dense) = src [src_rows, src_cols] with row stride src_ld, zero
 // outside src: widens rows with zero columns / adds zero rows, or (dst smaller) cuts them.
 void pad_copy_2d(DType dtype, std::int64_t src_rows, std::int64_t src_cols, const void* src,
@@ -219,6 +237,23 @@ void multi_cross_backward(DType dtype, std::int64_t batch, std::int64_t width, i
                           const void* x0, const float* const* w, const float* const* bias,
                           const float* s, const void* dy, void* dx, float* const* dw,
                           float* const* dbias, float* workspace, StreamHandle stream);
+
+// Fully connected layers with one output and no activation (DLRM's, DeepFM's and DCN's last
+// layers), where a matrix product of one column leaves cuBLASLt's kernels mostly idle. x is
+// [rows, in] (row length in), w [in] and b [1] of T, sums in f32.
+// y[r] = b + sum_c x[r, c] w[c].
+void single_output_forward(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
+                           const void* w, const void* b, void* y, StreamHandle stream);
+// dw[c] = sum_r x[r, c] dz[r] and db = sum_r dz[r] (f32, deterministic); `workspace` holds
+// column_sum_workspace(rows, in) floats.
+void single_output_weight_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
+                                   const void* dz, float* dw, float* db, float* workspace,
+                                   StreamHandle stream);
+// dx[r, c] = dz[r] w[c], or 0 where `mask` (the producing layer's ReLU bit mask: rows of
+// mask_ld_bits bits, bit c set where its output (r, c) is positive; null for none) is clear.
+void single_output_input_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* dz,
+                                  const void* w, const void* mask, std::int64_t mask_ld_bits,
+                                  void* dx, StreamHandle stream);
 
 // WeightMultiply: out[b, i*v + j] = in[b, i] * W[i, j].
 void weight_multiply_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,

@@ -2,6 +2,7 @@
 // row gathers, reductions along an axis, softmax.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <type_traits>
@@ -146,6 +147,112 @@ __global__ void pad_copy_2d_kernel(std::int64_t src_rows, std::int64_t src_cols,
     }
     for (; c < dst_cols; c += lanes)
       to[c] = c < kept ? from[c] : from_f<T>(0.0f);
+  }
+}
+
+// Column pieces (join_columns, split_columns) as kernel parameters: up to N of them, with
+// begin and width in the kernel's index type I (unsigned: c - begin < width tests both ends).
+template <class T, class I, int N>
+struct PieceTable {
+  using Index = I;
+  static constexpr int kN = N;
+  T* data[N];
+  I begin[N], width[N];
+  I start[N];  // split_columns: the piece's first unit of the grid's index space
+  int count;
+};
+
+// The element type a thread moves in one access: a Pack of V elements, or one element.
+template <class T, int V>
+using Moved = std::conditional_t<V == 1, T, Pack<T>>;
+
+// A thread per V consecutive elements of the joined matrix [rows, cols] (flat index `first`):
+// its row and column are worked out once, then stepped; each element sums the pieces that
+// cover its column and the V results go out in one 16-byte store (V > 1: dst is aligned).
+// Consecutive threads take consecutive elements, so reads of every piece stay coalesced even
+// for pieces one column wide (DeepFM's Slice of 11-wide rows into 10 and 1).
+template <class T, class I, int N, int V>
+__global__ void join_columns_kernel(I total, I cols, PieceTable<T, I, N> p, T* dst,
+                                    bool accumulate) {
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x * V;
+  for (I first = (static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x) * V; first < total;
+       first += stride) {
+    I row = first / cols, c = first - row * cols;
+    float v[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float sum = 0.0f;
+      if (first + j < total) {
+#pragma unroll
+        for (int q = 0; q < N; ++q) {
+          const I at = c - p.begin[q];
+          if (q < p.count && at < p.width[q]) sum += to_f(p.data[q][row * p.width[q] + at]);
+        }
+      }
+      v[j] = sum;
+      if (++c == cols) {
+        c = 0;
+        ++row;
+      }
+    }
+    if (V > 1 && first + V <= total) {
+      auto* to = reinterpret_cast<Moved<T, V>*>(dst + first);
+      Moved<T, V> out;
+      T* o = reinterpret_cast<T*>(&out);
+      if (accumulate) {
+        out = *to;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          o[j] = from_f<T>(to_f(o[j]) + v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          o[j] = from_f<T>(v[j]);
+      }
+      *to = out;
+    } else {
+      for (int j = 0; j < V && first + j < total; ++j)
+        dst[first + j] = from_f<T>(accumulate ? to_f(dst[first + j]) + v[j] : v[j]);
+    }
+  }
+}
+
+// The inverse, written piece by piece: a thread per V consecutive elements of one piece (the
+// pieces follow each other in the grid's index space, each in whole units of V, from
+// p.start[q]), which reads them out of src's rows element by element (consecutive threads read
+// neighbouring elements: coalesced) and stores them in one 16-byte access (V > 1: every piece is
+// 16-byte aligned). A thread per element of src instead, storing into the pieces, measured
+// 2x slower than the copies it replaced: a warp's 2-byte stores at a 16-byte stride each touch
+// a sector of their own.
+template <class T, class I, int N, int V>
+__global__ void split_columns_kernel(I rows, I cols, const T* src, PieceTable<T, I, N> p, I units) {
+  const I stride = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I u = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += stride) {
+    int q = 0;
+#pragma unroll
+    for (int k = 1; k < N; ++k) {
+      if (k < p.count && u >= p.start[k]) q = k;
+    }
+    const I width = p.width[q], size = rows * width, first = (u - p.start[q]) * V;
+    const T* from = src + p.begin[q];
+    I row = first / width, c = first - row * width;
+    Moved<T, V> pack;
+    T* v = reinterpret_cast<T*>(&pack);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (first + j < size) v[j] = from[row * cols + c];
+      if (++c == width) {
+        c = 0;
+        ++row;
+      }
+    }
+    T* to = p.data[q] + first;
+    if (V > 1 && first + V <= size) {
+      *reinterpret_cast<Moved<T, V>*>(to) = pack;
+    } else {
+      for (int j = 0; j < V && first + j < size; ++j)
+        to[j] = v[j];
+    }
   }
 }
 
@@ -331,6 +438,109 @@ void fill_zero(DType dtype, std::int64_t n, void* out, StreamHandle stream) {
   if (n <= 0) return;
   EMBER_CUDA_CHECK(
       cudaMemsetAsync(out, 0, static_cast<std::size_t>(n) * dtype_size(dtype), stream));
+}
+
+namespace {
+
+// Runs `launch(table, first)` for each run of up to kMaxColumnPieces pieces (one run, with no
+// piece, where there is none), with the kernel's types chosen for the call: 32-bit indices
+// where the matrix and the grid's last step fit them, tables of 2 pieces (the common Slice and
+// Concat) or kMaxColumnPieces.
+template <class T, class F>
+void for_piece_tables(std::int64_t rows, std::int64_t cols, const ColumnPiece* pieces, int count,
+                      F&& launch) {
+  auto run = [&](auto index, auto n, int first, int taken) {
+    using I = typename decltype(index)::type;
+    PieceTable<T, I, decltype(n)::value> t{};
+    t.count = taken;
+    for (int q = 0; q < taken; ++q) {
+      t.data[q] = static_cast<T*>(pieces[first + q].data);
+      t.begin[q] = static_cast<I>(pieces[first + q].begin);
+      t.width[q] = static_cast<I>(pieces[first + q].width);
+    }
+    launch(t, first);
+  };
+  // The index spaces: the joined matrix, and the pieces one after another (split_columns).
+  std::int64_t extent = rows * cols, covered = 0;
+  for (int q = 0; q < count; ++q)
+    covered += rows * pieces[q].width;
+  const bool small = std::max(extent, covered) < (std::int64_t{1} << 31);
+  const int runs = std::max(1, (count + kMaxColumnPieces - 1) / kMaxColumnPieces);
+  for (int k = 0; k < runs; ++k) {
+    const int first = k * kMaxColumnPieces;
+    const int taken = std::max(0, std::min(count - first, kMaxColumnPieces));
+    if (taken <= 2) {
+      if (small) {
+        run(TypeTag<std::uint32_t>{}, std::integral_constant<int, 2>{}, first, taken);
+      } else {
+        run(TypeTag<std::uint64_t>{}, std::integral_constant<int, 2>{}, first, taken);
+      }
+    } else if (small) {
+      run(TypeTag<std::uint32_t>{}, std::integral_constant<int, kMaxColumnPieces>{}, first, taken);
+    } else {
+      run(TypeTag<std::uint64_t>{}, std::integral_constant<int, kMaxColumnPieces>{}, first, taken);
+    }
+  }
+}
+
+}  // namespace
+
+void join_columns(DType dtype, std::int64_t rows, std::int64_t cols, const ColumnPiece* pieces,
+                  int count, void* dst, bool accumulate, StreamHandle stream) {
+  const std::int64_t total = rows * cols;
+  if (total <= 0) return;
+  dispatch_act(dtype, "column join", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int V = Pack<T>::kSize;
+    const bool vector = aligned16(dst);
+    for_piece_tables<T>(rows, cols, pieces, count, [&](auto table, int first) {
+      using I = typename decltype(table)::Index;
+      // Later runs of pieces add to what the first wrote.
+      const bool add = accumulate || first > 0;
+      if (vector) {
+        join_columns_kernel<T, I, decltype(table)::kN, V>
+            <<<grid_for(total / V + 1), kThreads, 0, stream>>>(
+                static_cast<I>(total), static_cast<I>(cols), table, static_cast<T*>(dst), add);
+      } else {
+        join_columns_kernel<T, I, decltype(table)::kN, 1><<<grid_for(total), kThreads, 0, stream>>>(
+            static_cast<I>(total), static_cast<I>(cols), table, static_cast<T*>(dst), add);
+      }
+      EMBER_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void split_columns(DType dtype, std::int64_t rows, std::int64_t cols, const void* src,
+                   const ColumnPiece* pieces, int count, StreamHandle stream) {
+  const std::int64_t total = rows * cols;
+  if (total <= 0 || count <= 0) return;
+  dispatch_act(dtype, "column split", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bool aligned = true;
+    for (int q = 0; q < count; ++q)
+      aligned = aligned && aligned16(pieces[q].data);
+    for_piece_tables<T>(rows, cols, pieces, count, [&](auto table, int) {
+      using I = typename decltype(table)::Index;
+      auto launch = [&](auto vector) {
+        constexpr int V = decltype(vector)::value;
+        std::int64_t units = 0;
+        for (int q = 0; q < table.count; ++q) {
+          table.start[q] = static_cast<I>(units);
+          units += (rows * static_cast<std::int64_t>(table.width[q]) + V - 1) / V;
+        }
+        split_columns_kernel<T, I, decltype(table)::kN, V>
+            <<<grid_for(units), kThreads, 0, stream>>>(static_cast<I>(rows), static_cast<I>(cols),
+                                                       static_cast<const T*>(src), table,
+                                                       static_cast<I>(units));
+        EMBER_CUDA_CHECK_LAUNCH();
+      };
+      if (aligned) {
+        launch(std::integral_constant<int, Pack<T>::kSize>{});
+      } else {
+        launch(std::integral_constant<int, 1>{});
+      }
+    });
+  });
 }
 
 void gather_rows(DType dtype, std::int64_t n_out, std::int64_t row_len, const std::int64_t* indices,

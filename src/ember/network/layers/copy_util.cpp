@@ -27,7 +27,99 @@ void cpu_copy(std::int64_t batch, std::int64_t rows, std::int64_t cols, const T*
     }
   }
 }
+template <class T>
+void cpu_join(std::int64_t rows, std::int64_t cols, const std::vector<ColumnPiece>& pieces, T* dst,
+              bool accumulate) {
+#pragma omp parallel for schedule(static) if (rows * cols >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* out = dst + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      T sum = T(0);
+      for (const ColumnPiece& p : pieces) {
+        if (c >= p.begin && c < p.begin + p.width)
+          sum += static_cast<const T*>(p.data)[r * p.width + c - p.begin];
+      }
+      out[c] = accumulate ? out[c] + sum : sum;
+    }
+  }
+}
+
+template <class T>
+void cpu_split(std::int64_t rows, std::int64_t cols, const T* src,
+               const std::vector<ColumnPiece>& pieces) {
+#pragma omp parallel for schedule(static) if (rows * cols >= 65536)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (const ColumnPiece& p : pieces) {
+      std::memcpy(static_cast<T*>(p.data) + r * p.width, src + r * cols + p.begin,
+                  static_cast<std::size_t>(p.width) * sizeof(T));
+    }
+  }
+}
+
+void check_pieces(std::int64_t cols, const std::vector<ColumnPiece>& pieces) {
+  for (const ColumnPiece& p : pieces) {
+    EMBER_CHECK(p.begin >= 0 && p.width >= 0 && p.begin + p.width <= cols, "column piece [",
+                p.begin, ", ", p.begin + p.width, ") outside [0, ", cols, ")");
+  }
+}
+
+// f32 and f64 on the CPU: `f(TypeTag<T>{})`.
+template <class F>
+void dispatch_cpu_copy(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::F32:
+      f(TypeTag<float>{});
+      return;
+    case DType::F64:
+      f(TypeTag<double>{});
+      return;
+    default:
+      EMBER_THROW(what, " on the CPU: f32 or f64, not ", dtype_name(dtype));
+  }
+}
+
 }  // namespace
+
+void join_columns(bool cuda, DType dtype, std::int64_t rows, std::int64_t cols,
+                  const std::vector<ColumnPiece>& pieces, void* dst, bool accumulate,
+                  StreamHandle stream) {
+  if (rows <= 0 || cols <= 0) return;
+  check_pieces(cols, pieces);
+  if (cuda) {
+#if EMBER_WITH_CUDA
+    cuda::join_columns(dtype, rows, cols, pieces.data(), static_cast<int>(pieces.size()), dst,
+                       accumulate, stream);
+#else
+    throw_cuda_unavailable("join_columns");
+#endif
+    return;
+  }
+  (void)stream;
+  dispatch_cpu_copy(dtype, "join_columns", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu_join(rows, cols, pieces, static_cast<T*>(dst), accumulate);
+  });
+}
+
+void split_columns(bool cuda, DType dtype, std::int64_t rows, std::int64_t cols, const void* src,
+                   const std::vector<ColumnPiece>& pieces, StreamHandle stream) {
+  if (rows <= 0 || cols <= 0 || pieces.empty()) return;
+  check_pieces(cols, pieces);
+  if (cuda) {
+#if EMBER_WITH_CUDA
+    cuda::split_columns(dtype, rows, cols, src, pieces.data(), static_cast<int>(pieces.size()),
+                        stream);
+#else
+    throw_cuda_unavailable("split_columns");
+#endif
+    return;
+  }
+  (void)stream;
+  dispatch_cpu_copy(dtype, "split_columns", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu_split(rows, cols, static_cast<const T*>(src), pieces);
+  });
+}
 
 void copy_3d(bool cuda, DType dtype, std::int64_t batch, std::int64_t rows, std::int64_t cols,
              const void* src, std::int64_t src_bs, std::int64_t src_rs, void* dst,

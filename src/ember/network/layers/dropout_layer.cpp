@@ -11,9 +11,10 @@ namespace {
 template <class T>
 void cpu_dropout(std::int64_t n, const T* x, T* y, float rate, std::uint64_t stream) {
   const T scale = T(1) / (T(1) - static_cast<T>(rate));
+  const DropoutMask mask = DropoutMask::of(stream, rate);
 #pragma omp parallel for schedule(static) if (n >= 65536)
   for (std::int64_t i = 0; i < n; ++i) {
-    y[i] = dropout_keep(stream, static_cast<std::uint64_t>(i), rate) ? x[i] * scale : T(0);
+    y[i] = mask.keeps(static_cast<std::uint64_t>(i)) ? x[i] * scale : T(0);
   }
 }
 }  // namespace
@@ -57,7 +58,7 @@ void DropoutLayer::do_backward(StreamHandle stream) {
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
     cuda::dropout(dy.dtype(), dy.numel(), dy.data(), dx.data(), rate_, seed_, last_step_,
-                  stream_or_default(stream));
+                  stream_or_default(stream), relu_gradient_ ? bottom(0).value().data() : nullptr);
 #endif
     return;
   }

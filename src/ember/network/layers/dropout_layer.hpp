@@ -20,8 +20,13 @@ class DropoutLayer : public Layer {
   // Training forwards run so far; the next one uses mask number steps().
   std::uint64_t steps() const { return steps_; }
   void set_steps(std::uint64_t steps) { steps_ = steps; }
+  // CUDA: the bottom is the output of a ReLU layer that leaves its gradient to this layer
+  // (fc_chain.hpp): backward also zeroes where the bottom is not positive.
+  void apply_relu_gradient_of_bottom() { relu_gradient_ = true; }
+  bool applies_relu_gradient_of_bottom() const { return relu_gradient_; }
 
  private:
+  bool relu_gradient_ = false;
   float rate_;
   std::uint64_t seed_;
   std::uint64_t steps_ = 0;

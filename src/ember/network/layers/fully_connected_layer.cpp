@@ -45,11 +45,14 @@ FullyConnectedLayer::FullyConnectedLayer(const LayerSpec& spec, BuildContext& ct
     add_placeholder_top(i);
   in_ld_ = in_;
   fusion_ = options_.algorithm_search ? FcFusion::Auto : FcFusion::Epilogues;
+  // One output and no activation: row dot products and Ember's kernels instead of cuBLASLt's
+  // one-column products (single_output_forward in launchers.hpp), on rows of any length.
+  single_output_ = on_cuda() && config_.num_output == 1 && !config_.relu;
   if (on_cuda()) {
     const DType t = bottom(0).dtype();
     // cuBLASLt's fast kernels want 16-byte aligned rows (TMA strides on Hopper); 13 bf16
     // features are 26 bytes. Pad to a multiple of 8 elements (16 bytes in 16-bit, 32 in f32).
-    if ((in_ * static_cast<std::int64_t>(dtype_size(t))) % 16 != 0) {
+    if (!single_output_ && (in_ * static_cast<std::int64_t>(dtype_size(t))) % 16 != 0) {
       in_ld_ = (in_ + 7) / 8 * 8;
       x_pad_slot_ = add_workspace({rows_, in_ld_}, t);
       w_pad_slot_ = add_workspace({in_ld_, config_.num_output}, t);
@@ -59,8 +62,9 @@ FullyConnectedLayer::FullyConnectedLayer(const LayerSpec& spec, BuildContext& ct
       mask_slot_ = add_workspace({rows_, cuda::relu_mask_ld(config_.num_output) / 8}, DType::U8);
     }
     if (top(0).requires_grad()) {
-      colsum_slot_ =
-          add_workspace({cuda::column_sum_workspace(rows_, config_.num_output)}, DType::F32);
+      // The single-output weight gradient sums a column per input feature.
+      const std::int64_t cols = single_output_ ? in_ : config_.num_output;
+      colsum_slot_ = add_workspace({cuda::column_sum_workspace(rows_, cols)}, DType::F32);
     }
   }
 }
@@ -86,6 +90,12 @@ void FullyConnectedLayer::bind() {
   if (w_pad_slot_) w_pad_ = w_pad_slot_.tensor();
   if (dx_pad_slot_) dx_pad_ = dx_pad_slot_.tensor();
   planned_ = false;
+}
+
+void FullyConnectedLayer::leave_relu_gradient_to_consumer() {
+  EMBER_CHECK(on_cuda() && config_.relu && !writes_mask_, "layer ", describe(),
+              ": only an unchained ReLU layer on CUDA leaves its ReLU gradient to its consumer");
+  relu_grad_in_consumer_ = true;
 }
 
 bool FullyConnectedLayer::can_produce_mask() const {
@@ -173,6 +183,11 @@ void FullyConnectedLayer::forward_cuda(StreamHandle stream) {
   if (!planned_) plan_cuda(stream);
   const DType t = bottom(0).dtype();
   const std::int64_t n = config_.num_output;
+  if (single_output_) {
+    cuda::single_output_forward(t, rows_, in_, bottom(0).value().data(), weight_->compute(t).data(),
+                                bias_->compute(t).data(), top(0).value().data(), stream);
+    return;
+  }
   if (pads_input()) {
     // Zero columns after the input's and zero rows after the weights' (the weights change at
     // every optimizer step, so the copy is refreshed here).
@@ -207,7 +222,19 @@ void FullyConnectedLayer::backward_cuda(StreamHandle stream) {
   const DType t = bottom(0).dtype();
   const std::int64_t n = config_.num_output;
   void* dz = top(0).grad().data();
-  if (config_.relu && !writes_mask_) {
+  if (single_output_) {
+    cuda::single_output_weight_gradient(t, rows_, in_, bottom(0).value().data(), dz,
+                                        weight_->grad().data<float>(), bias_->grad().data<float>(),
+                                        colsum_slot_.tensor().data<float>(), stream);
+    if (bottom(0).requires_grad()) {
+      // A chained producer's ReLU gradient comes with its mask (fc_chain.hpp).
+      cuda::single_output_input_gradient(t, rows_, in_, dz, weight_->compute(t).data(),
+                                         producer_ != nullptr ? producer_->mask_.data() : nullptr,
+                                         cuda::relu_mask_ld(in_), bottom(0).grad().data(), stream);
+    }
+    return;
+  }
+  if (config_.relu && !writes_mask_ && !relu_grad_in_consumer_) {
     // dZ = dY * (y > 0), in place: this layer is the only reader of its top's gradient.
     cuda::activation_backward(cuda::Activation::Relu, t, rows_ * n, nullptr, top(0).value().data(),
                               dz, dz, 0.0f, stream);

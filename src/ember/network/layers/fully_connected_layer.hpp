@@ -90,6 +90,10 @@ class FullyConnectedLayer : public Layer {
   bool chain_from(FullyConnectedLayer& producer, StreamHandle stream = nullptr);
   bool chained_to_consumer() const { return writes_mask_; }
   bool chained_from_producer() const { return producer_ != nullptr; }
+  // CUDA, ReLU, not chained: the only consumer of the output, a Dropout, applies this layer's
+  // ReLU gradient in its own backward pass (fc_chain.hpp), so backward skips that pass here.
+  void leave_relu_gradient_to_consumer();
+  bool leaves_relu_gradient_to_consumer() const { return relu_grad_in_consumer_; }
   // The ReLU bit mask the forward writes for the chained consumer (chained_to_consumer()):
   // [rows, relu_mask_ld(out) / 8] bytes, bit c % 8 of byte c / 8 of row r set where output
   // (r, c) counts as positive; the consumer's ReLU-gradient epilogue reads it. Within rounding
@@ -112,6 +116,9 @@ class FullyConnectedLayer : public Layer {
   // Measured milliseconds of the chosen cuBLASLt products alone (forward, weight gradient,
   // input gradient; no element-wise kernels); NaN unless every one was timed by a search.
   double product_ms() const;
+  // CUDA, one output and no activation: Ember's row-dot, column-sum and outer-product kernels
+  // instead of cuBLASLt (no products to plan or search).
+  bool single_output() const { return single_output_; }
   // Whether the products run on zero-padded copies of the input (input width not a multiple of
   // 16 bytes, on CUDA), and the padded width.
   bool pads_input() const { return in_ld_ != in_; }
@@ -156,7 +163,9 @@ class FullyConnectedLayer : public Layer {
   // Padded input width: x [rows, in_ld], W [in_ld, out], dX [rows, in_ld] (with a gradient).
   TensorSlot x_pad_slot_, w_pad_slot_, dx_pad_slot_;
   Tensor x_pad_, w_pad_, dx_pad_;
+  bool single_output_ = false;               // CUDA, one output, no ReLU: Ember's kernels
   bool writes_mask_ = false;                 // producer side of a chain
+  bool relu_grad_in_consumer_ = false;       // a Dropout consumer applies the ReLU gradient
   FullyConnectedLayer* producer_ = nullptr;  // consumer side of a chain
   bool planned_ = false;
   FcFusion fusion_ = FcFusion::Auto;

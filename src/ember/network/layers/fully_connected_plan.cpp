@@ -226,6 +226,16 @@ ChosenForm choose_form(const std::vector<ProductForm>& forms, bool compare, bool
 }  // namespace
 
 void FullyConnectedLayer::plan_cuda(StreamHandle stream) {
+  if (single_output_) {
+    fwd_.reset();
+    wgrad_.reset();
+    dgrad_.reset();
+    plan_notes_.clear();
+    const double untimed = std::numeric_limits<double>::quiet_NaN();
+    fwd_ms_ = wgrad_ms_ = dgrad_ms_ = relu_grad_ms_ = untimed;
+    planned_ = true;
+    return;
+  }
   PlanSearch s;
   s.device = place().device();
   s.stream = stream != nullptr ? stream : current_stream(s.device);
@@ -377,6 +387,20 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle
                                   producer.forward_weights(), producer.forward_input(),
                                   producer.top(0).value().data(), producer.bias_->compute(t).data(),
                                   producer.mask_.data(), req);
+  if (single_output_) {
+    // Its input-gradient kernel reads the mask at no cost of its own: nothing to time.
+    if (!fwd->supported()) {
+      chain_note_ = "not chained: cuBLASLt has no algorithm for the producer's mask epilogue";
+      return false;
+    }
+    chain_note_ =
+        cat("chained to ", producer.name(), " (the input-gradient kernel reads its mask)");
+    producer.writes_mask_ = true;
+    producer.planned_ = false;
+    producer_ = &producer;
+    planned_ = false;
+    return true;
+  }
   auto dgrad = cuda::LtMatmul::plan(dgrad_problem(cuda::Epilogue::Drelu), device,
                                     weight_->compute(t).data(), top(0).grad().data(),
                                     dgrad_output(), nullptr, producer.mask_.data(), req);
@@ -405,6 +429,15 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle
 }
 
 std::string FullyConnectedLayer::plan_summary() const {
+  if (planned_ && single_output_) {
+    std::string s = "single output: row dot products, weight grad column sums";
+    if (top(0).requires_grad() && bottom(0).requires_grad()) {
+      s += producer_ != nullptr ? ", input grad outer product with the producer's ReLU mask"
+                                : ", input grad outer product";
+    }
+    if (!chain_note_.empty()) s += cat(" {", chain_note_, "}");
+    return s;
+  }
   if (!planned_ || !fwd_) return {};
   std::string s = "forward ";
   switch (fwd_form_) {
@@ -424,7 +457,9 @@ std::string FullyConnectedLayer::plan_summary() const {
                                             : ", weight grad plain + column-sum kernel";
     if (std::isfinite(wgrad_ms_)) s += cat(" ", ms_text(wgrad_ms_));
   }
-  if (config_.relu && !writes_mask_ && wgrad_) {
+  if (relu_grad_in_consumer_ && wgrad_) {
+    s += ", ReLU gradient in the consumer's dropout";
+  } else if (config_.relu && !writes_mask_ && wgrad_) {
     s += ", ReLU-gradient pass";
     if (std::isfinite(relu_grad_ms_)) s += cat(" ", ms_text(relu_grad_ms_));
   }

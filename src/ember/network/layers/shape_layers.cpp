@@ -47,27 +47,24 @@ ConcatLayer::ConcatLayer(const LayerSpec& spec, BuildContext& ctx, int axis) : L
   add_top(0, out, bottom(0).dtype());
 }
 
+// Rows are the dimensions before the axis, columns the axis and those after it: each bottom is
+// a piece of the top's columns.
 void ConcatLayer::do_forward(bool, StreamHandle stream) {
-  const DType t = top(0).dtype();
-  void* out = top(0).value().data();
-  for (std::size_t i = 0; i < bottoms().size(); ++i) {
-    const std::int64_t w = mids_[i] * inner_;
-    detail::copy_3d(on_cuda(), t, outer_, 1, w, bottom(i).value().data(), w, 0,
-                    element(out, t, offsets_[i] * inner_), total_ * inner_, 0, false,
-                    stream_or_default(stream));
-  }
+  std::vector<detail::ColumnPiece> pieces;
+  for (std::size_t i = 0; i < bottoms().size(); ++i)
+    pieces.push_back({bottom(i).value().data(), offsets_[i] * inner_, mids_[i] * inner_});
+  detail::join_columns(on_cuda(), top(0).dtype(), outer_, total_ * inner_, pieces,
+                       top(0).value().data(), false, stream_or_default(stream));
 }
 
 void ConcatLayer::do_backward(StreamHandle stream) {
-  const DType t = top(0).dtype();
-  const void* dout = top(0).grad().data();
+  std::vector<detail::ColumnPiece> pieces;
   for (std::size_t i = 0; i < bottoms().size(); ++i) {
-    if (!bottom(i).requires_grad()) continue;
-    const std::int64_t w = mids_[i] * inner_;
-    detail::copy_3d(on_cuda(), t, outer_, 1, w, element(dout, t, offsets_[i] * inner_),
-                    total_ * inner_, 0, bottom(i).grad().data(), w, 0, false,
-                    stream_or_default(stream));
+    if (bottom(i).requires_grad())
+      pieces.push_back({bottom(i).grad().data(), offsets_[i] * inner_, mids_[i] * inner_});
   }
+  detail::split_columns(on_cuda(), top(0).dtype(), outer_, total_ * inner_, top(0).grad().data(),
+                        pieces, stream_or_default(stream));
 }
 
 // ---- Reshape --------------------------------------------------------------------------------
@@ -174,38 +171,28 @@ SliceLayer::SliceLayer(const LayerSpec& spec, BuildContext& ctx,
 }
 
 void SliceLayer::do_forward(bool, StreamHandle stream) {
-  const DType t = bottom(0).dtype();
+  std::vector<detail::ColumnPiece> pieces;
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
     const auto [a, b] = ranges_[i];
     if (a == 0 && b == cols_) continue;  // a view of the bottom's value
-    detail::copy_3d(on_cuda(), t, rows_, 1, b - a, element(bottom(0).value().data(), t, a), cols_,
-                    0, top(i).value().data(), b - a, 0, false, stream_or_default(stream));
+    pieces.push_back({top(i).value().data(), a, b - a});
   }
+  detail::split_columns(on_cuda(), bottom(0).dtype(), rows_, cols_, bottom(0).value().data(),
+                        pieces, stream_or_default(stream));
 }
 
+// One pass over the bottom's gradient: each element the sum of the tops' gradients that cover
+// its column (DCN's and DeepFM's two whole-width tops add up; DeepFM's 10 + 1 split of 11-wide
+// rows is put back together), zero where no top does.
 void SliceLayer::do_backward(StreamHandle stream) {
   if (!bottom(0).requires_grad()) return;
-  const DType t = bottom(0).dtype();
-  void* din = bottom(0).grad().data();
-  // A top over the whole width (DCN's two identical ranges) is copied first instead of adding to
-  // zeros: one pass over the bottom's gradient less, and the same values (x + 0 is exact).
-  std::size_t whole = ranges_.size();
-  for (std::size_t i = 0; i < ranges_.size() && whole == ranges_.size(); ++i) {
-    const auto [a, b] = ranges_[i];
-    if (a == 0 && b == cols_ && top(i).requires_grad()) whole = i;
-  }
-  if (whole < ranges_.size()) {
-    detail::copy_3d(on_cuda(), t, rows_, 1, cols_, top(whole).grad().data(), cols_, 0, din, cols_,
-                    0, false, stream_or_default(stream));
-  } else {
-    detail::fill_zero(on_cuda(), t, rows_ * cols_, din, stream_or_default(stream));
-  }
+  std::vector<detail::ColumnPiece> pieces;
   for (std::size_t i = 0; i < ranges_.size(); ++i) {
-    if (i == whole || !top(i).requires_grad()) continue;
     const auto [a, b] = ranges_[i];
-    detail::copy_3d(on_cuda(), t, rows_, 1, b - a, top(i).grad().data(), b - a, 0,
-                    element(din, t, a), cols_, 0, true, stream_or_default(stream));
+    if (top(i).requires_grad()) pieces.push_back({top(i).grad().data(), a, b - a});
   }
+  detail::join_columns(on_cuda(), bottom(0).dtype(), rows_, cols_, pieces, bottom(0).grad().data(),
+                       false, stream_or_default(stream));
 }
 
 // ---- Gather ---------------------------------------------------------------------------------
