@@ -37,8 +37,7 @@ int chain_fully_connected_layers(const std::vector<Layer*>& layers, StreamHandle
     const auto it = producer_of.find(input);
     if (it == producer_of.end() || consumers[input] != 1) continue;
     FullyConnectedLayer* fc = it->second;
-    if (!fc->relu() || fc->chained_to_consumer() || fc->leaves_relu_gradient_to_consumer() ||
-        input->dtype() != dropout->tops()[0]->dtype()) {
+    if (!fc->relu() || fc->chained_to_consumer() || fc->leaves_relu_gradient_to_consumer()) {
       continue;
     }
     fc->leave_relu_gradient_to_consumer();
