@@ -262,8 +262,9 @@ TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
     lengths.push_back(1 + static_cast<std::int64_t>(rng() % 40));
   lengths.push_back(0);
   // 128: 16-byte path, one pass; 260: 16-byte path, three passes (the last one lane wide);
-  // 7: the scalar path.
-  for (std::int64_t V : {128, 260, 7}) {
+  // 7: the scalar path; rows narrower than a warp: 1 and 11 (scalar; 11 is DeepFM's width), 16
+  // and 60 (16-byte).
+  for (std::int64_t V : {128, 260, 7, 1, 11, 16, 60}) {
     const testing::UpdateBatch b = testing::random_update_batch(lengths, 50, 20000, V, rng);
     const std::int64_t rows = b.rows_in_table;
     const std::vector<float> zeros(rows * V, 0.0f);

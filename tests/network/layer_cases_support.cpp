@@ -50,12 +50,16 @@ std::vector<LayerCase> make_cases(std::int64_t b, std::int64_t n, std::int64_t m
                 R"({"name": "drop", "type": "Dropout", "bottom": "h", "top": "d", "rate": 0.3})",
                 R"({"name": "fc2", "type": "InnerProduct", "bottom": "d", "top": "y",
                     "fc_param": {"num_output": 1}})"}});
-  // One output over rows a multiple of 16 bytes long (the CUDA kernels' packed path).
+  // One output over rows a multiple of 16 bytes long (the CUDA kernels' packed path), and over
+  // more rows than one chunk of the column sums with rows wider than one panel of the CUDA
+  // backward (1096 features at the device cases' largest size).
   c.push_back({"OneOutput",
-               {in("x", {b, 16}), in("z", {b, 200})},
+               {in("x", {b, 16}), in("z", {b, 200}), in("v", {4 * b + 3, 2 * n + 74})},
                {R"({"name": "fc1", "type": "InnerProduct", "bottom": "x", "top": "y1",
                     "fc_param": {"num_output": 1, "bias_init": "Uniform"}})",
                 R"({"name": "fc2", "type": "InnerProduct", "bottom": "z", "top": "y2",
+                    "fc_param": {"num_output": 1, "bias_init": "Uniform"}})",
+                R"({"name": "fc3", "type": "InnerProduct", "bottom": "v", "top": "y3",
                     "fc_param": {"num_output": 1, "bias_init": "Uniform"}})"}});
   c.push_back({"BatchNorm",
                {in("x", {b, n}, true, -2, 3)},

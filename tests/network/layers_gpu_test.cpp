@@ -604,10 +604,11 @@ TEST(FullyConnectedOnCuda, SearchTimesEachProductOnce) {
   EXPECT_EQ(cuda::searched_product_count() - before, first) << "the second network re-timed";
 }
 
-// One output, no activation (the last layer of DLRM, DeepFM, DCN): Ember's row-dot, column-sum
-// and outer-product kernels, chained to a ReLU producer through its mask (MlpWithLoss), after a
-// dropout (FcDropoutFc), on rows of any length (16-byte packs at 16 and 200 features, one
-// element at a time at 1, 7 and 129).
+// One output, no activation (the last layer of DLRM, DeepFM, DCN): Ember's row-dot kernel and
+// one-pass backward, chained to a ReLU producer through its mask (MlpWithLoss), after a dropout
+// (FcDropoutFc), on rows of any length (16-byte packs at 16, 200 and 1096 features, one element
+// at a time at 1, 7 and 129; 1096 and 129 in more than one panel) and over 1 to 1007 rows (up
+// to four chunks of the column sums).
 TEST(FullyConnectedOnCuda, OneOutputLayersRunTheirOwnKernels) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
@@ -632,7 +633,7 @@ TEST(FullyConnectedOnCuda, OneOutputLayersRunTheirOwnKernels) {
                 << fc.plan_summary();
           }
         });
-        EXPECT_EQ(single, c.name.rfind("OneOutput_", 0) == 0 ? 2 : 1) << case_name(c, dtype);
+        EXPECT_EQ(single, c.name.rfind("OneOutput_", 0) == 0 ? 3 : 1) << case_name(c, dtype);
       };
       run_and_compare(c, dtype, o, rng, case_name(c, dtype) + " one output");
     }

@@ -200,48 +200,142 @@ __global__ void single_output_forward_kernel(std::int64_t rows, std::int64_t in,
   }
 }
 
-template <class T>
-struct SingleOutputWeightGrad {
-  const T* x;
-  const T* dz;
-  std::int64_t in;
-  __device__ void operator()(std::int64_t r, std::int64_t c, float (&v)[1]) const {
-    v[0] = to_f(x[r * in + c]) * to_f(dz[r]);
-  }
-};
+// The whole backward in one pass over x: dx[r, :] = dz[r] w (masked), the chunk's partial sums
+// of x[r, c] dz[r] and of dz[r]. A block per chunk of rows (column_chunks: the same chunks
+// whatever the GPU, so the same bits), a warp per row with kSingleOutputRows rows' loads in
+// flight, the lanes along the row in packs of V, at most 32 K packs a lane's registers hold at
+// once (wider rows go panel by panel, x read once all the same). The partials go to
+// single_output_final_kernel in chunk order; a single chunk writes dw and db itself.
+inline constexpr int kSingleOutputWarps = kThreads / 32;
 
-// A thread per V consecutive elements of dx (one 16-byte store where V > 1), its row and column
-// worked out once and stepped.
-template <class T, class I, int V>
-__global__ void single_output_input_grad_kernel(I total, I in, const T* dz, const T* w,
-                                                const std::uint8_t* mask, I mask_row_bytes, T* dx) {
+template <class T, int V, int K>
+__global__ void __launch_bounds__(kThreads)
+    single_output_backward_kernel(std::int64_t rows, std::int64_t in, std::int64_t chunk_rows,
+                                  const T* x, const T* dz, const T* w, const std::uint8_t* mask,
+                                  std::int64_t mask_row_bytes, T* dx, float* partial, float* dw,
+                                  float* db) {
   using P = std::conditional_t<V == 1, T, Pack<T>>;
-  const I stride = static_cast<I>(gridDim.x) * blockDim.x * V;
-  for (I first = (static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x) * V; first < total;
-       first += stride) {
-    I r = first / in, c = first - r * in;
-    float g = to_f(dz[r]);
-    P pack;
-    T* o = reinterpret_cast<T*>(&pack);
+  constexpr int R = kSingleOutputRows, W = kSingleOutputWarps, kPanel = 32 * K * V;
+  __shared__ float red[W][kPanel];
+  __shared__ float red_db[W];
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.x) * chunk_rows;
+  const std::int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  const std::int64_t units = in / V;
+  const std::int64_t out_ld = in + 1;
+  for (std::int64_t panel = 0; panel * 32 * K < units; ++panel) {
+    const std::int64_t u0 = panel * 32 * K;
+    float wv[K][V], acc[K][V];
+    bool live[K];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      if (first + j < total) {
-        float v = g * to_f(w[c]);
-        if (mask != nullptr && ((mask[r * mask_row_bytes + c / 8] >> (c % 8)) & 1) == 0) v = 0.0f;
-        o[j] = from_f<T>(v);
-      }
-      if (++c == in) {
-        c = 0;
-        ++r;
-        if (first + j + 1 < total) g = to_f(dz[r]);
+    for (int k = 0; k < K; ++k) {
+      const std::int64_t u = u0 + lane + 32 * k;
+      live[k] = u < units;
+      P p{};
+      if (live[k]) p = reinterpret_cast<const P*>(w)[u];
+      const T* pt = reinterpret_cast<const T*>(&p);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        wv[k][j] = to_f(pt[j]);
+        acc[k][j] = 0.0f;
       }
     }
-    if (V > 1 && first + V <= total) {
-      *reinterpret_cast<P*>(dx + first) = pack;
-    } else {
-      for (int j = 0; j < V && first + j < total; ++j)
-        dx[first + j] = o[j];
+    float acc_db = 0.0f;
+    for (std::int64_t rb = r0 + warp * R; rb < r1; rb += W * R) {
+      P xv[R][K];
+      float g[R];
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        const bool row = rb + q < r1;
+        g[q] = row ? to_f(dz[rb + q]) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (row && live[k])
+            xv[q][k] = reinterpret_cast<const P*>(x + (rb + q) * in)[u0 + lane + 32 * k];
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < R; ++q) {
+        const std::int64_t r = rb + q;
+        if (r >= r1) continue;
+        acc_db += g[q];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          if (!live[k]) continue;
+          const std::int64_t c0 = (u0 + lane + 32 * k) * V;
+          const T* xt = reinterpret_cast<const T*>(&xv[q][k]);
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+            acc[k][j] += to_f(xt[j]) * g[q];
+          if (dx == nullptr) continue;
+          // V divides 8 and c0 is a multiple of V: the pack's bits lie in one mask byte.
+          const unsigned bits =
+              mask != nullptr ? mask[r * mask_row_bytes + c0 / 8] >> (c0 % 8) : ~0u;
+          P out;
+          T* ot = reinterpret_cast<T*>(&out);
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+            ot[j] = from_f<T>((bits >> j) & 1u ? g[q] * wv[k][j] : 0.0f);
+          reinterpret_cast<P*>(dx + r * in)[c0 / V] = out;
+        }
+      }
     }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        red[warp][(lane + 32 * k) * V + j] = acc[k][j];
+    }
+    if (panel == 0 && lane == 0) red_db[warp] = acc_db;
+    __syncthreads();
+    const std::int64_t panel_cols = (units - u0 < 32 * K ? units - u0 : 32 * K) * V;
+    for (int c = static_cast<int>(threadIdx.x); c < panel_cols; c += kThreads) {
+      float s = 0.0f;
+#pragma unroll
+      for (int v = 0; v < W; ++v)
+        s += red[v][c];
+      if (gridDim.x == 1) {
+        dw[u0 * V + c] = s;
+      } else {
+        partial[blockIdx.x * out_ld + u0 * V + c] = s;
+      }
+    }
+    if (panel == 0 && threadIdx.x == 0) {
+      float s = 0.0f;
+#pragma unroll
+      for (int v = 0; v < W; ++v)
+        s += red_db[v];
+      if (gridDim.x == 1) {
+        *db = s;
+      } else {
+        partial[blockIdx.x * out_ld + in] = s;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// dw[c] (c < in) and db (c == in): the chunks' partials added in chunk order, their loads in
+// flight ahead of the adds (see column_final_kernel).
+__global__ void single_output_final_kernel(std::int64_t chunks, std::int64_t in,
+                                           const float* partial, float* dw, float* db) {
+  const std::int64_t ld = in + 1;
+  for (std::int64_t c = global_thread(); c < ld; c += global_stride()) {
+    const float* p = partial + c;
+    float s = 0.0f;
+    std::int64_t i = 0;
+    for (; i + kColumnRowsInFlight <= chunks; i += kColumnRowsInFlight) {
+      float v[kColumnRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kColumnRowsInFlight; ++u)
+        v[u] = p[(i + u) * ld];
+#pragma unroll
+      for (int u = 0; u < kColumnRowsInFlight; ++u)
+        s += v[u];
+    }
+    for (; i < chunks; ++i)
+      s += p[i * ld];
+    (c < in ? dw[c] : *db) = s;
   }
 }
 
@@ -542,37 +636,54 @@ void single_output_forward(DType dtype, std::int64_t rows, std::int64_t in, cons
   });
 }
 
-void single_output_weight_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
-                                   const void* dz, float* dw, float* db, float* workspace,
-                                   StreamHandle stream) {
-  dispatch_act(dtype, "single-output layer weight gradient", [&](auto tag) {
+void single_output_backward(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
+                            const void* dz, const void* w, const void* mask,
+                            std::int64_t mask_ld_bits, void* dx, float* dw, float* db,
+                            float* workspace, StreamHandle stream) {
+  if (in <= 0) return;
+  if (rows <= 0) {
+    EMBER_CUDA_CHECK(cudaMemsetAsync(dw, 0, static_cast<std::size_t>(in) * sizeof(float), stream));
+    EMBER_CUDA_CHECK(cudaMemsetAsync(db, 0, sizeof(float), stream));
+    return;
+  }
+  const std::int64_t chunks = column_chunks(rows);
+  const std::int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  dispatch_act(dtype, "single-output layer backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    column_reduce<1>(
-        rows, in,
-        SingleOutputWeightGrad<T>{static_cast<const T*>(x), static_cast<const T*>(dz), in}, dw,
-        nullptr, workspace, stream);
-  });
-  column_sum(dtype, rows, 1, dz, db, workspace, stream);
-}
-
-void single_output_input_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* dz,
-                                  const void* w, const void* mask, std::int64_t mask_ld_bits,
-                                  void* dx, StreamHandle stream) {
-  const std::int64_t total = rows * in;
-  if (total <= 0) return;
-  dispatch_act(dtype, "single-output layer input gradient", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto launch = [&](auto index, auto vector) {
-      using I = typename decltype(index)::type;
-      constexpr int V = decltype(vector)::value;
-      single_output_input_grad_kernel<T, I, V><<<grid_for(total / V + 1), kThreads, 0, stream>>>(
-          static_cast<I>(total), static_cast<I>(in), static_cast<const T*>(dz),
-          static_cast<const T*>(w), static_cast<const std::uint8_t*>(mask),
-          static_cast<I>(mask_ld_bits / 8), static_cast<T*>(dx));
+    auto launch = [&](auto vector, auto regs) {
+      constexpr int V = decltype(vector)::value, K = decltype(regs)::value;
+      single_output_backward_kernel<T, V, K>
+          <<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+              rows, in, chunk_rows, static_cast<const T*>(x), static_cast<const T*>(dz),
+              static_cast<const T*>(w), static_cast<const std::uint8_t*>(mask), mask_ld_bits / 8,
+              static_cast<T*>(dx), workspace, dw, db);
       EMBER_CUDA_CHECK_LAUNCH();
     };
-    with_index_and_pack<T>(total, aligned16(dx), launch);
+    auto with_regs = [&](auto vector) {
+      constexpr int V = decltype(vector)::value;
+      const std::int64_t units = in / V;
+      if (units <= 32) {
+        launch(vector, std::integral_constant<int, 1>{});
+      } else if (units <= 64) {
+        launch(vector, std::integral_constant<int, 2>{});
+      } else {
+        launch(vector, std::integral_constant<int, 4>{});
+      }
+    };
+    constexpr int V = Pack<T>::kSize;
+    const bool packed =
+        in % V == 0 && aligned16(x) && aligned16(w) && (dx == nullptr || aligned16(dx));
+    if (packed) {
+      with_regs(std::integral_constant<int, V>{});
+    } else {
+      with_regs(std::integral_constant<int, 1>{});
+    }
   });
+  if (chunks > 1) {
+    single_output_final_kernel<<<grid_for(in + 1), kThreads, 0, stream>>>(chunks, in, workspace, dw,
+                                                                          db);
+    EMBER_CUDA_CHECK_LAUNCH();
+  }
 }
 
 // ---- BatchNorm ----------------------------------------------------------------------------------

@@ -244,16 +244,14 @@ void multi_cross_backward(DType dtype, std::int64_t batch, std::int64_t width, i
 // y[r] = b + sum_c x[r, c] w[c].
 void single_output_forward(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
                            const void* w, const void* b, void* y, StreamHandle stream);
-// dw[c] = sum_r x[r, c] dz[r] and db = sum_r dz[r] (f32, deterministic); `workspace` holds
-// column_sum_workspace(rows, in) floats.
-void single_output_weight_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
-                                   const void* dz, float* dw, float* db, float* workspace,
-                                   StreamHandle stream);
-// dx[r, c] = dz[r] w[c], or 0 where `mask` (the producing layer's ReLU bit mask: rows of
-// mask_ld_bits bits, bit c set where its output (r, c) is positive; null for none) is clear.
-void single_output_input_gradient(DType dtype, std::int64_t rows, std::int64_t in, const void* dz,
-                                  const void* w, const void* mask, std::int64_t mask_ld_bits,
-                                  void* dx, StreamHandle stream);
+// The backward in one pass: dw[c] = sum_r x[r, c] dz[r] and db = sum_r dz[r] (f32,
+// deterministic; `workspace` holds column_sum_workspace(rows, in + 1) floats) and, where dx is
+// not null, dx[r, c] = dz[r] w[c], or 0 where `mask` (the producing layer's ReLU bit mask: rows
+// of mask_ld_bits bits, bit c set where its output (r, c) is positive; null for none) is clear.
+void single_output_backward(DType dtype, std::int64_t rows, std::int64_t in, const void* x,
+                            const void* dz, const void* w, const void* mask,
+                            std::int64_t mask_ld_bits, void* dx, float* dw, float* db,
+                            float* workspace, StreamHandle stream);
 
 // WeightMultiply: out[b, i*v + j] = in[b, i] * W[i, j].
 void weight_multiply_forward(DType dtype, std::int64_t batch, std::int64_t slots, std::int64_t vec,

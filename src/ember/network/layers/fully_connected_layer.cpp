@@ -62,8 +62,8 @@ FullyConnectedLayer::FullyConnectedLayer(const LayerSpec& spec, BuildContext& ct
       mask_slot_ = add_workspace({rows_, cuda::relu_mask_ld(config_.num_output) / 8}, DType::U8);
     }
     if (top(0).requires_grad()) {
-      // The single-output weight gradient sums a column per input feature.
-      const std::int64_t cols = single_output_ ? in_ : config_.num_output;
+      // The single-output backward sums a column per input feature and one for the bias.
+      const std::int64_t cols = single_output_ ? in_ + 1 : config_.num_output;
       colsum_slot_ = add_workspace({cuda::column_sum_workspace(rows_, cols)}, DType::F32);
     }
   }
@@ -223,15 +223,13 @@ void FullyConnectedLayer::backward_cuda(StreamHandle stream) {
   const std::int64_t n = config_.num_output;
   void* dz = top(0).grad().data();
   if (single_output_) {
-    cuda::single_output_weight_gradient(t, rows_, in_, bottom(0).value().data(), dz,
-                                        weight_->grad().data<float>(), bias_->grad().data<float>(),
-                                        colsum_slot_.tensor().data<float>(), stream);
-    if (bottom(0).requires_grad()) {
-      // A chained producer's ReLU gradient comes with its mask (fc_chain.hpp).
-      cuda::single_output_input_gradient(t, rows_, in_, dz, weight_->compute(t).data(),
-                                         producer_ != nullptr ? producer_->mask_.data() : nullptr,
-                                         cuda::relu_mask_ld(in_), bottom(0).grad().data(), stream);
-    }
+    // A chained producer's ReLU gradient comes with its mask (fc_chain.hpp).
+    const bool dx = bottom(0).requires_grad();
+    cuda::single_output_backward(
+        t, rows_, in_, bottom(0).value().data(), dz, weight_->compute(t).data(),
+        producer_ != nullptr ? producer_->mask_.data() : nullptr, cuda::relu_mask_ld(in_),
+        dx ? bottom(0).grad().data() : nullptr, weight_->grad().data<float>(),
+        bias_->grad().data<float>(), colsum_slot_.tensor().data<float>(), stream);
     return;
   }
   if (config_.relu && !writes_mask_ && !relu_grad_in_consumer_) {

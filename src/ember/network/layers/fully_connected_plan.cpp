@@ -430,10 +430,10 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle
 
 std::string FullyConnectedLayer::plan_summary() const {
   if (planned_ && single_output_) {
-    std::string s = "single output: row dot products, weight grad column sums";
+    std::string s = "single output: row dot products, one backward pass for the column sums";
     if (top(0).requires_grad() && bottom(0).requires_grad()) {
-      s += producer_ != nullptr ? ", input grad outer product with the producer's ReLU mask"
-                                : ", input grad outer product";
+      s += producer_ != nullptr ? " and the outer product with the producer's ReLU mask"
+                                : " and the outer product";
     }
     if (!chain_note_.empty()) s += cat(" {", chain_note_, "}");
     return s;
