@@ -30,10 +30,10 @@ TEST(StagingGpu, TheSetupComesFromTheMachine) {
   EXPECT_TRUE(std::has_single_bit(c.slot_bytes));
   EXPECT_EQ(c.slot_bytes, detail::choose_staging_slot_bytes(c.link_gbs));
   if (c.note.empty()) {
-    ASSERT_FALSE(c.memcpy_gbs.empty());
+    ASSERT_FALSE(c.staged_gbs.empty());
     // The choice is the one the measured figures give.
     auto measured = [&](int threads) {
-      for (const auto& [t, gbs] : c.memcpy_gbs) {
+      for (const auto& [t, gbs] : c.staged_gbs) {
         if (t == threads) return gbs;
       }
       return -1.0;

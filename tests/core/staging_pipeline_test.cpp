@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -341,41 +343,64 @@ TEST(StagingPipeline, NoSlotsIsAClearError) {
 namespace ember {
 namespace {
 
-// A host whose memcpy scales by `per_thread` GB/s a thread up to `memory` GB/s in all.
-std::function<double(int)> host(double per_thread, double memory, std::vector<int>* tried) {
+// A host's staged copies by thread count (the figures of bench_memory's sweeps), -1 for counts
+// it has no figure for; every count asked for is noted in `tried`.
+std::function<double(int)> host(std::map<int, double> staged, std::vector<int>* tried) {
   return [=](int threads) {
     tried->push_back(threads);
-    return std::min(per_thread * threads, memory);
+    const auto it = staged.find(threads);
+    return it == staged.end() ? -1.0 : it->second;
   };
 }
 
-TEST(StagingChoice, ThreadsStopOnceTheyOutrunTheLinkWithHeadroom) {
+TEST(StagingChoice, TheFastestStagedCopyIsChosenWhereMoreThreadsStopPaying) {
   std::vector<int> tried;
-  // 6 GB/s a thread against a 55 GB/s link: 6 threads give 36, short of 0.8 x 55; 8 give 48.
-  EXPECT_EQ(detail::choose_staging_threads(55, host(6, 1000, &tried), 16), 8);
-  EXPECT_EQ(tried, (std::vector<int>{1, 2, 3, 4, 6, 8}));
+  // The H200 host (2 MiB slots): 8 threads at 45.6 GB/s, 12 and 16 slower; the search stops
+  // after those two fruitless steps.
+  const std::map<int, double> h200 = {{1, 6.0},  {2, 12.1}, {3, 17.5},  {4, 28.9},
+                                      {6, 37.0}, {8, 45.6}, {12, 42.4}, {16, 43.0}};
+  EXPECT_EQ(detail::choose_staging_threads(54.7, host(h200, &tried), 48), 8);
+  EXPECT_EQ(tried, (std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16}));
   tried.clear();
-  // A fast host needs few: two threads of 12 GB/s pass 0.8 x 25.
-  EXPECT_EQ(detail::choose_staging_threads(25, host(12, 1000, &tried), 16), 2);
+  // The 4 x H100 host, where a rule on the memcpy rate took 6 threads: 12 are fastest.
+  const std::map<int, double> h100x4 = {{1, 5.5},  {2, 10.8}, {3, 16.0},  {4, 21.0},
+                                        {6, 34.3}, {8, 37.9}, {12, 40.6}, {16, 39.0}};
+  EXPECT_EQ(detail::choose_staging_threads(54.9, host(h100x4, &tried), 48), 12);
 }
 
-TEST(StagingChoice, ThreadsStopWhenTheHostsMemoryIsTheLimit) {
+TEST(StagingChoice, FewerThreadsWinUnlessMoreGainEnough) {
   std::vector<int> tried;
-  // Memory tops out at 40 GB/s: past 8 threads nothing is gained, and the search stops after two
-  // fruitless steps instead of taking every core.
-  EXPECT_EQ(detail::choose_staging_threads(55, host(6, 40, &tried), 64), 8);
+  // 12 threads 2 % faster than 8 are not worth their cores.
+  const std::map<int, double> flat = {{1, 8.0},  {2, 16.0}, {3, 24.0},  {4, 30.0},
+                                      {6, 38.0}, {8, 42.0}, {12, 42.8}, {16, 42.9}};
+  EXPECT_EQ(detail::choose_staging_threads(55, host(flat, &tried), 48), 8);
+  tried.clear();
+  // A fruitless step does not end the search: the next may still gain.
+  const std::map<int, double> late = {{1, 8.0},  {2, 16.0}, {3, 24.0},  {4, 30.0},
+                                      {6, 30.2}, {8, 40.0}, {12, 40.1}, {16, 40.2}};
+  EXPECT_EQ(detail::choose_staging_threads(55, host(late, &tried), 48), 8);
   EXPECT_EQ(tried.back(), 16);
+}
+
+TEST(StagingChoice, TheSearchStopsNearTheLinkAndAtTheCoresAllowed) {
+  std::vector<int> tried;
+  // 4 threads already reach 95 % of a 25 GB/s link: nothing is left to gain.
+  const std::map<int, double> fast = {{1, 9.0}, {2, 17.0}, {3, 22.0}, {4, 24.0}, {6, 24.5}};
+  EXPECT_EQ(detail::choose_staging_threads(25, host(fast, &tried), 48), 4);
+  EXPECT_EQ(tried, (std::vector<int>{1, 2, 3, 4}));
   tried.clear();
   // No more threads than allowed, and at least one.
-  EXPECT_EQ(detail::choose_staging_threads(55, host(1, 1000, &tried), 5), 4);
-  EXPECT_EQ(detail::choose_staging_threads(55, host(1, 1000, &tried), 0), 1);
+  const std::map<int, double> steady = {{1, 5.0}, {2, 10.0}, {3, 15.0}, {4, 20.0}, {6, 30.0}};
+  EXPECT_EQ(detail::choose_staging_threads(55, host(steady, &tried), 5), 4);
+  EXPECT_EQ(tried.back(), 4);
+  EXPECT_EQ(detail::choose_staging_threads(55, host(steady, &tried), 0), 1);
 }
 
 TEST(StagingChoice, AThreadCountThatCouldNotBeMeasuredIsNotChosen) {
   auto rate = [](int threads) { return threads == 4 ? -1.0 : 5.0 * threads; };
   const int chosen = detail::choose_staging_threads(55, rate, 16);
   EXPECT_NE(chosen, 4);
-  EXPECT_EQ(chosen, 12);  // the first measured count whose 60 GB/s reach 0.8 x 55
+  EXPECT_EQ(chosen, 12);  // 60 GB/s: past 95 % of the link, where the search stops
 }
 
 TEST(StagingChoice, SlotsTakeAtMost64MicrosecondsOfTheLink) {

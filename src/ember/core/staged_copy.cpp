@@ -76,8 +76,8 @@ const StagingCalibration& staging_calibration(int device) {
 std::string describe(const StagingCalibration& c) {
   std::string text;
   if (c.measured) {
-    text = cat("pinned host->device ", c.link_gbs, " GB/s; pageable->pinned memcpy");
-    for (const auto& [threads, gbs] : c.memcpy_gbs)
+    text = cat("pinned host->device ", c.link_gbs, " GB/s; staged pageable host->device");
+    for (const auto& [threads, gbs] : c.staged_gbs)
       text += cat(" ", threads, ":", gbs);
     text += " GB/s; ";
   } else {
@@ -164,22 +164,23 @@ Staging& staging(int device) {
   return all.get(device);
 }
 
-// The slots' transfers on one stream; every thread of the pipeline switches to the device.
+// The slots' transfers on one stream, each slot's last one marked by its event.
 class CudaTransport final : public StagingTransport {
  public:
-  CudaTransport(Staging& staging, StreamHandle stream) : s_(staging), stream_(stream) {}
+  CudaTransport(std::vector<Event>& events, StreamHandle stream)
+      : events_(events), stream_(stream) {}
   void upload(int slot, void* dst, const void* staging, std::size_t bytes) override {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream_));
-    s_.events[slot].record(stream_);
+    events_[slot].record(stream_);
   }
   void download(int slot, void* staging, const void* src, std::size_t bytes) override {
     EMBER_CUDA_CHECK(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, stream_));
-    s_.events[slot].record(stream_);
+    events_[slot].record(stream_);
   }
-  void wait(int slot) override { s_.events[slot].synchronize(); }
+  void wait(int slot) override { events_[slot].synchronize(); }
 
  private:
-  Staging& s_;
+  std::vector<Event>& events_;
   StreamHandle stream_;
 };
 
@@ -214,7 +215,7 @@ void with_staging(int device, StreamHandle stream, Copy&& copy) {
   Staging& s = staging(device);
   std::lock_guard<std::mutex> lock(s.mutex);
   s.refresh(device);
-  CudaTransport cuda(s, stream);
+  CudaTransport cuda(s.events, stream);
   DeviceTransport transport(cuda, device);
   copy(transport, s.slots, s.config.slot_bytes, s.config.threads);
 }
@@ -235,28 +236,55 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Times the pinned link and the host's memcpy on `device` (see StagingCalibration).
+// The calibration's pinned slots and their events; each slot goes back once its last transfer
+// is done.
+struct CalibrationRing {
+  Allocator& alloc;
+  std::size_t slot_bytes;
+  std::vector<void*> slots;
+  std::vector<Event> events;
+  CalibrationRing(Allocator& a, std::size_t bytes) : alloc(a), slot_bytes(bytes) {}
+  CalibrationRing(const CalibrationRing&) = delete;
+  CalibrationRing& operator=(const CalibrationRing&) = delete;
+  ~CalibrationRing() {
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      try {
+        events[k].synchronize();
+      } catch (...) {
+        // A failed device: its error reaches the caller through the measurement itself.
+      }
+      alloc.deallocate(slots[k], slot_bytes);
+    }
+  }
+};
+
+// Times the pinned link, then staged copies with each thread count tried, on `device` (see
+// StagingCalibration).
 StagingCalibration measure_on_device(int device) {
-  constexpr std::size_t kBytes = std::size_t{32} << 20;
-  constexpr int kReps = 4;
+  constexpr std::size_t kLinkBytes = std::size_t{32} << 20;
+  // Staged copies long enough for their start (the first slot's fill) and end (the last slot's
+  // transfer) to weigh little, as in a batch's or a table's copy.
+  constexpr std::size_t kStagedBytes = std::size_t{64} << 20;
+  constexpr int kReps = 3;
   DeviceGuard guard(device);
   Allocator& pinned_alloc = raw_allocator(Place::pinned());
   Allocator& device_alloc = raw_allocator(Place::cuda(device));
   std::unique_ptr<void, std::function<void(void*)>> pinned(
-      pinned_alloc.allocate(kBytes), [&](void* p) { pinned_alloc.deallocate(p, kBytes); });
+      pinned_alloc.allocate(kLinkBytes), [&](void* p) { pinned_alloc.deallocate(p, kLinkBytes); });
   std::unique_ptr<void, std::function<void(void*)>> dev(
-      device_alloc.allocate(kBytes), [&](void* p) { device_alloc.deallocate(p, kBytes); });
-  std::memset(pinned.get(), 1, kBytes);
+      device_alloc.allocate(kStagedBytes),
+      [&](void* p) { device_alloc.deallocate(p, kStagedBytes); });
+  std::memset(pinned.get(), 1, kLinkBytes);
   Stream stream = Stream::create(device);
   StagingCalibration c;
   std::vector<double> link;
   for (int r = 0; r <= kReps; ++r) {
     const auto t0 = Clock::now();
-    EMBER_CUDA_CHECK(
-        cudaMemcpyAsync(dev.get(), pinned.get(), kBytes, cudaMemcpyHostToDevice, stream.handle()));
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(dev.get(), pinned.get(), kLinkBytes, cudaMemcpyHostToDevice,
+                                     stream.handle()));
     stream.synchronize();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (r > 0) link.push_back(static_cast<double>(kBytes) / s / 1e9);  // the first warms up
+    if (r > 0) link.push_back(static_cast<double>(kLinkBytes) / s / 1e9);  // the first warms up
   }
   c.link_gbs = median(link);
   c.slot_bytes = choose_staging_slot_bytes(c.link_gbs);
@@ -266,23 +294,35 @@ StagingCalibration measure_on_device(int device) {
     c.measured = true;
     return c;
   }
-  // A source larger than the caches, each repetition reading a part not read before.
-  std::vector<char> pageable(kBytes * kReps, 1);
+  // A ring for the most threads tried (threads + 4 slots, as in use), and a source larger than
+  // the caches, each repetition reading a part not read before.
+  const int max_threads = max_staging_threads();
+  CalibrationRing ring(pinned_alloc, c.slot_bytes);
+  for (int k = 0; k < max_threads + 4; ++k) {
+    ring.events.push_back(Event::create(device));
+    ring.slots.push_back(pinned_alloc.allocate(c.slot_bytes));
+  }
+  std::vector<char> pageable(kStagedBytes * kReps, 1);
+  CudaTransport cuda(ring.events, stream.handle());
+  DeviceTransport transport(cuda, device);
   auto rate = [&](int threads) {
+    const std::vector<void*> ring_of(ring.slots.begin(), ring.slots.begin() + threads + 4);
     std::vector<double> v;
     for (int r = 0; r < kReps; ++r) {
       const auto t0 = Clock::now();
-      const int ran = parallel_memcpy(pinned.get(), pageable.data() + kBytes * r, kBytes, threads,
-                                      CopyThreadPool::shared());
+      const int ran = pipeline_to_device(transport, ring_of, c.slot_bytes, dev.get(),
+                                         pageable.data() + kStagedBytes * r, kStagedBytes, threads,
+                                         CopyThreadPool::shared());
+      stream.synchronize();
       const double s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (ran < threads) return -1.0;  // the pool was busy with another copy
-      v.push_back(static_cast<double>(kBytes) / s / 1e9);
+      v.push_back(static_cast<double>(kStagedBytes) / s / 1e9);
     }
     const double gbs = median(v);
-    c.memcpy_gbs.emplace_back(threads, gbs);
+    c.staged_gbs.emplace_back(threads, gbs);
     return gbs;
   };
-  c.threads = choose_staging_threads(c.link_gbs, rate, max_staging_threads());
+  c.threads = choose_staging_threads(c.link_gbs, rate, max_threads);
   c.measured = true;
   return c;
 }

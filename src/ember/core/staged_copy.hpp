@@ -34,12 +34,13 @@ struct StagingConfig {
 inline constexpr std::size_t kDefaultStagingSlot = std::size_t{2} << 20;
 
 // What a device's default setup was chosen from, measured once per process at the device's
-// first staged copy (some 100 ms): the pinned host-to-device bandwidth and the pageable-to-pinned
-// memcpy rate by thread count. EMBER_COPY_THREADS, when set, fixes the threads instead.
+// first staged copy (some 100 ms): the pinned host-to-device bandwidth and the staged pageable
+// host-to-device rate by thread count (choose_staging_threads in staging_pipeline.hpp).
+// EMBER_COPY_THREADS, when set, fixes the threads instead.
 struct StagingCalibration {
   bool measured = false;  // false: the measurement failed; the fixed fallbacks are in force
   double link_gbs = 0;    // pinned host-to-device, GB/s
-  std::vector<std::pair<int, double>> memcpy_gbs;  // (threads, GB/s) as tried
+  std::vector<std::pair<int, double>> staged_gbs;  // (threads, GB/s) as tried
   int threads = 0;
   std::size_t slot_bytes = 0;
   std::string note;  // why not measured, or what fixed the threads

@@ -71,11 +71,11 @@ void check_slots(const std::vector<void*>& slots, std::size_t slot_bytes) {
 // Runs `one_chunk(j, slot)` for every chunk on up to plan.threads threads, slots handed on in
 // chunk order.
 template <typename OneChunk>
-void run_pipeline(const StagingPlan& plan, const std::vector<void*>& slots, CopyThreadPool& pool,
-                  OneChunk one_chunk) {
+int run_pipeline(const StagingPlan& plan, const std::vector<void*>& slots, CopyThreadPool& pool,
+                 OneChunk one_chunk) {
   SlotTurns turns(slots.size());
   std::atomic<std::size_t> next{0};
-  pool.run(plan.threads, [&](int) {
+  return pool.run(plan.threads, [&](int) {
     for (;;) {
       if (turns.failed()) return;
       const std::size_t j = next.fetch_add(1, std::memory_order_relaxed);
@@ -106,15 +106,15 @@ StagingPlan plan_staging(std::size_t bytes, std::size_t slot_bytes, int threads)
   return plan;
 }
 
-void pipeline_to_device(StagingTransport& transport, const std::vector<void*>& slots,
-                        std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
-                        int threads, CopyThreadPool& pool) {
-  if (bytes == 0) return;
+int pipeline_to_device(StagingTransport& transport, const std::vector<void*>& slots,
+                       std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                       int threads, CopyThreadPool& pool) {
+  if (bytes == 0) return 0;
   check_slots(slots, slot_bytes);
   const StagingPlan plan = plan_staging(bytes, slot_bytes, threads);
   auto* d = static_cast<char*>(dst);
   const auto* h = static_cast<const char*>(src);
-  run_pipeline(plan, slots, pool, [&](std::size_t j, int k) {
+  return run_pipeline(plan, slots, pool, [&](std::size_t j, int k) {
     const std::size_t at = j * plan.chunk;
     const std::size_t n = std::min(plan.chunk, bytes - at);
     transport.wait(k);  // the slot's previous transfer (of this copy or an earlier one) is done
@@ -123,15 +123,15 @@ void pipeline_to_device(StagingTransport& transport, const std::vector<void*>& s
   });
 }
 
-void pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slots,
-                      std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
-                      int threads, CopyThreadPool& pool) {
-  if (bytes == 0) return;
+int pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slots,
+                     std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                     int threads, CopyThreadPool& pool) {
+  if (bytes == 0) return 0;
   check_slots(slots, slot_bytes);
   const StagingPlan plan = plan_staging(bytes, slot_bytes, threads);
   auto* h = static_cast<char*>(dst);
   const auto* d = static_cast<const char*>(src);
-  run_pipeline(plan, slots, pool, [&](std::size_t j, int k) {
+  return run_pipeline(plan, slots, pool, [&](std::size_t j, int k) {
     const std::size_t at = j * plan.chunk;
     const std::size_t n = std::min(plan.chunk, bytes - at);
     // An upload of an earlier copy, maybe on another stream, may still read the slot.
@@ -142,16 +142,16 @@ void pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slo
   });
 }
 
-int choose_staging_threads(double link_gbs, const std::function<double(int)>& memcpy_gbs,
+int choose_staging_threads(double link_gbs, const std::function<double(int)>& staged_gbs,
                            int max_threads) {
   max_threads = std::max(max_threads, 1);
   int best_threads = 1;
-  double best = memcpy_gbs(1);
+  double best = staged_gbs(1);
   int fruitless = 0;  // steps in a row that gained too little
   for (int k : {2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
-    if (best >= kStagingHeadroom * link_gbs || k > max_threads) break;
-    const double rate = memcpy_gbs(k);
-    if (rate > 1.05 * best) {
+    if (best >= kStagingLinkShare * link_gbs || k > max_threads) break;
+    const double rate = staged_gbs(k);
+    if (rate > (1 + kStagingGain) * best) {
       best = rate;
       best_threads = k;
       fruitless = 0;

@@ -45,31 +45,37 @@ inline constexpr std::size_t kMinStagingChunk = std::size_t{1} << 20;
 StagingPlan plan_staging(std::size_t bytes, std::size_t slot_bytes, int threads);
 
 // Host `src` -> device `dst`, `bytes` bytes, through `slots` (pinned buffers of `slot_bytes`
-// each). Returns once every chunk has been read from `src` and its upload queued. The first
-// exception any thread meets is rethrown (after the other threads have stopped).
-void pipeline_to_device(StagingTransport& transport, const std::vector<void*>& slots,
-                        std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
-                        int threads, CopyThreadPool& pool);
-// Device `src` -> host `dst`; returns when `dst` holds the data.
-void pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slots,
-                      std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
-                      int threads, CopyThreadPool& pool);
+// each). Returns once every chunk has been read from `src` and its upload queued, with the
+// number of threads that took part (fewer than asked when the pool was busy with another copy;
+// 0 for no bytes). The first exception any thread meets is rethrown (after the other threads
+// have stopped).
+int pipeline_to_device(StagingTransport& transport, const std::vector<void*>& slots,
+                       std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                       int threads, CopyThreadPool& pool);
+// Device `src` -> host `dst`; returns when `dst` holds the data, with the threads that took part.
+int pipeline_to_host(StagingTransport& transport, const std::vector<void*>& slots,
+                     std::size_t slot_bytes, void* dst, const void* src, std::size_t bytes,
+                     int threads, CopyThreadPool& pool);
 
 // --- choosing the setup from the machine --------------------------------------------------
 // A staged host-to-device copy moves each byte three times through host memory (read from the
 // pageable source, written into a slot, read again by the DMA engine): the threads must copy
 // about as fast as the link, but every thread beyond that takes memory bandwidth the engine's
-// reads need. Measured (bench_memory, 2 MiB slots): H100 host, memcpy 51 GB/s with 8 threads and
-// 71 with 12 against a 55 GB/s link, staged 44.6 GB/s with 8 threads, 43.9 with 12, 41.1 with
-// 16; H200 host, memcpy 46 with 8 threads, staged 45.4 with 8 and 44.4 with 12. So threads stop
-// being added once their memcpy reaches kStagingHeadroom x the link, or once one more step of
-// threads gains less than 5 % (the host's memory bandwidth is the limit then).
-inline constexpr double kStagingHeadroom = 0.8;
-// The thread count for a link of `link_gbs` (pinned host-to-device), given
-// `memcpy_gbs(threads)`: the measured pageable-to-pinned memcpy rate with that many threads
-// (<= 0 when it could not be measured). Tries 1, 2, 3, 4, 6, 8, 12, 16, ... up to
-// `max_threads`.
-int choose_staging_threads(double link_gbs, const std::function<double(int)>& memcpy_gbs,
+// reads need, and where that balance lies differs from host to host. A rule on the threads'
+// memcpy rate alone (stop at 0.8 x the link) took the best count on two hosts and half the best
+// on a third (bench_memory, 2 MiB slots: H100 host, 42.7 GB/s staged; H200 host, 45.1; the
+// 4 x H100 host, 34.3 with the 6 threads it chose against 40.6 with 12). So the staged copy
+// itself is timed for each thread count tried.
+//
+// The thread count for a link of `link_gbs` (pinned host-to-device), given `staged_gbs(threads)`:
+// the measured rate of a staged pageable copy with that many threads (<= 0 when it could not be
+// measured). Tries 1, 2, 3, 4, 6, 8, 12, 16, ... up to `max_threads`, ascending; a count is
+// taken only when it beats the best so far by more than kStagingGain (fewer threads leave cores
+// to the data pipeline), the search stops after two steps in a row that are not taken, or once
+// the best reaches kStagingLinkShare of the link (nothing is left to gain).
+inline constexpr double kStagingGain = 0.03;
+inline constexpr double kStagingLinkShare = 0.95;
+int choose_staging_threads(double link_gbs, const std::function<double(int)>& staged_gbs,
                            int max_threads);
 // Slots that take at most 64 us to cross the link: the largest power of two from 1 MiB to
 // 8 MiB whose transfer is no longer. The DMA engine idles until the first slot is full and the
