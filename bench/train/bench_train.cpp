@@ -22,7 +22,8 @@
 // location), --costs (only the FLOPs and bytes a sample costs each model in each precision, and
 // the H100's roofline limits: nothing trained, no device needed), --gpus N (instead of all that:
 // weak scaling of DLRM-Kaggle, localized one-hot and hybrid embedding, on 1, 2, 4, ... N GPUs of
-// one process; with --parts, the collectives' time per step). Ends with "SUMMARY |" lines.
+// one process; with --parts, the collectives' time per step), --set KEY=VALUE (a solver key, its
+// value in JSON, for every Ember run; the modes' own keys win). Ends with "SUMMARY |" lines.
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,7 @@ struct Args {
   std::int64_t auc_iters = 150;  // CPU (--quick) steps of the AUC comparison
   int gpus = 0;                  // --gpus N: weak scaling on 1, 2, 4, ... N GPUs instead
   std::string dir;
+  nlohmann::json solver = nlohmann::json::object();  // --set KEY=VALUE: for every Ember run
 };
 
 nlohmann::json read_json(const fs::path& p) {
@@ -150,6 +152,8 @@ struct EmberRun {
 // same session (two steps to let the restarted input pipeline fill, then the timed steps).
 EmberRun run_ember(const Args& a, nlohmann::json j, const Mode& mode, const std::string& what,
                    const std::string& where, bool summary) {
+  for (const auto& [key, value] : a.solver.items())
+    j["solver"][key] = value;
   for (const auto& [key, value] : mode.solver.items())
     j["solver"][key] = value;
   EmberRun run;
@@ -609,7 +613,9 @@ int usage() {
       stderr,
       "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
       "[--parts-steps N] [--layers] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
-      "[--gpus N] [--dir DIR]\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n");
+      "[--gpus N] [--dir DIR] [--set KEY=VALUE]...\n  LIST: comma-separated of dlrm, dcn, "
+      "deepfm, wide_and_deep\n  --set: a solver key for every Ember run, VALUE in JSON (e.g. "
+      "--set overlap_embedding=false)\n");
   return 2;
 }
 
@@ -666,6 +672,14 @@ int main(int argc, char** argv) {
       a.gpus = std::stoi(argv[++i]);
     } else if (s == "--dir" && value) {
       a.dir = argv[++i];
+    } else if (s == "--set" && value) {
+      const std::string kv = argv[++i];
+      const std::size_t eq = kv.find('=');
+      const nlohmann::json v = eq == std::string::npos
+                                   ? nlohmann::json()
+                                   : nlohmann::json::parse(kv.substr(eq + 1), nullptr, false);
+      if (v.is_discarded() || v.is_null()) return usage();
+      a.solver[kv.substr(0, eq)] = v;
     } else {
       return usage();
     }

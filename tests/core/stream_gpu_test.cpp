@@ -1,5 +1,6 @@
 // Process-wide streams and device state: one compute and one copy stream per device, the peer
-// matrix, the device guard, and events timing work on a stream.
+// matrix, the device guard, events timing work on a stream, and events ordering a graph's
+// replays against another stream.
 #include "ember/core/stream.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include "ember/core/allocation.hpp"
 #include "ember/core/copy.hpp"
+#include "ember/core/cuda_graph.hpp"
 #include "ember/core/error.hpp"
 #include "support/test_support.hpp"
 
@@ -68,6 +70,48 @@ TEST(StreamGpu, EventsTimeACopyOnTheCopyStream) {
   EXPECT_GE(Event::elapsed_ms(start, end), 0.0f);
   copy_bytes(back.data(), Place::host(), device->data(), Place::cuda(0), n * sizeof(float), s);
   EXPECT_EQ(back, ones);
+}
+
+// A graph waits, at a node, for work queued on another stream before each launch, and that
+// stream waits for a node of each replay (record_across_capture / block_across_capture). Each
+// round puts a new value through: side stream -> graph -> side stream, with slow copies before
+// each hand-over, so a wait that did not hold would let a stale value through.
+TEST(StreamGpu, EventsAcrossACaptureOrderEachReplayAgainstAnotherStream) {
+  EMBER_REQUIRE_GPU();
+  const Place dev = Place::cuda(0);
+  const std::size_t big = std::size_t{64} << 20;
+  auto x = Allocation::create(dev, big), y = Allocation::create(dev, big);
+  auto g = Allocation::create(dev, sizeof(int)), h = Allocation::create(dev, sizeof(int));
+  auto f = Allocation::create(dev, sizeof(int));
+  auto in = Allocation::create(Place::pinned(), sizeof(int));
+  auto out = Allocation::create(Place::pinned(), sizeof(int));
+  zero_bytes(x->data(), dev, big);
+  Stream compute = Stream::create(0), side = Stream::create(0);
+  Event ready = Event::create(0), done = Event::create(0);
+  const StreamHandle s = compute.handle();
+
+  CudaGraph graph;
+  graph.begin_capture(s);
+  ready.block_across_capture(s);
+  copy_bytes(h->data(), dev, g->data(), dev, sizeof(int), s);
+  for (int k = 0; k < 4; ++k)
+    copy_bytes(y->data(), dev, x->data(), dev, big, s);
+  copy_bytes(f->data(), dev, h->data(), dev, sizeof(int), s);
+  done.record_across_capture(s);
+  ASSERT_EQ(graph.end_capture(), "");
+
+  for (int round = 1; round <= 6; ++round) {
+    *static_cast<int*>(in->data()) = round;
+    copy_bytes(y->data(), dev, x->data(), dev, big, side.handle());
+    copy_bytes(g->data(), dev, in->data(), Place::pinned(), sizeof(int), side.handle());
+    ready.record_across_capture(side.handle());
+    graph.launch(s);
+    done.block_across_capture(side.handle());
+    copy_bytes(out->data(), Place::pinned(), f->data(), dev, sizeof(int), side.handle());
+    side.synchronize();
+    EXPECT_EQ(*static_cast<const int*>(out->data()), round) << "round " << round;
+    compute.synchronize();
+  }
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // The parts of a model its layers belong to (layer_parts.hpp), and DenseNetwork's per-part
-// timing on the CPU.
+// timing and input hooks (where another stream would hand over the embeddings) on the CPU.
 #include "ember/network/layer_parts.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -130,6 +133,133 @@ TEST(LayerParts, ANetworkWithATimerTimesEveryPartForwardAndBackward) {
   n.network->set_part_timer(nullptr);
   n.network->forward(true);
   EXPECT_EQ(timer.collect().front().intervals, bottom_intervals);
+}
+
+// Hooks around a network's use of some inputs: where they fire, seen through sentinel values.
+struct HookedRun {
+  int before_calls = 0, final_calls = 0;
+  std::vector<float> grad_at_hook;
+};
+
+const Blob& top_of(const DenseNetwork& n, const std::string& layer) {
+  for (const LayerPtr& l : n.layers())
+    if (l->name() == layer) return *l->tops().at(0);
+  throw std::runtime_error("no layer " + layer);
+}
+
+bool all_nan(const Tensor& t) {
+  const std::vector<float> v = t.to_vector<float>();
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isnan(x); });
+}
+
+bool none_nan(const Tensor& t) {
+  const std::vector<float> v = t.to_vector<float>();
+  return std::none_of(v.begin(), v.end(), [](float x) { return std::isnan(x); });
+}
+
+void fill_random(HostNetwork& n) {
+  auto rng = testing::make_rng();
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const char* name : {"dense", "emb"}) {
+    const Tensor& v = n.inputs[name]->value();
+    for (std::int64_t i = 0; i < v.numel(); ++i)
+      v.data<float>()[i] = u(rng);
+  }
+  ops::fill(n.inputs["label"]->value(), 1.0);
+}
+
+TEST(InputHooks, TheLookupLandsBeforeItsFirstReaderAndTheGradientIsTakenBeforeTheBottomMlp) {
+  HostNetwork n(kDlrm, 7, 3, 8);
+  fill_random(n);
+  const Tensor emb = n.inputs["emb"]->value();
+  const Tensor looked_up = emb.clone();
+  n.network->forward(true);
+  n.network->backward();
+  const double loss = n.network->loss().read_loss(nullptr);
+  const std::vector<float> grad = n.inputs["emb"]->grad().to_vector<float>();
+
+  // Again, with the embeddings written by the hook, as the lookup on another stream would be.
+  ops::fill(emb, 0.0);
+  HookedRun run;
+  const double nan = std::nan("");
+  DenseNetwork::InputHooks hooks;
+  hooks.inputs = {n.inputs["emb"].get()};
+  hooks.before_first_use = [&](StreamHandle) {
+    ++run.before_calls;
+    EXPECT_TRUE(none_nan(top_of(*n.network, "fc2").value()));          // the bottom MLP ran
+    EXPECT_TRUE(all_nan(top_of(*n.network, "interaction1").value()));  // its reader did not
+    emb.copy_from(looked_up);
+  };
+  hooks.gradients_final = [&](StreamHandle) {
+    ++run.final_calls;
+    EXPECT_TRUE(none_nan(top_of(*n.network, "interaction1").grad()));
+    EXPECT_TRUE(all_nan(top_of(*n.network, "fc1").grad()));  // the bottom MLP's backward waits
+    run.grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
+  };
+  n.network->set_input_hooks(hooks);
+  ops::fill(top_of(*n.network, "fc2").value(), nan);
+  ops::fill(top_of(*n.network, "interaction1").value(), nan);
+  ops::fill(top_of(*n.network, "fc1").grad(), nan);
+  n.network->forward(true);
+  n.network->backward();
+  EXPECT_EQ(run.before_calls, 1);
+  EXPECT_EQ(run.final_calls, 1);
+  EXPECT_EQ(n.network->loss().read_loss(nullptr), loss);
+  EXPECT_EQ(run.grad_at_hook, grad);
+  EXPECT_EQ(n.inputs["emb"]->grad().to_vector<float>(), grad);
+  EXPECT_TRUE(none_nan(top_of(*n.network, "fc1").grad()));
+}
+
+TEST(InputHooks, AViewAsTheFirstReaderHooksBeforeEveryLayerAndAfterTheWholeBackward) {
+  HostNetwork n(kDcn, 4, 3, 8);
+  fill_random(n);
+  HookedRun run;
+  const double nan = std::nan("");
+  DenseNetwork::InputHooks hooks;
+  hooks.inputs = {n.inputs["emb"].get()};
+  hooks.before_first_use = [&](StreamHandle) {
+    ++run.before_calls;
+    EXPECT_TRUE(all_nan(top_of(*n.network, "concat1").value()));
+  };
+  hooks.gradients_final = [&](StreamHandle) {
+    ++run.final_calls;
+    EXPECT_TRUE(none_nan(top_of(*n.network, "concat1").grad()));
+    run.grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
+  };
+  n.network->set_input_hooks(hooks);
+  ops::fill(top_of(*n.network, "concat1").value(), nan);
+  ops::fill(top_of(*n.network, "concat1").grad(), nan);
+  n.network->forward(true);
+  n.network->backward();
+  EXPECT_EQ(run.before_calls, 1);
+  EXPECT_EQ(run.final_calls, 1);
+  EXPECT_EQ(run.grad_at_hook, n.inputs["emb"]->grad().to_vector<float>());
+}
+
+TEST(InputHooks, InputsNoLayerReadsAreHookedAfterTheForwardAndBeforeTheBackward) {
+  HostNetwork n(kDlrm, 5, 3, 8);
+  fill_random(n);
+  const BlobPtr unused = make_input_blob("unused", {5, 4}, DType::F32, Place::host(), true);
+  HookedRun run;
+  const double nan = std::nan("");
+  DenseNetwork::InputHooks hooks;
+  hooks.inputs = {unused.get()};
+  hooks.before_first_use = [&](StreamHandle) {
+    ++run.before_calls;
+    EXPECT_TRUE(none_nan(top_of(*n.network, "fc4").value()));
+  };
+  hooks.gradients_final = [&](StreamHandle) {
+    ++run.final_calls;
+    EXPECT_TRUE(all_nan(top_of(*n.network, "fc4").grad()));
+  };
+  n.network->set_input_hooks(hooks);
+  ops::fill(top_of(*n.network, "fc4").value(), nan);
+  ops::fill(top_of(*n.network, "fc4").grad(), nan);
+  n.network->forward(true);
+  n.network->backward();
+  EXPECT_EQ(run.before_calls, 1);
+  EXPECT_EQ(run.final_calls, 1);
+  EXPECT_TRUE(none_nan(top_of(*n.network, "fc4").grad()));
 }
 
 }  // namespace

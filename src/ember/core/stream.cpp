@@ -112,6 +112,26 @@ void Event::block(StreamHandle stream) const {
   EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream, handle_, 0));
 }
 
+namespace {
+bool capturing(StreamHandle stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EMBER_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status == cudaStreamCaptureStatusActive;
+}
+}  // namespace
+
+void Event::record_across_capture(StreamHandle stream) {
+  EMBER_CHECK(handle_ != nullptr, "recording an empty Event");
+  EMBER_CUDA_CHECK(cudaEventRecordWithFlags(
+      handle_, stream, capturing(stream) ? cudaEventRecordExternal : cudaEventRecordDefault));
+}
+
+void Event::block_across_capture(StreamHandle stream) const {
+  EMBER_CHECK(handle_ != nullptr, "waiting on an empty Event");
+  EMBER_CUDA_CHECK(cudaStreamWaitEvent(
+      stream, handle_, capturing(stream) ? cudaEventWaitExternal : cudaEventWaitDefault));
+}
+
 float Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0;
   EMBER_CUDA_CHECK(cudaEventElapsedTime(&ms, start.handle_, end.handle_));
@@ -178,6 +198,12 @@ void Event::synchronize() const {
 }
 void Event::block(StreamHandle) const {
   throw_cuda_unavailable("Event::block");
+}
+void Event::record_across_capture(StreamHandle) {
+  throw_cuda_unavailable("Event::record_across_capture");
+}
+void Event::block_across_capture(StreamHandle) const {
+  throw_cuda_unavailable("Event::block_across_capture");
 }
 float Event::elapsed_ms(const Event&, const Event&) {
   throw_cuda_unavailable("Event::elapsed_ms");

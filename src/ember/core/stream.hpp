@@ -55,6 +55,13 @@ class Event {
   void synchronize() const;
   // Makes `stream` wait (on the device, without blocking the host) for this event.
   void block(StreamHandle stream) const;
+  // record() and block() for work that a CUDA graph may capture: where `stream` is being
+  // captured, the record (the wait) becomes a node that each replay of the graph performs
+  // against streams outside it. A plain record inside a capture only orders work within the
+  // graph, and a plain wait there on an event recorded outside it is an error. Outside a capture
+  // they are record() and block().
+  void record_across_capture(StreamHandle stream);
+  void block_across_capture(StreamHandle stream) const;
   // Milliseconds between two recorded timing events.
   static float elapsed_ms(const Event& start, const Event& end);
 

@@ -1,5 +1,7 @@
 #include "ember/network/dense_network.hpp"
 
+#include <algorithm>
+
 #include "ember/core/error.hpp"
 #include "ember/network/fc_chain.hpp"
 #include "ember/network/layer_parts.hpp"
@@ -43,16 +45,37 @@ void DenseNetwork::bind() {
 
 void DenseNetwork::forward(bool training, StreamHandle stream) {
   for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (i == first_use_ && hooks_.before_first_use) hooks_.before_first_use(stream);
     if (timer_ != nullptr) timer_->begin(forward_parts_[i], stream);
     layers_[i]->forward(training, stream);
   }
+  if (first_use_ == layers_.size() && hooks_.before_first_use) hooks_.before_first_use(stream);
 }
 
 void DenseNetwork::backward(StreamHandle stream) {
+  // Every layer that writes a gradient of the hooked inputs reads them (or a view of them) and
+  // so comes at or after first_use_: past it, their gradients are final.
+  if (first_use_ == layers_.size() && hooks_.gradients_final) hooks_.gradients_final(stream);
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    if (!layers_[i]->needs_backward()) continue;
-    if (timer_ != nullptr) timer_->begin(backward_parts_[i], stream);
-    layers_[i]->backward(stream);
+    if (layers_[i]->needs_backward()) {
+      if (timer_ != nullptr) timer_->begin(backward_parts_[i], stream);
+      layers_[i]->backward(stream);
+    }
+    if (i == first_use_ && hooks_.gradients_final) hooks_.gradients_final(stream);
+  }
+}
+
+void DenseNetwork::set_input_hooks(InputHooks hooks) {
+  hooks_ = std::move(hooks);
+  first_use_ = layers_.size();
+  for (std::size_t i = 0; i < layers_.size() && first_use_ == layers_.size(); ++i) {
+    for (const BlobPtr& bottom : layers_[i]->bottoms()) {
+      if (std::find(hooks_.inputs.begin(), hooks_.inputs.end(), bottom.get()) !=
+          hooks_.inputs.end()) {
+        first_use_ = i;
+        break;
+      }
+    }
   }
 }
 

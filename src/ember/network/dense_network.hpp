@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,17 @@ class DenseNetwork {
   // Fully connected pairs fused across layers (CUDA; see fc_chain.hpp).
   int chained_pairs() const { return chained_; }
 
+  // Lets another stream produce some of the inputs and take their gradients, beside the rest of
+  // the network: forward() calls `before_first_use(stream)` just before the first layer that
+  // reads any of `inputs`, and backward() calls `gradients_final(stream)` as soon as no layer is
+  // left that writes their gradients. The caller makes `stream` wait there for the other stream,
+  // and records there what the other stream waits for (the embeddings' overlap, replica.hpp).
+  struct InputHooks {
+    std::vector<const Blob*> inputs;
+    std::function<void(StreamHandle)> before_first_use, gradients_final;
+  };
+  void set_input_hooks(InputHooks hooks);
+
   // Profiling: with a timer, forward() and backward() open a part before each layer, named
   // "<part> forward" / "<part> backward" by the layer's part of the model (layer_parts.hpp);
   // nullptr (the default) times nothing. The timer must outlive its use here.
@@ -50,6 +62,8 @@ class DenseNetwork {
   int chained_ = 0;
   PartTimer* timer_ = nullptr;
   std::vector<std::string> forward_parts_, backward_parts_;  // per layer, with a timer
+  InputHooks hooks_;
+  std::size_t first_use_ = 0;  // the first layer reading one of hooks_.inputs (or the count)
 };
 
 }  // namespace ember::network

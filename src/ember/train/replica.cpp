@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "ember/core/cuda_graph.hpp"
 #include "ember/core/error.hpp"
@@ -26,6 +27,21 @@ struct Replica::Inputs {
   network::BlobPtr label, dense;
   std::vector<network::BlobPtr> embeddings;  // one per embedding, [rows, slot_num, vec_size]
   std::map<std::string, network::BlobPtr> by_name;
+};
+
+struct Replica::Overlap {
+  Stream stream;
+  Event step_start;        // on the compute stream: the last step and the batch's copies
+  Event embeddings_ready;  // on the embeddings' stream: the lookups written the inputs
+  Event gradients_ready;   // on the compute stream (in the dense backward): their gradients
+  Event updated;           // on the embeddings' stream: the rows updated
+
+  explicit Overlap(int device)
+      : stream(Stream::create(device)),
+        step_start(Event::create(device)),
+        embeddings_ready(Event::create(device)),
+        gradients_ready(Event::create(device)),
+        updated(Event::create(device)) {}
 };
 
 Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
@@ -66,6 +82,23 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
 
   optimizer_ = std::make_unique<network::DenseOptimizer>(config.optimizer, store_);
   initialize_dense(solver.seed);
+  if (const std::string why = overlap_obstacle(); why.empty()) {
+    overlap_ = std::make_unique<Overlap>(place_.device());
+    network::DenseNetwork::InputHooks hooks;
+    for (const network::BlobPtr& blob : train_.inputs->embeddings)
+      hooks.inputs.push_back(blob.get());
+    hooks.before_first_use = [this](StreamHandle s) {
+      overlap_->embeddings_ready.block_across_capture(s);
+    };
+    hooks.gradients_final = [this](StreamHandle s) {
+      overlap_->gradients_ready.record_across_capture(s);
+    };
+    train_.network->set_input_hooks(std::move(hooks));
+  } else if (place_.is_cuda() && solver.overlap_embedding) {
+    log_once(cat("overlap_embedding ", why), spdlog::level::info,
+             cat("overlap_embedding: ", why,
+                 "; the embeddings run on the compute stream, after the dense network"));
+  }
   if (solver.cuda_graph || solver.holistic_cuda_graph) {
     if (solver.holistic_cuda_graph) {
       log_once("holistic_cuda_graph", spdlog::level::info,
@@ -154,6 +187,13 @@ void fill_rows(const Tensor& dst, const Tensor& src, std::int64_t n, StreamHandl
 }  // namespace
 
 void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, StreamHandle s) {
+  feed_embeddings(in, batch, training, s);
+  if (training) begin_part(kDataPart);
+  feed_data(in, batch, s);
+}
+
+void Replica::feed_embeddings(Inputs& in, const data::DeviceBatch& batch, bool training,
+                              StreamHandle s) {
   const std::int64_t n = batch.local_size;
   EMBER_CHECK(n <= in.rows, "rank ", rank(), ": a batch share of ", n, " samples exceeds the ",
               in.rows, " rows the network was built for");
@@ -163,6 +203,9 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
   EMBER_CHECK(batch.local_offset == std::min(batch.global_size, rank() * block), "rank ", rank(),
               ": the batch share starts at sample ", batch.local_offset,
               ", not at the equal-block offset ", rank() * block);
+  // The embeddings queue their work on the current stream.
+  std::optional<StreamGuard> on_stream;
+  if (s != stream()) on_stream.emplace(place_.device(), s);
   if (training) begin_part("embedding forward");
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     const std::int64_t slots = config_.embeddings[i].slot_num;
@@ -178,7 +221,10 @@ void Replica::feed(Inputs& in, const data::DeviceBatch& batch, bool training, St
       fill_rows(dst, out.slice(0, 0, n), n, s);
     }
   }
-  if (training) begin_part(kDataPart);
+}
+
+void Replica::feed_data(Inputs& in, const data::DeviceBatch& batch, StreamHandle s) {
+  const std::int64_t n = batch.local_size;
   fill_rows(in.label->value(), batch.label, n, s);
   if (in.dense) fill_rows(in.dense->value(), batch.dense, n, s);
 }
@@ -206,13 +252,23 @@ void Replica::begin_part(std::string_view part) {
 
 float Replica::train_step(const data::DeviceBatch& batch) {
   const StreamHandle s = stream();
+  // A profiled step runs whole on the compute stream, whose parts tile its timeline.
+  const StreamHandle side = overlap_ && parts_ == nullptr ? overlap_->stream.handle() : s;
   // A captured dense step is timed whole: events inside a graph would not time its replays.
   if (parts_ != nullptr) train_.network->set_part_timer(dense_graph_ ? nullptr : parts_);
-  feed(*train_.inputs, batch, true, s);
+  if (side != s) {
+    // The lookups overwrite inputs the last step's backward read, and read the batch.
+    overlap_->step_start.record(s);
+    overlap_->step_start.block(side);
+  }
+  feed_embeddings(*train_.inputs, batch, true, side);
+  if (overlap_) overlap_->embeddings_ready.record(side);
+  begin_part(kDataPart);
+  feed_data(*train_.inputs, batch, s);
   if (dense_graph_ != nullptr) begin_part("dense forward + backward (CUDA graph)");
   run_dense(s);
   skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
-  const float lr = skipped_ ? optimizer_->schedule().current() : apply_updates(s);
+  const float lr = skipped_ ? optimizer_->schedule().current() : apply_updates(s, side);
   if (parts_ != nullptr) {
     parts_->end(s);
     parts_->count_step();
@@ -220,19 +276,49 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   return lr;
 }
 
-float Replica::apply_updates(StreamHandle s) {
-  // Timed as the communicator's all-reduce part when profiling (TimedCommunicator).
-  if (comm_->size() > 1) comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
+float Replica::apply_updates(StreamHandle s, StreamHandle side) {
+  if (side != s) overlap_->gradients_ready.block(side);
+  {
+    std::optional<StreamGuard> on_stream;
+    if (side != s) on_stream.emplace(place_.device(), side);
+    for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+      begin_part("embedding backward");
+      // A 16-bit gradient goes as it is: the update reads it (one rank) or the exchange widens
+      // it.
+      embeddings_[i]->backward(train_.inputs->embeddings[i]->grad());
+      begin_part("embedding update");
+      embeddings_[i]->update(loss_scaler_);
+    }
+  }
+  if (side != s) overlap_->updated.record(side);
+  if (comm_->size() > 1) {
+    // One collective at a time, in the same order on every rank: the embeddings' exchanges go
+    // first. Timed as the communicator's all-reduce part when profiling (TimedCommunicator).
+    if (side != s) overlap_->updated.block(s);
+    comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
+  }
   begin_part("dense optimizer");
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
-  for (std::size_t i = 0; i < embeddings_.size(); ++i) {
-    begin_part("embedding backward");
-    // A 16-bit gradient goes as it is: the update reads it (one rank) or the exchange widens it.
-    embeddings_[i]->backward(train_.inputs->embeddings[i]->grad());
-    begin_part("embedding update");
-    embeddings_[i]->update(loss_scaler_);
-  }
+  // The next lookups, an evaluation or a checkpoint (all on the compute stream) see the rows
+  // updated.
+  if (side != s) overlap_->updated.block(s);
   return lr;
+}
+
+std::string Replica::overlap_obstacle() const {
+  if (!place_.is_cuda()) return "training runs on the CPU";
+  if (!config_.solver.overlap_embedding) return "off in the solver";
+  if (config_.solver.nan_policy == NanPolicy::Skip) {
+    return "nan_policy \"skip\" decides on the host whether the step's updates apply";
+  }
+  for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+    if (embeddings_[i]->location() == embedding::StorageLocation::Host) {
+      return cat("embedding '", config_.embeddings[i].name,
+                 "' keeps its table in host memory, whose prefetch and write-back are ordered "
+                 "on the compute stream");
+    }
+  }
+  return {};
 }
 
 double Replica::last_loss() const {

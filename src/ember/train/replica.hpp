@@ -61,6 +61,11 @@ class Replica {
 
   // One training step on this rank's share of `batch`: embeddings forward, dense forward and
   // backward, the dense gradients' all-reduce, both optimizers. Returns the learning rate used.
+  // On a GPU the embeddings' lookup, backward and update run on a stream of their own, beside
+  // the dense layers that do not need their output or produce their gradient (the bottom MLP,
+  // the all-reduce, the dense optimizer), unless solver.overlap_embedding is false, a part timer
+  // is set, or overlap_obstacle() says why not; the step ends with the compute stream waiting
+  // for that stream, so what follows sees the updated rows.
   // With solver.nan_policy "skip", a step whose loss is not finite on any rank applies no
   // update at all, dense or sparse (collective: every rank skips); see last_step_skipped().
   float train_step(const data::DeviceBatch& batch);
@@ -131,13 +136,20 @@ class Replica {
   Graph build_graph(const network::BuildOptions& options, std::int64_t rows, bool training);
   std::unique_ptr<Inputs> make_inputs(std::int64_t rows, bool training, DType activations);
   void feed(Inputs& in, const data::DeviceBatch& batch, bool training, StreamHandle stream);
+  // feed()'s two halves: the embeddings' lookups into their input blobs (queued on `stream`,
+  // which becomes the current stream meanwhile), then the label and dense features.
+  void feed_embeddings(Inputs& in, const data::DeviceBatch& batch, bool training,
+                       StreamHandle stream);
+  void feed_data(Inputs& in, const data::DeviceBatch& batch, StreamHandle stream);
   StreamHandle stream() const;
   // The training step's dense forward and backward: eagerly, or (solver cuda_graph) captured
   // on the second step and replayed from then on.
   void run_dense(StreamHandle s);
-  // The step's updates after the dense backward: all-reduce, dense optimizer, embedding backward
-  // and update. Returns the learning rate used.
-  float apply_updates(StreamHandle s);
+  // The step's updates after the dense backward: embedding backward and update (queued on
+  // `embedding_stream`), all-reduce, dense optimizer (on `s`). Returns the learning rate used.
+  float apply_updates(StreamHandle s, StreamHandle embedding_stream);
+  // Why the embeddings cannot run beside the dense network ("" when they can).
+  std::string overlap_obstacle() const;
   // Why this replica's dense step cannot be a graph ("" when it can).
   std::string graph_obstacle() const;
   void run_without_graph(const std::string& why);
@@ -166,6 +178,11 @@ class Replica {
   Graph train_, eval_;
   std::unique_ptr<network::DenseOptimizer> optimizer_;
   float loss_scaler_ = 1.0f;
+  // The embeddings beside the dense network (solver overlap_embedding): their stream and the
+  // events between it and the compute stream; null where the step runs on one stream. Declared
+  // before the graph, whose replays record and wait on these events.
+  struct Overlap;
+  std::unique_ptr<Overlap> overlap_;
   std::unique_ptr<CudaGraph> dense_graph_;  // null: no graph (off, or given up)
   int eager_dense_steps_ = 0;
   std::string graph_status_ = "off";

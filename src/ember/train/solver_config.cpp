@@ -214,6 +214,7 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
                               : r.boolean_or("holistic_cuda_graph", false);
   static constexpr Named<bool> kRoundings[] = {{"stochastic", true}, {"nearest", false}};
   c.embedding_stochastic_rounding = r.choice_or("embedding_rounding", true, kRoundings);
+  c.overlap_embedding = r.boolean_or("overlap_embedding", true);
   static constexpr Named<NanPolicy> kNanPolicies[] = {{"stop", NanPolicy::Stop},
                                                       {"skip", NanPolicy::Skip}};
   c.nan_policy = r.choice_or("nan_policy", NanPolicy::Stop, kNanPolicies);

@@ -67,6 +67,10 @@ struct SolverConfig {
   bool cuda_graph = false;
   bool holistic_cuda_graph = false;
   bool embedding_stochastic_rounding = true;
+  // Ember's "overlap_embedding": on a GPU, the embeddings' lookup and their backward and update
+  // run on a second stream beside the dense layers that do not need them (docs/training.md,
+  // "The embeddings beside the dense network"). On by default; false runs the step on one stream.
+  bool overlap_embedding = true;
   // One list of GPU ids per node, i.e. per process of an MPI job (a flat list is one list, the
   // same for every process; gpu_per_process tells the two spellings apart).
   std::vector<std::vector<int>> gpus;

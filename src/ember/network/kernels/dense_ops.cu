@@ -315,28 +315,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dw[c] (c < in) and db (c == in): the chunks' partials added in chunk order, their loads in
-// flight ahead of the adds (see column_final_kernel).
+// dw[c] (c < in) and db (c == in): the chunks' partials added in chunk order.
 __global__ void single_output_final_kernel(std::int64_t chunks, std::int64_t in,
                                            const float* partial, float* dw, float* db) {
   const std::int64_t ld = in + 1;
-  for (std::int64_t c = global_thread(); c < ld; c += global_stride()) {
-    const float* p = partial + c;
-    float s = 0.0f;
-    std::int64_t i = 0;
-    for (; i + kColumnRowsInFlight <= chunks; i += kColumnRowsInFlight) {
-      float v[kColumnRowsInFlight];
-#pragma unroll
-      for (int u = 0; u < kColumnRowsInFlight; ++u)
-        v[u] = p[(i + u) * ld];
-#pragma unroll
-      for (int u = 0; u < kColumnRowsInFlight; ++u)
-        s += v[u];
-    }
-    for (; i < chunks; ++i)
-      s += p[i * ld];
-    (c < in ? dw[c] : *db) = s;
-  }
+  for (std::int64_t c = global_thread(); c < ld; c += global_stride())
+    (c < in ? dw[c] : *db) = sum_in_order(partial + c, chunks, ld);
 }
 
 // ---- BatchNorm ----------------------------------------------------------------------------------

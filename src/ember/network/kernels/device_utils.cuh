@@ -151,31 +151,34 @@ __global__ void column_partial_kernel(std::int64_t rows, std::int64_t cols, std:
   }
 }
 
+// p[0] + p[ld] + p[2 ld] + ... (n terms), added in that order. kColumnRowsInFlight terms are
+// loaded before they are added: one load per add made a column of chunk partials a chain of 256
+// dependent L2 round trips (about 30 us, whatever the size of the reduction: most of a one-output
+// layer's weight gradient).
+__device__ inline float sum_in_order(const float* p, std::int64_t n, std::int64_t ld) {
+  float s = 0.0f;
+  std::int64_t i = 0;
+  for (; i + kColumnRowsInFlight <= n; i += kColumnRowsInFlight) {
+    float v[kColumnRowsInFlight];
+#pragma unroll
+    for (int u = 0; u < kColumnRowsInFlight; ++u)
+      v[u] = p[(i + u) * ld];
+#pragma unroll
+    for (int u = 0; u < kColumnRowsInFlight; ++u)
+      s += v[u];
+  }
+  for (; i < n; ++i)
+    s += p[i * ld];
+  return s;
+}
+
 template <int N>
 __global__ void column_final_kernel(std::int64_t chunks, std::int64_t cols, const float* partial,
                                     float* o0, float* o1) {
   for (std::int64_t c = global_thread(); c < cols; c += global_stride()) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      // kColumnRowsInFlight partials loaded before they are added in chunk order: one load per
-      // add made the column a chain of 256 dependent L2 round trips (about 30 us, whatever the
-      // size of the reduction: most of a one-output layer's weight gradient).
-      const float* p = partial + k * chunks * cols + c;
-      float s = 0.0f;
-      std::int64_t i = 0;
-      for (; i + kColumnRowsInFlight <= chunks; i += kColumnRowsInFlight) {
-        float v[kColumnRowsInFlight];
-#pragma unroll
-        for (int u = 0; u < kColumnRowsInFlight; ++u)
-          v[u] = p[(i + u) * cols];
-#pragma unroll
-        for (int u = 0; u < kColumnRowsInFlight; ++u)
-          s += v[u];
-      }
-      for (; i < chunks; ++i)
-        s += p[i * cols];
-      (k == 0 ? o0 : o1)[c] = s;
-    }
+    for (int k = 0; k < N; ++k)
+      (k == 0 ? o0 : o1)[c] = sum_in_order(partial + k * chunks * cols + c, chunks, cols);
   }
 }
 
