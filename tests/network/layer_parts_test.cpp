@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -78,6 +79,18 @@ constexpr const char* kDcn = R"([
   {"name": "loss", "type": "BinaryCrossEntropyLoss", "bottom": ["fc2", "label"], "top": "loss"}
 ])";
 
+// Random dense features and embedding outputs, labels 1.
+void fill_random(HostNetwork& n) {
+  auto rng = testing::make_rng();
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (const char* name : {"dense", "emb"}) {
+    const Tensor& v = n.inputs[name]->value();
+    for (std::int64_t i = 0; i < v.numel(); ++i)
+      v.data<float>()[i] = u(rng);
+  }
+  ops::fill(n.inputs["label"]->value(), 1.0);
+}
+
 TEST(LayerParts, DlrmHasABottomMlpBeforeAndATopMlpAfterTheInteraction) {
   HostNetwork n(kDlrm, 5, 3, 8);
   const auto parts = n.parts();
@@ -104,14 +117,7 @@ TEST(LayerParts, ABranchBesideTheInteractionIsBottomAndWhatJoinsItIsTop) {
 
 TEST(LayerParts, ANetworkWithATimerTimesEveryPartForwardAndBackward) {
   HostNetwork n(kDlrm, 7, 3, 8);
-  auto rng = testing::make_rng();
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const char* name : {"dense", "emb"}) {
-    const Tensor& v = n.inputs[name]->value();
-    for (std::int64_t i = 0; i < v.numel(); ++i)
-      v.data<float>()[i] = u(rng);
-  }
-  ops::fill(n.inputs["label"]->value(), 1.0);
+  fill_random(n);
   PartTimer timer(Place::host());
   n.network->set_part_timer(&timer);
   n.network->forward(true);
@@ -135,12 +141,6 @@ TEST(LayerParts, ANetworkWithATimerTimesEveryPartForwardAndBackward) {
   EXPECT_EQ(timer.collect().front().intervals, bottom_intervals);
 }
 
-// Hooks around a network's use of some inputs: where they fire, seen through sentinel values.
-struct HookedRun {
-  int before_calls = 0, final_calls = 0;
-  std::vector<float> grad_at_hook;
-};
-
 const Blob& top_of(const DenseNetwork& n, const std::string& layer) {
   for (const LayerPtr& l : n.layers())
     if (l->name() == layer) return *l->tops().at(0);
@@ -157,15 +157,32 @@ bool none_nan(const Tensor& t) {
   return std::none_of(v.begin(), v.end(), [](float x) { return std::isnan(x); });
 }
 
-void fill_random(HostNetwork& n) {
-  auto rng = testing::make_rng();
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (const char* name : {"dense", "emb"}) {
-    const Tensor& v = n.inputs[name]->value();
-    for (std::int64_t i = 0; i < v.numel(); ++i)
-      v.data<float>()[i] = u(rng);
+// One forward and backward with hooks on `input`, each of which must fire once. The outputs of
+// the `poisoned` layers and their gradients start as NaN, so the hooks' checks see which layers
+// had run when they fired.
+void run_hooked(HostNetwork& n, const Blob* input, const std::vector<std::string>& poisoned,
+                const std::function<void()>& before_first_use,
+                const std::function<void()>& gradients_final) {
+  int before_calls = 0, final_calls = 0;
+  DenseNetwork::InputHooks hooks;
+  hooks.inputs = {input};
+  hooks.before_first_use = [&](StreamHandle) {
+    ++before_calls;
+    before_first_use();
+  };
+  hooks.gradients_final = [&](StreamHandle) {
+    ++final_calls;
+    gradients_final();
+  };
+  n.network->set_input_hooks(hooks);
+  for (const std::string& layer : poisoned) {
+    ops::fill(top_of(*n.network, layer).value(), std::nan(""));
+    ops::fill(top_of(*n.network, layer).grad(), std::nan(""));
   }
-  ops::fill(n.inputs["label"]->value(), 1.0);
+  n.network->forward(true);
+  n.network->backward();
+  EXPECT_EQ(before_calls, 1);
+  EXPECT_EQ(final_calls, 1);
 }
 
 TEST(InputHooks, TheLookupLandsBeforeItsFirstReaderAndTheGradientIsTakenBeforeTheBottomMlp) {
@@ -180,32 +197,21 @@ TEST(InputHooks, TheLookupLandsBeforeItsFirstReaderAndTheGradientIsTakenBeforeTh
 
   // Again, with the embeddings written by the hook, as the lookup on another stream would be.
   ops::fill(emb, 0.0);
-  HookedRun run;
-  const double nan = std::nan("");
-  DenseNetwork::InputHooks hooks;
-  hooks.inputs = {n.inputs["emb"].get()};
-  hooks.before_first_use = [&](StreamHandle) {
-    ++run.before_calls;
-    EXPECT_TRUE(none_nan(top_of(*n.network, "fc2").value()));          // the bottom MLP ran
-    EXPECT_TRUE(all_nan(top_of(*n.network, "interaction1").value()));  // its reader did not
-    emb.copy_from(looked_up);
-  };
-  hooks.gradients_final = [&](StreamHandle) {
-    ++run.final_calls;
-    EXPECT_TRUE(none_nan(top_of(*n.network, "interaction1").grad()));
-    EXPECT_TRUE(all_nan(top_of(*n.network, "fc1").grad()));  // the bottom MLP's backward waits
-    run.grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
-  };
-  n.network->set_input_hooks(hooks);
-  ops::fill(top_of(*n.network, "fc2").value(), nan);
-  ops::fill(top_of(*n.network, "interaction1").value(), nan);
-  ops::fill(top_of(*n.network, "fc1").grad(), nan);
-  n.network->forward(true);
-  n.network->backward();
-  EXPECT_EQ(run.before_calls, 1);
-  EXPECT_EQ(run.final_calls, 1);
+  std::vector<float> grad_at_hook;
+  run_hooked(
+      n, n.inputs["emb"].get(), {"fc1", "fc2", "interaction1"},
+      [&] {
+        EXPECT_TRUE(none_nan(top_of(*n.network, "fc2").value()));          // the bottom MLP ran
+        EXPECT_TRUE(all_nan(top_of(*n.network, "interaction1").value()));  // its reader did not
+        emb.copy_from(looked_up);
+      },
+      [&] {
+        EXPECT_TRUE(none_nan(top_of(*n.network, "interaction1").grad()));
+        EXPECT_TRUE(all_nan(top_of(*n.network, "fc1").grad()));  // the bottom MLP's backward waits
+        grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
+      });
   EXPECT_EQ(n.network->loss().read_loss(nullptr), loss);
-  EXPECT_EQ(run.grad_at_hook, grad);
+  EXPECT_EQ(grad_at_hook, grad);
   EXPECT_EQ(n.inputs["emb"]->grad().to_vector<float>(), grad);
   EXPECT_TRUE(none_nan(top_of(*n.network, "fc1").grad()));
 }
@@ -213,52 +219,24 @@ TEST(InputHooks, TheLookupLandsBeforeItsFirstReaderAndTheGradientIsTakenBeforeTh
 TEST(InputHooks, AViewAsTheFirstReaderHooksBeforeEveryLayerAndAfterTheWholeBackward) {
   HostNetwork n(kDcn, 4, 3, 8);
   fill_random(n);
-  HookedRun run;
-  const double nan = std::nan("");
-  DenseNetwork::InputHooks hooks;
-  hooks.inputs = {n.inputs["emb"].get()};
-  hooks.before_first_use = [&](StreamHandle) {
-    ++run.before_calls;
-    EXPECT_TRUE(all_nan(top_of(*n.network, "concat1").value()));
-  };
-  hooks.gradients_final = [&](StreamHandle) {
-    ++run.final_calls;
-    EXPECT_TRUE(none_nan(top_of(*n.network, "concat1").grad()));
-    run.grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
-  };
-  n.network->set_input_hooks(hooks);
-  ops::fill(top_of(*n.network, "concat1").value(), nan);
-  ops::fill(top_of(*n.network, "concat1").grad(), nan);
-  n.network->forward(true);
-  n.network->backward();
-  EXPECT_EQ(run.before_calls, 1);
-  EXPECT_EQ(run.final_calls, 1);
-  EXPECT_EQ(run.grad_at_hook, n.inputs["emb"]->grad().to_vector<float>());
+  std::vector<float> grad_at_hook;
+  run_hooked(
+      n, n.inputs["emb"].get(), {"concat1"},
+      [&] { EXPECT_TRUE(all_nan(top_of(*n.network, "concat1").value())); },
+      [&] {
+        EXPECT_TRUE(none_nan(top_of(*n.network, "concat1").grad()));
+        grad_at_hook = n.inputs["emb"]->grad().to_vector<float>();
+      });
+  EXPECT_EQ(grad_at_hook, n.inputs["emb"]->grad().to_vector<float>());
 }
 
 TEST(InputHooks, InputsNoLayerReadsAreHookedAfterTheForwardAndBeforeTheBackward) {
   HostNetwork n(kDlrm, 5, 3, 8);
   fill_random(n);
   const BlobPtr unused = make_input_blob("unused", {5, 4}, DType::F32, Place::host(), true);
-  HookedRun run;
-  const double nan = std::nan("");
-  DenseNetwork::InputHooks hooks;
-  hooks.inputs = {unused.get()};
-  hooks.before_first_use = [&](StreamHandle) {
-    ++run.before_calls;
-    EXPECT_TRUE(none_nan(top_of(*n.network, "fc4").value()));
-  };
-  hooks.gradients_final = [&](StreamHandle) {
-    ++run.final_calls;
-    EXPECT_TRUE(all_nan(top_of(*n.network, "fc4").grad()));
-  };
-  n.network->set_input_hooks(hooks);
-  ops::fill(top_of(*n.network, "fc4").value(), nan);
-  ops::fill(top_of(*n.network, "fc4").grad(), nan);
-  n.network->forward(true);
-  n.network->backward();
-  EXPECT_EQ(run.before_calls, 1);
-  EXPECT_EQ(run.final_calls, 1);
+  run_hooked(
+      n, unused.get(), {"fc4"}, [&] { EXPECT_TRUE(none_nan(top_of(*n.network, "fc4").value())); },
+      [&] { EXPECT_TRUE(all_nan(top_of(*n.network, "fc4").grad())); });
   EXPECT_TRUE(none_nan(top_of(*n.network, "fc4").grad()));
 }
 

@@ -261,14 +261,28 @@ float Replica::train_step(const data::DeviceBatch& batch) {
     overlap_->step_start.record(s);
     overlap_->step_start.block(side);
   }
-  feed_embeddings(*train_.inputs, batch, true, side);
-  if (overlap_) overlap_->embeddings_ready.record(side);
-  begin_part(kDataPart);
-  feed_data(*train_.inputs, batch, s);
-  if (dense_graph_ != nullptr) begin_part("dense forward + backward (CUDA graph)");
-  run_dense(s);
-  skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
-  const float lr = skipped_ ? optimizer_->schedule().current() : apply_updates(s, side);
+  float lr = 0;
+  try {
+    feed_embeddings(*train_.inputs, batch, true, side);
+    if (overlap_) overlap_->embeddings_ready.record(side);
+    begin_part(kDataPart);
+    feed_data(*train_.inputs, batch, s);
+    if (dense_graph_ != nullptr) begin_part("dense forward + backward (CUDA graph)");
+    run_dense(s);
+    skipped_ = config_.solver.nan_policy == NanPolicy::Skip && !loss_finite_on_every_rank(s);
+    lr = skipped_ ? optimizer_->schedule().current() : apply_updates(s, side);
+  } catch (...) {
+    // Whatever runs after a failed step (a checkpoint, the tables' release) is queued on the
+    // compute stream: it waits for the embeddings' work already queued.
+    if (side != s) {
+      try {
+        wait_for_stream(s, side, place_.device());
+      } catch (...) {
+        // The device's own error reaches the caller through the first exception.
+      }
+    }
+    throw;
+  }
   if (parts_ != nullptr) {
     parts_->end(s);
     parts_->count_step();
