@@ -61,7 +61,11 @@ void print_roofline(const std::string& run, const SampleCost& cost, double sampl
 
 // Prints the parts of a profiling pass as a table: ms per step, % of the device's step (the sum of
 // the device parts), samples/s if the part alone ran; host parts after it. `unprofiled_rate` (the
-// run's samples/s without the timer) shows what the timing cost. `summary` adds SUMMARY lines.
+// run's samples/s without the timer) shows what the timing cost and, on a device, what the
+// unprofiled step's overlap hides: a profiled step runs on one stream, so the sum of its parts
+// less the unprofiled step's time is what ran beside other work (the embeddings beside the dense
+// network, their exchanges beside the bottom MLP), less the timing events' own cost. `summary`
+// adds SUMMARY lines.
 void print_parts(const std::string& run, const std::vector<PartTimer::Part>& parts,
                  std::int64_t steps, std::int64_t batch, double unprofiled_rate, bool on_device,
                  bool summary);
