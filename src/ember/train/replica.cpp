@@ -264,6 +264,7 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   float lr = 0;
   try {
     feed_embeddings(*train_.inputs, batch, true, side);
+    // Recorded on one stream too (a profiled step): the captured graph's wait node reads it.
     if (overlap_) overlap_->embeddings_ready.record(side);
     begin_part(kDataPart);
     feed_data(*train_.inputs, batch, s);
