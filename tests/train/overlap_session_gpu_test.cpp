@@ -1,7 +1,8 @@
 // On a GPU the embeddings' lookup, backward and update run on a stream of their own beside the
 // dense network (solver overlap_embedding, on by default): the same work in another order on the
 // device, so every configuration trains to bitwise the losses and AUC of the one-stream step, with
-// and without a CUDA graph, on one GPU and on two.
+// and without a CUDA graph, on one GPU and on two (there also with HybridSparseEmbedding, whose
+// update runs collectives of its own).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,15 +35,18 @@ Outcome train_with(const nlohmann::json& json, const TinyDataset& data,
   return out;
 }
 
-void expect_same_training(const std::string& name, const std::vector<int>& gpus) {
+void expect_same_training(const std::string& name, const std::vector<int>& gpus,
+                          const std::vector<std::string>& model = {}) {
   const nlohmann::json json = test_sized_config(name);
   auto data = make_dataset(json, 6000);
-  for (const std::vector<std::string>& mode : std::vector<std::vector<std::string>>{
+  for (std::vector<std::string> mode : std::vector<std::vector<std::string>>{
            {},
            {"solver.mixed_precision=1024"},
            {"solver.mixed_precision=1024", "solver.cuda_graph=true"}}) {
-    const std::string what = name + (mode.empty() ? " fp32" : " " + mode.back()) + " on " +
+    const std::string what = name + (model.empty() ? "" : " " + model.front()) +
+                             (mode.empty() ? " fp32" : " " + mode.back()) + " on " +
                              std::to_string(gpus.size()) + " GPU(s)";
+    mode.insert(mode.end(), model.begin(), model.end());
     std::vector<std::string> one_stream = mode;
     one_stream.push_back("solver.overlap_embedding=false");
     const Outcome want = train_with(json, *data, one_stream, gpus);
@@ -65,6 +69,11 @@ TEST(OverlapSessionGpu, TwoGpusTrainBitwiseAsOnOneStream) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 or more GPUs";
   for (const char* name : {"dlrm", "deepfm"})
     expect_same_training(name, {0, 1});
+  // One process: IB_NVLink (HugeCTR's default) would make nothing frequent.
+  expect_same_training("dlrm", {0, 1},
+                       {"layers.sparse_embedding1.type=HybridSparseEmbedding",
+                        "layers.sparse_embedding1.sparse_embedding_hparam.communication_type="
+                        "NVLink_SingleNode"});
 }
 
 }  // namespace

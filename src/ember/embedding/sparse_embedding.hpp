@@ -120,6 +120,10 @@ class SparseEmbedding {
   // One optimizer step on the rows of the last backward (all rows for Global), with the
   // learning rate of the schedule's next step. Gradients arrive multiplied by loss_scaler.
   void update(float loss_scaler = 1.0f);
+  // Whether update() runs collectives (HybridSparseEmbedding all-reduces its frequent rows'
+  // gradients there): a caller running other collectives beside it must wait for it, not only
+  // for backward().
+  bool update_communicates() const { return hybrid_ != nullptr && comm_.size() > 1; }
 
   // Collective. Gathers every rank's rows (LazyGlobal rows brought up to date first); the
   // snapshot is complete on rank 0 and empty elsewhere.
