@@ -344,18 +344,22 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
                                       b->unique_count.data<std::int64_t>(), table_values(), V,
                                       row_states(), step_, lp, stream());
   }
-  // One rank pools straight into the output, in its dtype; several pool vectors for the
-  // exchange, in the dtype it moves them in.
-  const bool direct = D == 1;
-  const Tensor pooled = direct ? out
-                               : scratch(tag + "pooled", b->bags * V,
-                                         exchange_dtype(out.dtype(), !is_localized(config_.type)));
-  if (b->bags > 0) {
-    kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
-                             b->scale.data<float>(), b->bags, table_values(), V, pooled.data(),
-                             vector_type(pooled.dtype()), stream());
+  if (D > 1 && is_localized(config_.type)) {
+    // Pooled peer by peer, each block sent while the next is pooled (sparse_embedding_exchange).
+    pool_and_exchange(*b, tag, out);
+  } else {
+    // One rank pools straight into the output, in its dtype; DistributedSlot pools partial sums
+    // for the reduce-scatter, in f32.
+    const bool direct = D == 1;
+    const Tensor pooled =
+        direct ? out : scratch(tag + "pooled", b->bags * V, exchange_dtype(out.dtype(), true));
+    if (b->bags > 0) {
+      kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
+                               b->scale.data<float>(), b->bags, table_values(), V, pooled.data(),
+                               vector_type(pooled.dtype()), stream());
+    }
+    if (!direct) exchange_forward(pooled, out);
   }
-  if (!direct) exchange_forward(pooled, out);
   if (training) batch_ = std::move(b);
 }
 
@@ -502,107 +506,6 @@ kernels::Values SparseEmbedding::table_values() const {
       config_.stochastic_rounding ? kernels::Rounding::Stochastic : kernels::Rounding::Nearest;
   v.seed = kernels::rounding_seed(config_.seed);
   return v;
-}
-
-DType SparseEmbedding::exchange_dtype(DType dtype, bool sums) const {
-  if (dtype == DType::F32 || sums) return DType::F32;
-  return config_.vec_size % 2 == 0 ? dtype : DType::F32;
-}
-
-void SparseEmbedding::exchange_forward(const Tensor& pooled, const Tensor& out) {
-  if (out.dtype() != pooled.dtype()) {
-    // Pooled in f32 (a sum across ranks, or an odd 16-bit width): rounded into the output once.
-    Tensor wide = scratch("exchanged", out.numel(), pooled.dtype()).reshape(out.shape());
-    exchange_forward(pooled, wide);
-    ops::copy(out, wide, stream());
-    return;
-  }
-  const int D = comm_.size();
-  const std::int64_t S = config_.slot_num, V = config_.vec_size;
-  const std::int64_t Bl = out.size(0);
-  if (!is_localized(config_.type)) {
-    comm_.reduce_scatter(pooled.reshape({-1}), out.reshape({-1}), distributed::ReduceOp::Sum,
-                         stream());
-    return;
-  }
-  // Rank p owns slots p, p + D, ...: S_p of them.
-  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
-  const std::int64_t mine = owned(comm_.rank());
-  std::vector<std::int64_t> send_counts(D), recv_counts(D);
-  for (int p = 0; p < D; ++p) {
-    send_counts[p] = Bl * mine * V;
-    recv_counts[p] = Bl * owned(p) * V;
-  }
-  build_exchange_index(Bl);
-  Tensor recv = scratch("a2a_recv", Bl * S * V, out.dtype());
-  comm_.all_to_all_v(as_words(pooled), word_counts(send_counts, pooled), as_words(recv),
-                     word_counts(recv_counts, recv), stream());
-  if (Bl * S > 0) {
-    // Rows move as bytes, in whatever dtype they are.
-    kernels::on(place_).move_rows(out.data(), nullptr, recv.data(),
-                                  forward_index_.data<std::int64_t>(), Bl * S,
-                                  V * static_cast<std::int64_t>(out.element_size()), stream());
-  }
-}
-
-void SparseEmbedding::build_exchange_index(std::int64_t Bl) {
-  if (index_local_batch_ == Bl) return;
-  const int D = comm_.size();
-  const std::int64_t S = config_.slot_num;
-  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
-  // forward: out row b * S + s comes from peer p = s % D, its slot j = s / D.
-  // backward: the send block of peer p lists grad rows b * S + (p + j * D).
-  std::vector<std::int64_t> fwd(Bl * S), bwd;
-  std::vector<std::int64_t> base(D + 1, 0);
-  for (int p = 0; p < D; ++p)
-    base[p + 1] = base[p] + Bl * owned(p);
-  for (std::int64_t b = 0; b < Bl; ++b) {
-    for (std::int64_t s = 0; s < S; ++s) {
-      const int p = static_cast<int>(s % D);
-      fwd[b * S + s] = base[p] + b * owned(p) + s / D;
-    }
-  }
-  for (int p = 0; p < D; ++p) {
-    for (std::int64_t b = 0; b < Bl; ++b) {
-      for (std::int64_t j = 0; j < owned(p); ++j)
-        bwd.push_back(b * S + p + j * D);
-    }
-  }
-  forward_index_ = Tensor::from_vector(fwd.empty() ? std::vector<std::int64_t>{0} : fwd, place_);
-  backward_index_ = Tensor::from_vector(bwd.empty() ? std::vector<std::int64_t>{0} : bwd, place_);
-  index_local_batch_ = Bl;
-}
-
-Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
-  const int D = comm_.size();
-  const std::int64_t S = config_.slot_num, V = config_.vec_size;
-  const std::int64_t Bl = grad.size(0), B = Bl * D;
-  if (D == 1) return grad.contiguous().reshape({Bl * S, V});
-  if (!is_localized(config_.type)) {
-    Tensor all = scratch("grad_all", B * S * V, grad.dtype());
-    comm_.all_gather(as_words(grad.contiguous()), as_words(all), stream());
-    return all.reshape({B * S, V});
-  }
-  auto owned = [&](int p) { return p < S ? (S - p + D - 1) / D : std::int64_t{0}; };
-  const std::int64_t mine = owned(comm_.rank());
-  std::vector<std::int64_t> send_counts(D), recv_counts(D);
-  for (int p = 0; p < D; ++p) {
-    send_counts[p] = Bl * owned(p) * V;
-    recv_counts[p] = Bl * mine * V;
-  }
-  EMBER_CHECK(index_local_batch_ == Bl, where(), ": backward with a local batch of ", Bl,
-              " after a forward of ", index_local_batch_);
-  Tensor send = scratch("grad_send", Bl * S * V, grad.dtype());
-  const Tensor g = grad.contiguous();
-  if (Bl * S > 0) {
-    kernels::on(place_).move_rows(send.data(), nullptr, g.data(),
-                                  backward_index_.data<std::int64_t>(), Bl * S,
-                                  V * static_cast<std::int64_t>(g.element_size()), stream());
-  }
-  Tensor recv = scratch("grad_recv", B * mine * V, grad.dtype());
-  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
-                     word_counts(recv_counts, recv), stream());
-  return recv.reshape({B * mine, V});
 }
 
 void SparseEmbedding::backward(const Tensor& grad) {

@@ -124,6 +124,11 @@ class SparseEmbedding {
   // gradients there): a caller running other collectives beside it must wait for it, not only
   // for backward().
   bool update_communicates() const { return hybrid_ != nullptr && comm_.size() > 1; }
+  // LocalizedSlot on two GPU ranks: whether the exchanges' transfers run on a stream of their
+  // own, beside the pooling (forward) and gathering (backward) of this rank's own block, rather
+  // than on the current stream after it. Off by default; the results are the same. A caller
+  // that times parts on one stream leaves it off.
+  void set_exchange_overlap(bool on);
 
   // Collective. Gathers every rank's rows (LazyGlobal rows brought up to date first); the
   // snapshot is complete on rank 0 and empty elsewhere.
@@ -218,7 +223,8 @@ class SparseEmbedding {
   void frequent_rows_from_owners();
   [[noreturn]] void throw_hybrid_error(std::int64_t bag, std::int64_t key,
                                        std::int64_t count) const;
-  // The all-to-all orders of the LocalizedSlot exchange for a local batch of `local_size`.
+  // The all-to-all orders of the LocalizedSlot exchange for a local batch of `local_size`, and
+  // where each peer's block starts in the forward's receive buffer (recv_first_).
   void build_exchange_index(std::int64_t local_size);
   // ---- persistence (sparse_embedding_io.cpp) ----
   // Rank 0's sink receives the whole model's rows in key order (then slot), streamed from every
@@ -246,8 +252,20 @@ class SparseEmbedding {
   // sums them (DistributedSlot's reduce-scatter). Moving 16-bit values as they are gives the
   // same bits as widening, moving and rounding them back, with half the bytes on the links.
   DType exchange_dtype(DType dtype, bool sums) const;
-  // pooled vectors (f32, or out's dtype: exchange_dtype) to their samples' ranks, into `out`
-  // (any of forward_into's dtypes).
+  // LocalizedSlot slots of rank p (p, p + D, ...).
+  std::int64_t slots_of_rank(int p) const;
+  // LocalizedSlot, several ranks: pools the batch's bags and sends each peer its block (with
+  // two ranks the peer's block first, sent while the own block is pooled), then reorders what
+  // arrived into `out` (any of forward_into's dtypes).
+  void pool_and_exchange(const Batch& b, const std::string& tag, const Tensor& out);
+  // One transfer of the two-rank exchange: `send` to rank `to`, `recv` from rank `from`, on
+  // the exchange stream once the current stream has written `send`.
+  void exchange_round(const Tensor& send, int to, const Tensor& recv, int from);
+  // The current stream waits for the exchange stream's rounds.
+  void join_exchange();
+  StreamHandle exchange_stream() const;
+  // DistributedSlot: the pooled partial sums (f32) reduce-scattered into `out` (any of
+  // forward_into's dtypes).
   void exchange_forward(const Tensor& pooled, const Tensor& out);
   // The output gradient (f32, or 16-bit where exchange_dtype keeps it) to the ranks that own its
   // rows; the result is in the same dtype.
@@ -289,7 +307,11 @@ class SparseEmbedding {
   Tensor step_values_;
   std::unique_ptr<Batch> batch_;           // the last training forward's bookkeeping
   Tensor forward_index_, backward_index_;  // LocalizedSlot all-to-all reorders
+  std::vector<std::int64_t> recv_first_;   // their peers' blocks: first row of each, and the end
   std::int64_t index_local_batch_ = -1;    // the local batch they were built for
+  bool exchange_overlap_ = false;          // set_exchange_overlap
+  Stream exchange_stream_;                 // CUDA, created when first asked for
+  Event exchange_block_ready_, exchange_done_;
   std::map<std::string, Tensor> scratch_;
   // Host tables: the rows in host memory with their device cache, the batch prepared ahead, and
   // three sets of batch buffers (one prepared, one running, one being released).

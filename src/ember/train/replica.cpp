@@ -258,6 +258,10 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   const StreamHandle side = overlap_ && parts_ == nullptr ? overlap_->stream.handle() : s;
   // A captured dense step is timed whole: events inside a graph would not time its replays.
   if (parts_ != nullptr) train_.network->set_part_timer(dense_graph_ ? nullptr : parts_);
+  // With several ranks the embeddings' transfers also get a stream of their own (the same
+  // condition: a profiled step keeps them on the one stream its parts tile).
+  for (const auto& e : embeddings_)
+    e->set_exchange_overlap(side != s);
   if (side != s) {
     // The lookups overwrite inputs the last step's backward read, and read the batch.
     overlap_->step_start.record(s);
