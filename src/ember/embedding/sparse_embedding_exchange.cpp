@@ -127,7 +127,8 @@ void SparseEmbedding::pool_and_exchange(const Batch& b, const std::string& tag, 
   build_exchange_index(Bl);
   const std::int64_t row_bytes = V * static_cast<std::int64_t>(out.element_size());
   // Peer p's samples' bags are p * block ... (p + 1) * block - 1 (sample-major, owned slots).
-  const Tensor pooled = scratch(tag + "pooled", b.bags * V, out.dtype());
+  // What travels: with two ranks the peer's block alone, with more every block.
+  const Tensor pooled = scratch(tag + "pooled", (D == 2 ? block : b.bags) * V, out.dtype());
   // Received from peer p: its slots for this rank's samples, at recv_first_[p] rows.
   const Tensor recv = scratch("a2a_recv", Bl * S * V, out.dtype());
   const kernels::KernelTable& k = kernels::on(place_);
@@ -141,9 +142,9 @@ void SparseEmbedding::pool_and_exchange(const Batch& b, const std::string& tag, 
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {
     const int peer = 1 - r;
-    pool_block(peer, row_at(pooled, peer * block, row_bytes));
-    exchange_round(pooled.slice(0, peer * block * V, (peer + 1) * block * V), peer,
-                   recv.slice(0, recv_first_[peer] * V, recv_first_[peer + 1] * V), peer);
+    pool_block(peer, pooled.data());
+    exchange_round(pooled, peer, recv.slice(0, recv_first_[peer] * V, recv_first_[peer + 1] * V),
+                   peer);
     pool_block(r, row_at(recv, recv_first_[r], row_bytes));
   } else {
     if (b.bags > 0) {
@@ -224,9 +225,11 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
   const std::int64_t row_bytes = V * static_cast<std::int64_t>(grad.element_size());
   const Tensor g = grad.contiguous();
   // To peer p: the gradients of its slots for this rank's samples (backward_index_ from
-  // recv_first_[p]); from peer p: this rank's slots for p's samples, at p * block rows (the
-  // global batch's sample order, as the update reads them).
-  const Tensor send = scratch("grad_send", Bl * S * V, grad.dtype());
+  // recv_first_[p]; with two ranks only the peer's block is sent); from peer p: this rank's
+  // slots for p's samples, at p * block rows (the global batch's sample order, as the update
+  // reads them).
+  const std::int64_t sent = D == 2 ? Bl * slots_of_rank(1 - r) : Bl * S;
+  const Tensor send = scratch("grad_send", sent * V, grad.dtype());
   const Tensor recv = scratch("grad_recv", B * mine * V, grad.dtype());
   const kernels::KernelTable& k = kernels::on(place_);
   auto gather_block = [&](int p, void* dst) {
@@ -238,9 +241,8 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {
     const int peer = 1 - r;
-    gather_block(peer, row_at(send, recv_first_[peer], row_bytes));
-    exchange_round(send.slice(0, recv_first_[peer] * V, recv_first_[peer + 1] * V), peer,
-                   recv.slice(0, peer * block * V, (peer + 1) * block * V), peer);
+    gather_block(peer, send.data());
+    exchange_round(send, peer, recv.slice(0, peer * block * V, (peer + 1) * block * V), peer);
     gather_block(r, row_at(recv, r * block, row_bytes));
   } else {
     if (Bl * S > 0) {
