@@ -345,7 +345,8 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
                                       row_states(), step_, lp, stream());
   }
   if (D > 1 && is_localized(config_.type)) {
-    // Pooled peer by peer, each block sent while the next is pooled (sparse_embedding_exchange).
+    // Pooled as it is sent: with two ranks the peer's block crosses while the own block is
+    // pooled (sparse_embedding_exchange.cpp).
     pool_and_exchange(*b, tag, out);
   } else {
     // One rank pools straight into the output, in its dtype; DistributedSlot pools partial sums

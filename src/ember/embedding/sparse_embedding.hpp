@@ -258,10 +258,10 @@ class SparseEmbedding {
   // two ranks the peer's block first, sent while the own block is pooled), then reorders what
   // arrived into `out` (any of forward_into's dtypes).
   void pool_and_exchange(const Batch& b, const std::string& tag, const Tensor& out);
-  // One transfer of the two-rank exchange: `send` to rank `to`, `recv` from rank `from`, on
-  // the exchange stream once the current stream has written `send`.
-  void exchange_round(const Tensor& send, int to, const Tensor& recv, int from);
-  // The current stream waits for the exchange stream's rounds.
+  // The two-rank exchange's transfer: `send` to `peer` and `recv` from it, on the exchange
+  // stream once the current stream has written `send`.
+  void exchange_with_peer(const Tensor& send, const Tensor& recv, int peer);
+  // The current stream waits for the exchange stream's transfer.
   void join_exchange();
   StreamHandle exchange_stream() const;
   // DistributedSlot: the pooled partial sums (f32) reduce-scattered into `out` (any of

@@ -85,12 +85,10 @@ StreamHandle SparseEmbedding::exchange_stream() const {
   return exchange_overlap_ ? exchange_stream_.handle() : stream();
 }
 
-void SparseEmbedding::exchange_round(const Tensor& send, int to, const Tensor& recv, int from) {
-  // Only `to` receives from this rank and only `from` sends to it (the caller's pairing).
-  const int D = comm_.size();
-  std::vector<std::int64_t> send_counts(D, 0), recv_counts(D, 0);
-  send_counts[to] = send.numel();
-  recv_counts[from] = recv.numel();
+void SparseEmbedding::exchange_with_peer(const Tensor& send, const Tensor& recv, int peer) {
+  std::vector<std::int64_t> send_counts(2, 0), recv_counts(2, 0);
+  send_counts[peer] = send.numel();
+  recv_counts[peer] = recv.numel();
   const StreamHandle s = stream(), x = exchange_stream();
   if (x != s) {
     // The block is written on the embedding's stream; the own block is prepared there meanwhile.
@@ -132,26 +130,22 @@ void SparseEmbedding::pool_and_exchange(const Batch& b, const std::string& tag, 
   // Received from peer p: its slots for this rank's samples, at recv_first_[p] rows.
   const Tensor recv = scratch("a2a_recv", Bl * S * V, out.dtype());
   const kernels::KernelTable& k = kernels::on(place_);
-  auto pool_block = [&](int p, void* dst) {
-    if (block == 0) return;
-    k.pool(b.local_offsets.data<std::int64_t>() + p * block,
-           b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr,
-           b.scale.data<float>() + p * block, block, table_values(), V, dst,
-           vector_type(out.dtype()), stream());
+  // Bags first ... first + count - 1 into dst.
+  auto pool_bags = [&](std::int64_t first, std::int64_t count, void* dst) {
+    if (count == 0) return;
+    k.pool(b.local_offsets.data<std::int64_t>() + first,
+           b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr, b.scale.data<float>() + first,
+           count, table_values(), V, dst, vector_type(out.dtype()), stream());
   };
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {
     const int peer = 1 - r;
-    pool_block(peer, pooled.data());
-    exchange_round(pooled, peer, recv.slice(0, recv_first_[peer] * V, recv_first_[peer + 1] * V),
-                   peer);
-    pool_block(r, row_at(recv, recv_first_[r], row_bytes));
+    pool_bags(peer * block, block, pooled.data());
+    exchange_with_peer(pooled, recv.slice(0, recv_first_[peer] * V, recv_first_[peer + 1] * V),
+                       peer);
+    pool_bags(r * block, block, row_at(recv, recv_first_[r], row_bytes));
   } else {
-    if (b.bags > 0) {
-      k.pool(b.local_offsets.data<std::int64_t>(),
-             b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr, b.scale.data<float>(),
-             b.bags, table_values(), V, pooled.data(), vector_type(out.dtype()), stream());
-    }
+    pool_bags(0, b.bags, pooled.data());
     std::vector<std::int64_t> send_counts(D), recv_counts(D);
     for (int p = 0; p < D; ++p) {
       send_counts[p] = block * V;
@@ -232,24 +226,21 @@ Tensor SparseEmbedding::exchange_backward(const Tensor& grad) {
   const Tensor send = scratch("grad_send", sent * V, grad.dtype());
   const Tensor recv = scratch("grad_recv", B * mine * V, grad.dtype());
   const kernels::KernelTable& k = kernels::on(place_);
-  auto gather_block = [&](int p, void* dst) {
-    const std::int64_t n = Bl * slots_of_rank(p);
-    if (n == 0) return;
-    k.move_rows(dst, nullptr, g.data(), backward_index_.data<std::int64_t>() + recv_first_[p], n,
+  // The gradient rows listed at backward_index_[first ... first + count - 1] into dst.
+  auto gather_rows = [&](std::int64_t first, std::int64_t count, void* dst) {
+    if (count == 0) return;
+    k.move_rows(dst, nullptr, g.data(), backward_index_.data<std::int64_t>() + first, count,
                 row_bytes, stream());
   };
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {
     const int peer = 1 - r;
-    gather_block(peer, send.data());
-    exchange_round(send, peer, recv.slice(0, peer * block * V, (peer + 1) * block * V), peer);
-    gather_block(r, row_at(recv, r * block, row_bytes));
+    gather_rows(recv_first_[peer], sent, send.data());
+    exchange_with_peer(send, recv.slice(0, peer * block * V, (peer + 1) * block * V), peer);
+    gather_rows(recv_first_[r], block, row_at(recv, r * block, row_bytes));
   } else {
-    if (Bl * S > 0) {
-      // Every peer's block at once: backward_index_ lists them in send's order.
-      k.move_rows(send.data(), nullptr, g.data(), backward_index_.data<std::int64_t>(), Bl * S,
-                  row_bytes, stream());
-    }
+    // Every peer's block at once: backward_index_ lists them in send's order.
+    gather_rows(0, Bl * S, send.data());
     std::vector<std::int64_t> send_counts(D), recv_counts(D);
     for (int p = 0; p < D; ++p) {
       send_counts[p] = Bl * slots_of_rank(p) * V;
