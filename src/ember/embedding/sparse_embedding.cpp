@@ -92,7 +92,11 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
                                                 config_.init_bound, stream());
     });
   }
-  if (config_.type == EmbeddingType::Hybrid) make_hybrid();
+  // With no frequent category the hybrid layer is the one-hot layer (the same rows, the same
+  // results), and runs its code: the hybrid's machinery would only add an exchange with itself.
+  if (config_.type == EmbeddingType::Hybrid && !config_.hybrid.frequent_keys.empty()) {
+    make_hybrid();
+  }
 }
 
 std::int64_t SparseEmbedding::rank_capacity() const {
@@ -370,7 +374,7 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
   dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
     using Key = typename decltype(t)::type;
     const Tensor keys = b.local_keys.slice(0, 0, n);
-    if (config_.type == EmbeddingType::LocalizedSlotOneHot) {
+    if (is_onehot(config_.type)) {  // a hybrid layer here has no frequent rows
       kernels::OneHotArgs oh;
       oh.begin = onehot_begin_.data<std::int64_t>();
       oh.size = onehot_size_.data<std::int64_t>();
