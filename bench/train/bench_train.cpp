@@ -531,10 +531,10 @@ void print_costs(const Args& a) {
 
 // Weak scaling (--gpus N): DLRM Criteo-Kaggle with the localized one-hot embedding
 // (configs/dlrm_criteo_kaggle.json) and with HybridSparseEmbedding
-// (configs/dlrm_criteo_kaggle_hybrid.json), batch 65536 per GPU, fp32 and mixed f16, on 1, 2, 4,
-// ... N GPUs of this process (one rank per GPU, NCCL). Each run's profiling pass times the
-// collectives as parts of their own on GPU 0 (TimedCommunicator): the per-step all-to-all and
-// all-reduce, and the rest of the step.
+// (configs/dlrm_criteo_kaggle_hybrid.json; once more with frequent_rule "traffic"), batch 65536
+// per GPU, fp32 and mixed f16, on 1, 2, 4, ... N GPUs of this process (one rank per GPU, NCCL).
+// Each run's profiling pass times the collectives as parts of their own on GPU 0
+// (TimedCommunicator): the per-step all-to-all and all-reduce, and the rest of the step.
 int run_scaling(const Args& a, const fs::path& dir) {
   const int available = cuda_device_count();
   if (a.gpus > available) {
@@ -547,22 +547,41 @@ int run_scaling(const Args& a, const fs::path& dir) {
   if (counts.back() != a.gpus) counts.push_back(a.gpus);
   const std::int64_t per_gpu = 65536, iterations = a.warmup + a.iters;
   const Mode modes[] = {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}};
-  for (const char* name : {"dlrm_criteo_kaggle", "dlrm_criteo_kaggle_hybrid"}) {
-    const fs::path path = config_path(name);
-    const nlohmann::json base = read_json(path);
+  // The hybrid twice: with its configuration's HugeCTR rule for the frequent rows
+  // (NVLink_SingleNode, p_dup_max 0.01) and with Ember's traffic rule.
+  struct Variant {
+    const char* config;
+    std::string name;
+    const char* frequent_rule;  // nullptr: the configuration's
+  };
+  const Variant variants[] = {
+      {"dlrm_criteo_kaggle", "dlrm_criteo_kaggle", nullptr},
+      {"dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid", nullptr},
+      {"dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid traffic", "traffic"}};
+  for (const Variant& v : variants) {
+    const std::string name = v.name;
+    const fs::path path = config_path(v.config);
+    nlohmann::json base = read_json(path);
+    if (v.frequent_rule != nullptr) {
+      for (auto& layer : base["layers"]) {
+        if (layer.value("type", "") == "HybridSparseEmbedding") {
+          layer["sparse_embedding_hparam"]["frequent_rule"] = v.frequent_rule;
+        }
+      }
+    }
     data::DatagenOptions o;
     data::apply_model_config(base, path.string(), o);
-    o.out_dir = (dir / name).string();
+    o.out_dir = (dir / v.config).string();
     // Norm in 16 files, one per reader thread (the configurations' Raw file is one stream, which
     // would feed 4 GPUs from one thread).
     o.format = data::DataFormat::Norm;
     o.files = 16;
     o.samples = per_gpu * a.gpus * (iterations + 4);
     o.eval_samples = per_gpu;
-    (void)data::generate_dataset(o);
+    if (v.frequent_rule == nullptr) (void)data::generate_dataset(o);  // a variant reuses it
     // The generated data's layer (format, file list, counts) with the model's names and inputs.
     const nlohmann::json generated = read_json(fs::path(o.out_dir) / "dataset.json")["data_layer"];
-    std::printf("\nWeak scaling, %s, batch %lld per GPU, samples/s:\n", name,
+    std::printf("\nWeak scaling, %s, batch %lld per GPU, samples/s:\n", name.c_str(),
                 static_cast<long long>(per_gpu));
     for (const Mode& mode : modes) {
       double one = 0;
@@ -583,8 +602,7 @@ int run_scaling(const Args& a, const fs::path& dir) {
         std::vector<int> gpu_list(static_cast<std::size_t>(n));
         std::iota(gpu_list.begin(), gpu_list.end(), 0);
         j["solver"]["gpu"] = gpu_list;
-        const std::string what =
-            std::string(name) + " " + mode.name + " on " + std::to_string(n) + " GPU(s)";
+        const std::string what = name + " " + mode.name + " on " + std::to_string(n) + " GPU(s)";
         const EmberRun r = run_ember(a, j, mode, what, path.string(), false);
         if (r.rate <= 0) {
           std::printf("  %-48s fails: %s\n", what.c_str(), r.error.c_str());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -355,6 +356,11 @@ TEST(HybridFrequent, SingleNodeThresholdRoundingAndTies) {
   EXPECT_NE(f.describe(c).find("4 frequent categories (of 5 seen in 14 lookups; 3 counted >= 3"),
             std::string::npos)
       << f.describe(c);
+  // The line also says what the traffic rule would pick: 1 batch x 2 ranks x 4 / 4 (f32
+  // vectors) x 1.9 / 1.3 (HugeCTR's default bandwidths) = 2.92, reached by 5, 1 and 9.
+  EXPECT_EQ(f.traffic_rule_count, 3);
+  EXPECT_NE(f.describe(c).find("; frequent_rule traffic would pick 3,"), std::string::npos)
+      << f.describe(c);
   // 4 ranks: the 3 round to 4 as well (the threshold is 8 x sqrt(2 p / 2) = 7.3: set p so that
   // it is 3 again).
   in.ranks = 4;
@@ -437,6 +443,56 @@ TEST(HybridFrequent, InfinibandThresholdNeedsSeveralProcesses) {
   EXPECT_TRUE(choose_frequent_categories(keys, c, in).keys.empty());
 }
 
+// frequent_rule "traffic": a row is replicated when its lookups a batch pass D x 4 / e (its f32
+// sums' all-reduce against its vectors' exchange), weighted by the collectives' bandwidths.
+TEST(HybridFrequent, TrafficRuleReplicatesTheRowsThatSaveBytes) {
+  HybridConfig c;
+  c.rule = FrequentRule::Traffic;
+  c.communication = HybridCommunication::IB_NVLink;  // not read by this rule
+  c.max_num_frequent_categories = 10;
+  c.max_all_reduce_bandwidth = 1e11;
+  c.max_all_to_all_bandwidth = 1e11;
+  FrequentChoiceInputs in;
+  in.batch_size = 8;
+  in.batch_size_eval = 8;
+  in.batches = 0.5;
+  in.ranks = 2;
+  in.processes = 1;  // one process: HugeCTR's IB rule would make nothing frequent
+  in.exchange_bytes = 2;
+  // 0.5 batches x 2 ranks x 4 / 2 = 2: keys 5, 1, 9 and 4 reach it (4 is a multiple of 2).
+  EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 2.0);
+  auto keys = counted_keys();
+  FrequentChoice f = choose_frequent_categories(keys, c, in);
+  EXPECT_EQ(f.above_threshold, 4);
+  EXPECT_EQ(f.keys, (std::vector<std::int64_t>{1, 4, 5, 9}));
+  EXPECT_NE(f.describe(c).find("4 counted >= 2 times, frequent_rule traffic"), std::string::npos)
+      << f.describe(c);
+  EXPECT_EQ(f.traffic_rule_count, -1);  // it is the rule in use
+  // f32 vectors cost twice the bytes to exchange: half the threshold (1), and so on.
+  in.exchange_bytes = 4;
+  EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 1.0);
+  // Each term: more ranks, a faster all-to-all, a lower efficiency ratio.
+  in.exchange_bytes = 2;
+  in.ranks = 4;
+  EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 4.0);
+  c.max_all_to_all_bandwidth = 1.5e11;
+  EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 6.0);
+  c.efficiency_bandwidth_ratio = 0.5;
+  EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 3.0);
+  keys = counted_keys();
+  // 5, 1 and 9 reach 3, rounded up to 4 for 4 ranks.
+  EXPECT_EQ(choose_frequent_categories(keys, c, in).keys, (std::vector<std::int64_t>{1, 4, 5, 9}));
+  // One rank exchanges nothing: nothing is worth replicating.
+  in.ranks = 1;
+  EXPECT_TRUE(std::isinf(frequent_count_threshold(c, in)));
+  keys = counted_keys();
+  const FrequentChoice one = choose_frequent_categories(keys, c, in);
+  EXPECT_TRUE(one.keys.empty());
+  EXPECT_NE(one.describe(c).find("none can be frequent with frequent_rule traffic on one rank"),
+            std::string::npos)
+      << one.describe(c);
+}
+
 // ---- configuration ----
 
 const char* kHybridLayer = R"({
@@ -447,6 +503,7 @@ const char* kHybridLayer = R"({
     "max_num_frequent_categories": 2, "max_num_infrequent_samples": -1, "p_dup_max": 0.02,
     "max_all_reduce_bandwidth": 1.5e11, "max_all_to_all_bandwidth": 2.5e11,
     "efficiency_bandwidth_ratio": 0.9, "communication_type": "NVLink_SingleNode",
+    "frequent_rule": "traffic",
     "hybrid_embedding_type": "Distributed", "num_iterations_statistics": 5,
     "use_train_precompute_indices": true, "use_eval_precompute_indices": false}})";
 
@@ -463,6 +520,7 @@ TEST(HybridConfig, ReadsHugeCtrKeys) {
   EXPECT_DOUBLE_EQ(c.hybrid.max_all_to_all_bandwidth, 2.5e11);
   EXPECT_DOUBLE_EQ(c.hybrid.efficiency_bandwidth_ratio, 0.9);
   EXPECT_EQ(c.hybrid.communication, HybridCommunication::NVLink_SingleNode);
+  EXPECT_EQ(c.hybrid.rule, FrequentRule::Traffic);
   EXPECT_TRUE(c.hybrid.frequent_keys.empty());
   // HugeCTR's defaults.
   const EmbeddingConfig d = parse_embedding_layer(nlohmann::json::parse(R"({
@@ -476,6 +534,7 @@ TEST(HybridConfig, ReadsHugeCtrKeys) {
   EXPECT_DOUBLE_EQ(d.hybrid.max_all_to_all_bandwidth, 1.9e11);
   EXPECT_DOUBLE_EQ(d.hybrid.efficiency_bandwidth_ratio, 1.0);
   EXPECT_EQ(d.hybrid.communication, HybridCommunication::IB_NVLink);
+  EXPECT_EQ(d.hybrid.rule, FrequentRule::HugeCTR);  // Ember's key; HugeCTR's rule by default
 }
 
 TEST(HybridConfig, ErrorsNameTheLayerKeyAndNumbers) {
@@ -514,6 +573,9 @@ TEST(HybridConfig, ErrorsNameTheLayerKeyAndNumbers) {
   expect_error("communication_type", "\"NVLink\"",
                "\"sparse_embedding_hparam.communication_type\" must be \"IB_NVLink\", "
                "\"IB_NVLink_Hierarchical\" or \"NVLink_SingleNode\", got \"NVLink\"");
+  expect_error("frequent_rule", "\"bytes\"",
+               "\"sparse_embedding_hparam.frequent_rule\" must be \"hugectr\" or \"traffic\", "
+               "got \"bytes\"");
   expect_error("hybrid_embedding_type", "\"Local\"",
                "\"sparse_embedding_hparam.hybrid_embedding_type\" must be \"Distributed\"");
   expect_error("slot_size_array", "",

@@ -98,6 +98,38 @@ TEST(HybridSession, SeveralCpuRanksTrainAsOneHotWithinRounding) {
   }
 }
 
+// frequent_rule "traffic" replicates only rows looked up often enough to save exchange bytes:
+// fewer than HugeCTR's NVLink_SingleNode rule picks here, none on one rank, and the model is the
+// one-hot layer's either way.
+TEST(HybridSession, TrafficRuleReplicatesFewerRowsAndTrainsTheSameModel) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 12000);
+  // A cap neither rule reaches (HugeCTR's default, 1 x the batch, would hold both at 120).
+  const std::vector<std::string> uncapped = {
+      "layers.sparse_embedding1.sparse_embedding_hparam.max_num_frequent_categories=100"};
+  const std::vector<std::string> traffic =
+      uncapped + std::vector<std::string>{
+                     "layers.sparse_embedding1.sparse_embedding_hparam.frequent_rule=traffic"};
+  Session one(tiny_config(json, *data, 120, 30, kEval + hybrid(traffic)), quiet_options());
+  EXPECT_EQ(frequent_count(one), 0u);
+  Session one_want(tiny_config(json, *data, 120, 30, kEval + onehot()), quiet_options());
+  const TrainResult a1 = one_want.train(), b1 = one.train();
+  EXPECT_EQ(losses_of(b1), losses_of(a1));
+
+  Session want(tiny_config(json, *data, 120, 60, kEval + onehot()), quiet_options("cpu", 2));
+  Session hugectr(tiny_config(json, *data, 120, 1, hybrid(uncapped)), quiet_options("cpu", 2));
+  Session got(tiny_config(json, *data, 120, 60, kEval + hybrid(traffic)), quiet_options("cpu", 2));
+  EXPECT_GT(frequent_count(got), 0u);
+  EXPECT_LT(frequent_count(got), frequent_count(hugectr));
+  const TrainResult a = want.train(), b = got.train();
+  const auto la = losses_of(a), lb = losses_of(b);
+  ASSERT_EQ(lb.size(), la.size());
+  for (std::size_t i = 0; i < la.size(); ++i)
+    EXPECT_NEAR(lb[i], la[i], 1e-4 * std::abs(la[i])) << "iteration " << i + 1;
+  ASSERT_TRUE(a.last_eval && b.last_eval);
+  EXPECT_NEAR(b.last_eval->auc, a.last_eval->auc, 1e-4);
+}
+
 TEST(HybridSession, TheStatisticsPassReadsTheBatchesAsked) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 4000);

@@ -37,6 +37,10 @@ const char* hybrid_communication_name(HybridCommunication c) {
   return "?";
 }
 
+const char* frequent_rule_name(FrequentRule r) {
+  return r == FrequentRule::HugeCTR ? "hugectr" : "traffic";
+}
+
 const char* combiner_name(Combiner combiner) {
   return combiner == Combiner::Sum ? "sum" : "mean";
 }
@@ -171,6 +175,11 @@ constexpr Named<HybridCommunication> kHybridCommunication[] = {
     {"NVLink_SingleNode", HybridCommunication::NVLink_SingleNode},
 };
 
+constexpr Named<FrequentRule> kFrequentRules[] = {
+    {"hugectr", FrequentRule::HugeCTR},
+    {"traffic", FrequentRule::Traffic},
+};
+
 // HugeCTR's only hybrid_embedding_type.
 enum class HybridLayout : std::uint8_t { Distributed };
 constexpr Named<HybridLayout> kHybridLayouts[] = {{"Distributed", HybridLayout::Distributed}};
@@ -209,6 +218,7 @@ void read_hybrid(ConfigReader& hp, HybridConfig& h) {
   h.efficiency_bandwidth_ratio = hp.number_or("efficiency_bandwidth_ratio",
                                               h.efficiency_bandwidth_ratio, NumberRange::above(0));
   h.communication = hp.choice_or("communication_type", h.communication, kHybridCommunication);
+  h.rule = hp.choice_or("frequent_rule", h.rule, kFrequentRules);
   (void)hp.choice_or("hybrid_embedding_type", HybridLayout::Distributed, kHybridLayouts);
   hp.ignore(kIgnoredHybridKeys);
 }

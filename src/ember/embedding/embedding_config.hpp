@@ -44,6 +44,12 @@ enum class HybridCommunication : std::uint8_t {
 };
 const char* hybrid_communication_name(HybridCommunication c);
 
+// How a HybridSparseEmbedding picks its frequent categories (Ember's "frequent_rule"): HugeCTR's
+// threshold for the communication_type, or the one that minimises the bytes the layer moves per
+// step (hybrid_frequent.hpp). Which rows are frequent never changes what the model computes.
+enum class FrequentRule : std::uint8_t { HugeCTR, Traffic };
+const char* frequent_rule_name(FrequentRule r);
+
 // HybridSparseEmbedding's keys of sparse_embedding_hparam (HugeCTR's names and defaults).
 struct HybridConfig {
   // Training batches counted to find the frequent categories (HugeCTR's statistics pass); unset
@@ -57,6 +63,7 @@ struct HybridConfig {
   double max_all_to_all_bandwidth = 1.9e11;
   double efficiency_bandwidth_ratio = 1.0;
   HybridCommunication communication = HybridCommunication::IB_NVLink;
+  FrequentRule rule = FrequentRule::HugeCTR;
   // The frequent categories (keys with their slot offsets), ascending, the same on every rank:
   // chosen from the training data before the layer is built (choose_frequent_categories); empty
   // until then (every key infrequent: the layer then trains as LocalizedSlotSparseEmbeddingOneHot).

@@ -12,6 +12,12 @@ double frequent_count_threshold(const HybridConfig& c, const FrequentChoiceInput
   constexpr double kNever = std::numeric_limits<double>::infinity();
   const double B = static_cast<double>(in.batch_size), N = in.batches;
   if (B <= 0 || N <= 0) return kNever;
+  if (c.rule == FrequentRule::Traffic) {
+    if (in.ranks <= 1 || in.exchange_bytes <= 0) return kNever;
+    constexpr double kSumBytes = 4.0;  // the frequent rows' gradient sums are all-reduced in f32
+    return N * in.ranks * (kSumBytes / in.exchange_bytes) * c.max_all_to_all_bandwidth /
+           c.max_all_reduce_bandwidth * c.efficiency_bandwidth_ratio;
+  }
   if (c.communication == HybridCommunication::NVLink_SingleNode) {
     const double M = B / std::max(1, in.ranks);
     if (M * (M - 1) <= 0) return kNever;
@@ -43,10 +49,22 @@ FrequentChoice choose_frequent_categories(std::vector<std::int64_t>& keys, const
   std::sort(counted.begin(), counted.end(), [](const auto& x, const auto& y) {
     return x.first != y.first ? x.first > y.first : x.second < y.second;
   });
-  std::int64_t n = 0;
-  while (n < out.distinct && static_cast<double>(counted[n].first) >= out.threshold)
-    ++n;
+  // The categories counted at least `threshold` times: a prefix of `counted`.
+  const auto reaching = [&](double threshold) {
+    const auto reaches = [threshold](const auto& x) {
+      return static_cast<double>(x.first) >= threshold;
+    };
+    const auto end = std::partition_point(counted.begin(), counted.end(), reaches);
+    return static_cast<std::int64_t>(end - counted.begin());
+  };
+  std::int64_t n = reaching(out.threshold);
   out.above_threshold = n;
+  if (c.rule == FrequentRule::HugeCTR) {
+    HybridConfig traffic = c;
+    traffic.rule = FrequentRule::Traffic;
+    const double t = frequent_count_threshold(traffic, in);
+    if (!std::isinf(t)) out.traffic_rule_count = reaching(t);
+  }
   const std::int64_t ranks = std::max(1, in.ranks);
   if (n > 0) n = ((n - 1) / ranks + 1) * ranks;
   if (n > out.distinct) n -= ranks;
@@ -64,14 +82,23 @@ std::string FrequentChoice::describe(const HybridConfig& c) const {
   std::ostringstream s;
   s << keys.size() << " frequent categories (of " << distinct << " seen in " << lookups
     << " lookups; ";
+  const bool traffic = c.rule == FrequentRule::Traffic;
   if (std::isinf(threshold)) {
-    s << "none can be frequent with communication_type "
-      << hybrid_communication_name(c.communication) << " on one process";
+    if (traffic) {
+      s << "none can be frequent with frequent_rule traffic on one rank: nothing is exchanged";
+    } else {
+      s << "none can be frequent with communication_type "
+        << hybrid_communication_name(c.communication) << " on one process";
+    }
   } else {
     s << above_threshold << " counted >= " << threshold << " times, "
-      << hybrid_communication_name(c.communication);
+      << (traffic ? "frequent_rule traffic" : hybrid_communication_name(c.communication));
   }
   if (capped) s << "; capped at max_num_frequent_categories x batch = " << cap;
+  if (traffic_rule_count >= 0) {
+    s << "; frequent_rule traffic would pick " << traffic_rule_count
+      << ", the set that moves the fewest bytes";
+  }
   s << "), " << (lookups > 0 ? 100.0 * static_cast<double>(frequent_lookups) / lookups : 0.0)
     << " % of the lookups";
   return s.str();

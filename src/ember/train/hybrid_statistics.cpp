@@ -42,7 +42,8 @@ void take_keys(const data::HostBatch& batch, Counting& c, std::int64_t vocabular
 
 }  // namespace
 
-void choose_hybrid_frequent_categories(ModelConfig& config, int ranks, int processes) {
+void choose_hybrid_frequent_categories(ModelConfig& config, int ranks, int processes,
+                                       bool half_activations) {
   const SolverConfig& s = config.solver;
   std::vector<Counting> layers;
   std::int64_t wanted = 0;
@@ -96,6 +97,9 @@ void choose_hybrid_frequent_categories(ModelConfig& config, int ranks, int proce
     in.batches = static_cast<double>(c.counted) / static_cast<double>(s.batchsize);
     in.ranks = ranks;
     in.processes = processes;
+    // The exchanged vectors' element (SparseEmbedding::exchange_dtype): the network's 16-bit
+    // activations, f32 otherwise or for an odd 16-bit width.
+    in.exchange_bytes = half_activations && c.layer->vec_size % 2 == 0 ? 2 : 4;
     const embedding::FrequentChoice choice =
         embedding::choose_frequent_categories(c.keys, c.layer->hybrid, in);
     c.layer->hybrid.frequent_keys = choice.keys;

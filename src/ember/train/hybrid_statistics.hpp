@@ -11,7 +11,9 @@ namespace ember::train {
 
 // Fills config.embeddings[i].hybrid.frequent_keys of every HybridSparseEmbedding, for a job of
 // `ranks` ranks in `processes` processes, and logs one line per layer. Does nothing (and reads
-// nothing) when the model has no hybrid layer.
-void choose_hybrid_frequent_categories(ModelConfig& config, int ranks, int processes);
+// nothing) when the model has no hybrid layer. `half_activations`: the network computes in 16
+// bits (mixed precision on CUDA), so the layers exchange 16-bit vectors (the traffic rule's e).
+void choose_hybrid_frequent_categories(ModelConfig& config, int ranks, int processes,
+                                       bool half_activations);
 
 }  // namespace ember::train

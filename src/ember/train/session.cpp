@@ -85,7 +85,8 @@ Session::Session(ModelConfig config, SessionOptions options)
   // HybridSparseEmbedding's frequent categories come from the training data (HugeCTR's
   // statistics pass); evaluation and prediction need none (they change no result).
   if (options_.purpose == SessionPurpose::Train) {
-    choose_hybrid_frequent_categories(config_, job.world_ranks, job.world.size);
+    choose_hybrid_frequent_categories(config_, job.world_ranks, job.world.size,
+                                      s.mixed_precision && m.places.front().is_cuda());
   }
   m.replicas.resize(m.places.size());
   m.team->run([&](int r) {
