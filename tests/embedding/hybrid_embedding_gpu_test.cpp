@@ -263,6 +263,12 @@ TEST(HybridEmbeddingGpu, DataErrorsAreRaisedByTheNextCall) {
                           "slot 2 of sample 3 has 2 keys (the first 270); HybridSparseEmbedding "
                           "takes one key per slot, as in HugeCTR (found on the GPU in an earlier "
                           "batch");
+  // Without frequent keys the layer runs the one-hot kernels, which check the same.
+  p.config.hybrid.frequent_keys.clear();
+  EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, 1, true), DataError,
+                          "slot 2 of sample 3 has more than one key (the second 271); "
+                          "HybridSparseEmbedding takes one key per slot, as in HugeCTR (found on "
+                          "the GPU in an earlier batch");
 }
 
 }  // namespace

@@ -308,6 +308,13 @@ TEST(HybridEmbedding, SeveralKeysInASlotAreAnError) {
   for (int D : {1, 2}) {
     EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, D), DataError, "slot 1 of sample 4 has 2 keys");
   }
+  // Without frequent keys the layer runs the one-hot code, which still takes one key a slot.
+  p.config.hybrid.frequent_keys.clear();
+  for (int D : {1, 2}) {
+    EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, D), DataError,
+                            "slot 1 of sample 4 has more than one key (the second 10); "
+                            "HybridSparseEmbedding takes one key per slot, as in HugeCTR");
+  }
 }
 
 TEST(HybridEmbedding, AKeyOutsideItsSlotIsAnError) {
@@ -318,7 +325,12 @@ TEST(HybridEmbedding, AKeyOutsideItsSlotIsAnError) {
                      2, 6, rng, false),
         {0, 8});
     set_bag(p.batches[1], 2 * 5 + 4, {key});  // sample 2, slot 4 (keys [80, 91))
+    Problem none = p;  // no frequent keys: the one-hot code, the same message
+    none.config.hybrid.frequent_keys.clear();
     for (int D : {1, 3}) {
+      EMBER_EXPECT_THROW_WITH(testing::run_ranks(none, D), DataError,
+                              "key " + std::to_string(key) +
+                                  " of sample 2 in slot 4 is outside the slot's range [80, 91)");
       EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, D), DataError,
                               "key " + std::to_string(key) +
                                   " of sample 2 in slot 4 is outside the slot's range [80, 91)");

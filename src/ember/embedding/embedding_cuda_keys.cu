@@ -105,7 +105,8 @@ __global__ void onehot_kernel(OneHotArgs a, const Key* __restrict__ keys,
   for (std::int64_t e = global_thread(); e < n; e += thread_count()) {
     const std::int64_t j = entry_bag[e] % a.owned_count;
     const auto key = static_cast<std::int64_t>(keys[e]);
-    if (key < a.begin[j] || key >= a.begin[j] + a.size[j]) {
+    const bool second = a.one_key_per_bag && e > 0 && entry_bag[e] == entry_bag[e - 1];
+    if (key < a.begin[j] || key >= a.begin[j] + a.size[j] || second) {
       rows[e] = -1;
       atomicMin(first_bad, static_cast<unsigned long long>(e));
     } else {

@@ -197,6 +197,9 @@ struct OneHotArgs {
   const std::int64_t* size = nullptr;
   const std::int64_t* local_base = nullptr;
   std::int64_t owned_count = 0;
+  // HybridSparseEmbedding (running the one-hot code without frequent rows) takes one key per
+  // bag, as in HugeCTR: a bag's second entry is then reported like a key outside its slot.
+  bool one_key_per_bag = false;
 };
 
 // What a HybridSparseEmbedding rank reads of the WHOLE global batch: rows b * S + s, at most
@@ -235,9 +238,10 @@ struct KeyKernels {
   std::int64_t (*select_local)(const SelectArgs& a, const Key* keys, std::int64_t* local_offsets,
                                Key* local_keys, std::int64_t* entry_bag, float* scale,
                                StreamHandle stream);
-  // rows[e] of one-hot keys. An entry whose key is outside its slot's range gets row -1 and is
-  // reported in bad[0..2] = {first such entry, its key, its bag}; bad[0] = -1 when none (three
-  // i64 at the place; nothing waits, the caller reads them when it likes).
+  // rows[e] of one-hot keys. An entry whose key is outside its slot's range (or, with
+  // a.one_key_per_bag, that follows another entry of its bag) gets row -1 and is reported in
+  // bad[0..2] = {first such entry, its key, its bag}; bad[0] = -1 when none (three i64 at the
+  // place; nothing waits, the caller reads them when it likes). Entries come in bag order.
   void (*onehot_rows)(const OneHotArgs& a, const Key* local_keys, const std::int64_t* entry_bag,
                       std::int64_t n, std::int64_t* rows, std::int64_t* bad, StreamHandle stream);
   // Initial values of rows [first, end) (host-known range), rounded to nearest into the table.

@@ -54,7 +54,8 @@ void onehot_rows(const OneHotArgs& a, const Key* keys, const std::int64_t* entry
   for (std::int64_t e = 0; e < n; ++e) {
     const std::int64_t j = entry_bag[e] % a.owned_count;
     const auto key = static_cast<std::int64_t>(keys[e]);
-    if (key < a.begin[j] || key >= a.begin[j] + a.size[j]) {
+    const bool second = a.one_key_per_bag && e > 0 && entry_bag[e] == entry_bag[e - 1];
+    if (key < a.begin[j] || key >= a.begin[j] + a.size[j] || second) {
       rows[e] = -1;
       if (bad[0] < 0) {
         bad[0] = e;

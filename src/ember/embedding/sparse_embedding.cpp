@@ -379,6 +379,7 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
       oh.begin = onehot_begin_.data<std::int64_t>();
       oh.size = onehot_size_.data<std::int64_t>();
       oh.local_base = onehot_base_.data<std::int64_t>();
+      oh.one_key_per_bag = config_.type == EmbeddingType::Hybrid;
       oh.owned_count = static_cast<std::int64_t>(owned_slots_.size());
       if (!onehot_bad_.defined()) {
         onehot_bad_ = Tensor::empty({3}, DType::I64, place_);
@@ -400,7 +401,7 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
         onehot_bad_pending_ = true;
       } else {
         const auto* bad = onehot_bad_.data<std::int64_t>();
-        if (bad[0] >= 0) throw_onehot_error(bad[0], bad[1], bad[2]);
+        if (bad[0] >= 0) throw_onehot_error(bad[1], bad[2]);
       }
       return;
     }
@@ -430,20 +431,25 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
   });
 }
 
-void SparseEmbedding::throw_onehot_error(std::int64_t entry, std::int64_t key,
-                                         std::int64_t bag) const {
+void SparseEmbedding::throw_onehot_error(std::int64_t key, std::int64_t bag) const {
   const auto owned = static_cast<std::int64_t>(owned_slots_.size());
   const std::int64_t j = bag % owned, s = owned_slots_[j];
   std::int64_t begin = 0;
   for (std::int64_t q = 0; q < s; ++q)
     begin += config_.slot_size_array[q];
+  const std::int64_t end = begin + config_.slot_size_array[s];
+  const char* late = place_.is_cuda() ? " (found on the GPU in an earlier batch: the step does "
+                                        "not wait for the device)"
+                                      : "";
+  if (key >= begin && key < end) {
+    // Inside its slot, so reported as a bag's second key (one_key_per_bag: the hybrid type).
+    EMBER_THROW_AS(DataError, where(), ": slot ", s, " of sample ", bag / owned,
+                   " has more than one key (the second ", key,
+                   "); HybridSparseEmbedding takes one key per slot, as in HugeCTR", late);
+  }
   EMBER_THROW_AS(DataError, where(), ": key ", key, " of sample ", bag / owned, " in slot ", s,
-                 " is outside the slot's range [", begin, ", ", begin + config_.slot_size_array[s],
-                 ") (LocalizedSlotSparseEmbeddingOneHot: keys carry slot offsets and must "
-                 "lie within slot_size_array)",
-                 place_.is_cuda() ? " (found on the GPU in an earlier batch: the step does not "
-                                    "wait for the device)"
-                                  : "");
+                 " is outside the slot's range [", begin, ", ", end,
+                 ") (keys carry slot offsets and must lie within slot_size_array)", late);
 }
 
 void SparseEmbedding::check_deferred_errors() {
@@ -453,7 +459,7 @@ void SparseEmbedding::check_deferred_errors() {
     onehot_bad_pending_ = false;
     const auto* bad = onehot_bad_host_.data<std::int64_t>();
     if (bad[0] >= 0 && hybrid_) throw_hybrid_error(bad[0], bad[1], bad[2]);
-    if (bad[0] >= 0) throw_onehot_error(bad[0], bad[1], bad[2]);
+    if (bad[0] >= 0) throw_onehot_error(bad[1], bad[2]);
   }
 }
 

@@ -166,7 +166,7 @@ class SparseEmbedding {
   StreamHandle stream() const;
   // Raises the errors of earlier batches found on the device (GPU ranks).
   void check_deferred_errors();
-  void throw_onehot_error(std::int64_t entry, std::int64_t key, std::int64_t bag) const;
+  void throw_onehot_error(std::int64_t key, std::int64_t bag) const;
   void check_batch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                    std::int64_t* global_batch) const;
   // Selects the rank's keys, finds (training: inserts) their rows and groups the entries by row,
