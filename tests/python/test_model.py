@@ -139,3 +139,9 @@ def test_hybrid_embedding_param_fills_the_hparam_keys():
     assert layer["type"] == "HybridSparseEmbedding"
     with pytest.raises(TypeError):
         ember.HybridEmbeddingParam(2, bogus=1)
+    # Ember's frequent_rule, by keyword beside HugeCTR's arguments.
+    traffic = ember.HybridEmbeddingParam(2, -1, 0.01, frequent_rule="traffic")
+    traffic_hparam = ember.SparseEmbedding(hybrid_embedding_param=traffic, **common).to_json()[
+        "sparse_embedding_hparam"]
+    assert traffic_hparam["frequent_rule"] == "traffic"
+    assert traffic_hparam["p_dup_max"] == 0.01

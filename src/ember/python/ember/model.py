@@ -93,13 +93,15 @@ class HybridEmbeddingParam:
     """HugeCTR's HybridEmbeddingParam: the hybrid keys of a HybridSparseEmbedding's
     sparse_embedding_hparam. Positional as in HugeCTR (its older 8-argument form, or the newer one
     with use_train_precompute_indices and use_eval_precompute_indices before communication_type),
-    or by keyword."""
+    or by keyword; Ember's frequent_rule ("hugectr" or "traffic", docs/embedding.md) by keyword
+    only."""
 
     _KEYS = ("max_num_frequent_categories", "max_num_infrequent_samples", "p_dup_max",
              "max_all_reduce_bandwidth", "max_all_to_all_bandwidth",
              "efficiency_bandwidth_ratio", "communication_type", "hybrid_embedding_type")
     _KEYS_WITH_INDICES = _KEYS[:6] + ("use_train_precompute_indices",
                                       "use_eval_precompute_indices") + _KEYS[6:]
+    _EMBER_KEYS = ("frequent_rule",)
 
     def __init__(self, *args, **kwargs):
         names = self._KEYS_WITH_INDICES if len(args) == 10 else self._KEYS
@@ -107,7 +109,7 @@ class HybridEmbeddingParam:
             raise TypeError(f"HybridEmbeddingParam takes at most 10 arguments, got {len(args)}")
         values = dict(zip(names, args))
         for key, value in kwargs.items():
-            if key not in self._KEYS_WITH_INDICES:
+            if key not in self._KEYS_WITH_INDICES + self._EMBER_KEYS:
                 raise TypeError(f"HybridEmbeddingParam: unknown argument {key!r}")
             if key in values:
                 raise TypeError(f"HybridEmbeddingParam: {key!r} given twice")
