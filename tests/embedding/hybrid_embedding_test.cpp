@@ -420,6 +420,8 @@ TEST(HybridFrequent, TheCapKeepsTheMostCounted) {
   EXPECT_DOUBLE_EQ(frequent_count_threshold(c, in), 3.0);
   keys = counted_keys();
   const FrequentChoice capped = choose_frequent_categories(keys, c, in);
+  // One rank exchanges nothing: the traffic rule would replicate nothing (the one-hot code).
+  EXPECT_EQ(capped.traffic_rule_count, 0);
   EXPECT_EQ(capped.keys, (std::vector<std::int64_t>{1, 5}));
   EXPECT_TRUE(capped.capped);
   EXPECT_NE(capped.describe(c).find("capped at max_num_frequent_categories x batch = 2"),

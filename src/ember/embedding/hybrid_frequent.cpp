@@ -62,8 +62,7 @@ FrequentChoice choose_frequent_categories(std::vector<std::int64_t>& keys, const
   if (c.rule == FrequentRule::HugeCTR) {
     HybridConfig traffic = c;
     traffic.rule = FrequentRule::Traffic;
-    const double t = frequent_count_threshold(traffic, in);
-    if (!std::isinf(t)) out.traffic_rule_count = reaching(t);
+    out.traffic_rule_count = reaching(frequent_count_threshold(traffic, in));  // 0 on one rank
   }
   const std::int64_t ranks = std::max(1, in.ranks);
   if (n > 0) n = ((n - 1) / ranks + 1) * ranks;
@@ -85,19 +84,21 @@ std::string FrequentChoice::describe(const HybridConfig& c) const {
   const bool traffic = c.rule == FrequentRule::Traffic;
   if (std::isinf(threshold)) {
     if (traffic) {
-      s << "none can be frequent with frequent_rule traffic on one rank: nothing is exchanged";
+      s << "none can be frequent with frequent_rule " << frequent_rule_name(c.rule)
+        << " on one rank: nothing is exchanged";
     } else {
       s << "none can be frequent with communication_type "
         << hybrid_communication_name(c.communication) << " on one process";
     }
   } else {
     s << above_threshold << " counted >= " << threshold << " times, "
-      << (traffic ? "frequent_rule traffic" : hybrid_communication_name(c.communication));
+      << (traffic ? std::string("frequent_rule ") + frequent_rule_name(c.rule)
+                  : std::string(hybrid_communication_name(c.communication)));
   }
   if (capped) s << "; capped at max_num_frequent_categories x batch = " << cap;
   if (traffic_rule_count >= 0) {
-    s << "; frequent_rule traffic would pick " << traffic_rule_count
-      << ", the set that moves the fewest bytes";
+    s << "; frequent_rule " << frequent_rule_name(FrequentRule::Traffic) << " would pick "
+      << traffic_rule_count << ", the set that moves the fewest bytes";
   }
   s << "), " << (lookups > 0 ? 100.0 * static_cast<double>(frequent_lookups) / lookups : 0.0)
     << " % of the lookups";

@@ -52,8 +52,8 @@ struct FrequentChoice {
   std::int64_t distinct = 0;          // distinct categories counted
   std::int64_t lookups = 0;           // keys counted
   std::int64_t frequent_lookups = 0;  // of them, lookups of the frequent categories
-  // Under frequent_rule "hugectr" with several ranks: how many categories reach the traffic
-  // rule's threshold (before rounding and the cap), for the log line; -1 otherwise.
+  // Under frequent_rule "hugectr": how many categories reach the traffic rule's threshold
+  // (before rounding and the cap; 0 on one rank), for the log line; -1 under "traffic".
   std::int64_t traffic_rule_count = -1;
   // "12 frequent categories (of 840 seen in 4800 lookups; 12 counted >= 2.83 times,
   // NVLink_SingleNode), 41.5 % of the lookups"
