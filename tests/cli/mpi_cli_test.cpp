@@ -19,6 +19,7 @@
 namespace ember {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 class MpiCli : public ::testing::Test {
@@ -70,6 +71,8 @@ struct Team {
   const char* config;
   const char* embedding_type;  // replaces sparse_embedding1's type ("" keeps it)
   int processes, ranks_each;
+  const char* more_args = "";  // appended to both runs' arguments
+  const char* log_regex = "";  // what the team's log must contain ("": anything)
 };
 
 // Shared reading: process 0's line "input (training): process 0 parsed P samples (B bytes) and
@@ -110,6 +113,7 @@ void train_teams(const std::vector<Team>& teams,
     if (*t.embedding_type != '\0') {
       args += std::string(" --set layers.sparse_embedding1.type=") + t.embedding_type;
     }
+    args += t.more_args;
     const int total = t.processes * t.ranks_each;
     const Outcome one =
         run_in(0, args + " --cpu-ranks " + std::to_string(total) + " --run-dir one", dir);
@@ -118,6 +122,7 @@ void train_teams(const std::vector<Team>& teams,
         run_in(t.processes,
                args + " --cpu-ranks " + std::to_string(t.ranks_each) + " --run-dir many", dir);
     ASSERT_EQ(many.status, 0) << many.err;
+    if (*t.log_regex != '\0') EXPECT_THAT(many.err, ContainsRegex(t.log_regex));
     // Process 0 alone prints: every line once, the same numbers (the same reduction order).
     EXPECT_EQ(numbers_of(many.out), numbers_of(one.out)) << many.err;
     EXPECT_THAT(many.out, HasSubstr("eval iter=20 AUC="));
@@ -166,10 +171,16 @@ TEST_F(MpiCli, ParquetOnTwoAndThreeProcessesTrainsAsOneProcess) {
 }
 
 // HybridSparseEmbedding: frequent rows replicated, the rest sharded over the ranks of both
-// processes; every process chooses the same frequent categories from the same statistics.
+// processes; every process chooses the same frequent categories from the same statistics, by
+// HugeCTR's rule and by the traffic rule (which counts the ranks of every process).
 TEST_F(MpiCli, HybridEmbeddingOnTwoProcessesTrainsAsOneProcess) {
   EMBER_REQUIRE_MPI();
-  train_teams({{"dlrm", "HybridSparseEmbedding", 2, 1}, {"dlrm", "HybridSparseEmbedding", 2, 2}},
+  train_teams({{"dlrm", "HybridSparseEmbedding", 2, 1},
+               {"dlrm", "HybridSparseEmbedding", 2, 2},
+               {"dlrm", "HybridSparseEmbedding", 2, 2,
+                " --set layers.sparse_embedding1.sparse_embedding_hparam.frequent_rule=traffic",
+                // Some rows are frequent by the rule (the team's 4 ranks make it finite).
+                "[1-9][0-9]* frequent categories [^\n]*frequent_rule traffic\\)"}},
               [](const char* name) { return data(name); });
 }
 
