@@ -145,6 +145,7 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
   std::vector<std::exception_ptr> errors(D);
   std::vector<std::vector<std::int64_t>> rows(D, std::vector<std::int64_t>(steps));
   result.cache_stats.resize(D);
+  result.forwards_prepared_ahead.resize(D);
   std::vector<std::thread> threads;
   for (int r = 0; r < D; ++r) {
     threads.emplace_back([&, r] {
@@ -192,6 +193,7 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
         }
         if (!problem.save_after.empty()) emb.save(problem.save_after);
         if (auto stats = emb.cache_stats()) result.cache_stats[r] = *stats;
+        result.forwards_prepared_ahead[r] = emb.forwards_prepared_ahead();
         EmbeddingSnapshot snap = emb.snapshot();
         if (r == 0) result.snapshot = std::move(snap);
       } catch (const std::exception& e) {

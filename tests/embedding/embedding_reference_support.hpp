@@ -86,8 +86,9 @@ std::vector<std::int64_t> most_used_keys(const Problem& p, std::size_t count);
 struct RunResult {
   std::vector<std::vector<float>> outputs;
   EmbeddingSnapshot snapshot;
-  std::vector<std::int64_t> rows_in_use_per_step;  // summed over ranks
-  std::vector<CacheStats> cache_stats;             // per rank, host tables only
+  std::vector<std::int64_t> rows_in_use_per_step;     // summed over ranks
+  std::vector<CacheStats> cache_stats;                // per rank, host tables only
+  std::vector<std::int64_t> forwards_prepared_ahead;  // per rank, device tables
 };
 
 // Whether two runs are the same bit for bit: every output, the final model, the row counts.

@@ -1,7 +1,7 @@
 // HybridSparseEmbedding on GPUs against the CPU: its steps (hybrid_rows, select_items,
 // flagged_rows) exactly; the layer on one GPU against one CPU rank within rounding and against
 // the one-hot layer on the same GPU bit for bit; on every GPU through NCCL against CPU ranks;
-// the data errors, raised one batch late.
+// batches prepared ahead; the data errors, raised one batch late.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,6 +247,34 @@ TEST(HybridEmbeddingGpu, AllDevicesMatchCpuRanks) {
   }
 }
 
+// Batches prepared ahead on their own stream (prefetch()), told that their keys are ready by an
+// event while the compute stream still writes memory freed on the host: the run prepared in
+// each forward, bit for bit, on one GPU and on every GPU, for the one-hot layer and the hybrid.
+TEST(HybridEmbeddingGpu, BatchesPreparedAheadTrainBitForBitAsInTheirForward) {
+  EMBER_REQUIRE_NCCL();
+  auto rng = ember::testing::make_rng();
+  std::vector<int> device_counts = {1};
+  if (cuda_device_count() > 1) device_counts.push_back(cuda_device_count());
+  for (int D : device_counts) {
+    for (optim::UpdateType ut : kEveryUpdateType) {
+      const testing::Problem onehot = problem(optim::OptimizerType::Adam, ut, 128, 48 * D, rng);
+      for (const testing::Problem& base : {onehot, as_hybrid(onehot, 60)}) {
+        testing::Problem ahead = base;
+        ahead.prefetch = true;
+        ahead.busy_compute = true;
+        const std::string what = std::string(embedding_type_name(base.config.type)) + " " +
+                                 optim::update_type_name(ut) + " on " + std::to_string(D) +
+                                 " GPU(s)";
+        const testing::RunResult got = testing::run_ranks(ahead, D, true);
+        testing::expect_identical_runs(got, testing::run_ranks(base, D, true), what);
+        // Steps 1 and 3 (step 2 evaluates between the prefetch of step 3's batch and its
+        // forward).
+        EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, 2)) << what;
+      }
+    }
+  }
+}
+
 TEST(HybridEmbeddingGpu, DataErrorsAreRaisedByTheNextCall) {
   EMBER_REQUIRE_NCCL();
   auto rng = ember::testing::make_rng();
@@ -260,6 +288,14 @@ TEST(HybridEmbeddingGpu, DataErrorsAreRaisedByTheNextCall) {
   for (std::size_t i = bag + 1; i < b.offsets.size(); ++i)
     b.offsets[i] += 2 - n;
   EMBER_EXPECT_THROW_WITH(testing::run_ranks(p, 1, true), DataError,
+                          "slot 2 of sample 3 has 2 keys (the first 270); HybridSparseEmbedding "
+                          "takes one key per slot, as in HugeCTR (found on the GPU in an earlier "
+                          "batch");
+  // The same batch second, prepared ahead on its own stream.
+  testing::Problem ahead = p;
+  std::swap(ahead.batches[0], ahead.batches[1]);
+  ahead.prefetch = true;
+  EMBER_EXPECT_THROW_WITH(testing::run_ranks(ahead, 1, true), DataError,
                           "slot 2 of sample 3 has 2 keys (the first 270); HybridSparseEmbedding "
                           "takes one key per slot, as in HugeCTR (found on the GPU in an earlier "
                           "batch");

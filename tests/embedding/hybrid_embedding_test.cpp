@@ -17,6 +17,7 @@
 
 #include "embedding_reference_support.hpp"
 #include "ember/core/error.hpp"
+#include "ember/distributed/collectives.hpp"
 #include "ember/embedding/hybrid_frequent.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "support/test_support.hpp"
@@ -296,6 +297,87 @@ void set_bag(testing::HostBatch& b, std::int64_t bag, const std::vector<std::int
   const auto change = static_cast<std::int64_t>(keys.size()) - (end - begin);
   for (std::size_t i = bag + 1; i < b.offsets.size(); ++i)
     b.offsets[i] += change;
+}
+
+// The session prepares each training batch ahead, during the step before (prefetch()): the
+// rows, the exchange's plan and the grouping for the update come from the keys alone, so the
+// run is the same bit for bit, with an evaluation batch between a batch prepared and its
+// forward, for the one-hot layer and the hybrid.
+TEST(HybridEmbedding, BatchesPreparedAheadTrainBitForBitAsInTheirForward) {
+  auto rng = ember::testing::make_rng(13);
+  for (int D : {1, 2, 3}) {
+    for (optim::OptimizerType ot : {optim::OptimizerType::Adam, optim::OptimizerType::SGD}) {
+      for (optim::UpdateType ut : kEveryUpdateType) {
+        const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 6, 12, rng);
+        for (const Problem& base :
+             {onehot, as_hybrid(onehot, testing::most_used_keys(onehot, 15))}) {
+          Problem ahead = base;
+          ahead.prefetch = true;
+          const std::string what = std::string(embedding_type_name(base.config.type)) + " " +
+                                   name_of(ot, ut) + " on " + std::to_string(D) + " ranks";
+          const testing::RunResult got = testing::run_ranks(ahead, D);
+          testing::expect_identical_runs(got, testing::run_ranks(base, D), what);
+          // Steps 1, 2, 3 and 5 train on a batch prepared ahead (step 4 evaluates between the
+          // prefetch of step 5's batch and its forward).
+          EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, 4)) << what;
+        }
+      }
+    }
+  }
+}
+
+CsrTensor csr_of(const testing::HostBatch& b) {
+  return CsrTensor(Tensor::from_vector(b.offsets), Tensor::from_vector(b.keys),
+                   static_cast<std::int64_t>(b.keys.size()));
+}
+
+// A batch prepared for nothing (another training batch comes first, or the caller forgets it)
+// is dropped, and a prepared batch's data error is raised by its own forward, not by the
+// prefetch.
+TEST(HybridEmbedding, APreparedBatchServesOnlyItsOwnForward) {
+  auto rng = ember::testing::make_rng(14);
+  const Problem onehot =
+      make_problem(testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::Local), 3,
+                   8, rng, false);
+  for (const Problem& p : {onehot, as_hybrid(onehot, testing::most_used_keys(onehot, 10))}) {
+    const std::string what(embedding_type_name(p.config.type));
+    const std::int64_t S = p.config.slot_num, V = p.config.vec_size, B = 8;
+    auto comms = distributed::make_in_process_communicators(1, 60.0);
+    SparseEmbedding ahead(p.config, p.optimizer, *comms[0]);
+    SparseEmbedding plain(p.config, p.optimizer, *comms[0]);
+    const CsrTensor a = csr_of(p.batches[0]), b = csr_of(p.batches[1]);
+    const Tensor grad = Tensor::from_vector(p.grads[0], Shape{B, S, V});
+    ahead.prefetch(b, 0, B);  // b is prepared, a comes first
+    for (SparseEmbedding* e : {&ahead, &plain}) {
+      e->forward(a, 0, B);
+      e->backward(grad);
+      e->update();
+    }
+    const std::vector<float> got = ahead.forward(b, 0, B).to_vector<float>();
+    EXPECT_EQ(got, plain.forward(b, 0, B).to_vector<float>()) << what;
+    EXPECT_EQ(ahead.forwards_prepared_ahead(), 0) << what;
+    // Forgotten (its forward will not come): the same batch later is prepared in its forward.
+    for (SparseEmbedding* e : {&ahead, &plain}) {
+      e->backward(grad);
+      e->update();
+    }
+    ahead.prefetch(a, 0, B);
+    ahead.forget_prepared();
+    EXPECT_EQ(ahead.forward(a, 0, B).to_vector<float>(), plain.forward(a, 0, B).to_vector<float>())
+        << what;
+    EXPECT_EQ(ahead.forwards_prepared_ahead(), 0) << what;
+    plain.backward(grad);
+    plain.update();
+
+    testing::HostBatch bad = p.batches[2];
+    set_bag(bad, 3 * S + 4, {40});  // sample 3, slot 4 (keys [80, 91))
+    const CsrTensor c = csr_of(bad);
+    ahead.backward(grad);
+    ahead.update();
+    EXPECT_NO_THROW(ahead.prefetch(c, 0, B)) << what;
+    EMBER_EXPECT_THROW_WITH(ahead.forward(c, 0, B), DataError,
+                            "key 40 of sample 3 in slot 4 is outside the slot's range [80, 91)");
+  }
 }
 
 TEST(HybridEmbedding, SeveralKeysInASlotAreAnError) {

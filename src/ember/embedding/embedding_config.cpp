@@ -184,13 +184,16 @@ constexpr Named<FrequentRule> kFrequentRules[] = {
 enum class HybridLayout : std::uint8_t { Distributed };
 constexpr Named<HybridLayout> kHybridLayouts[] = {{"Distributed", HybridLayout::Distributed}};
 
-// HybridSparseEmbedding keys that size HugeCTR's buffers or choose how it precomputes indices:
-// they change neither the model nor its results.
+// HybridSparseEmbedding keys that size HugeCTR's buffers or choose whether it precomputes
+// indices ahead: they change neither the model nor its results.
 constexpr IgnoredKey kIgnoredHybridKeys[] = {
     {"max_num_infrequent_samples",
      "it sizes HugeCTR's all-to-all buffers; Ember sizes them from each batch"},
-    {"use_train_precompute_indices", "HugeCTR's asynchronous index precomputation"},
-    {"use_eval_precompute_indices", "HugeCTR's asynchronous index precomputation"},
+    {"use_train_precompute_indices",
+     "Ember always finds a training batch's indices ahead, during the step before (the "
+     "session's prefetch), with the same results"},
+    {"use_eval_precompute_indices",
+     "Ember finds an evaluation batch's indices in its forward, with the same results"},
 };
 
 // Keys HugeCTR's embeddings took that mean nothing here.

@@ -247,12 +247,24 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
     hybrid_forward(batch, local_offset, local_size, training, out);
     return out;
   }
+  finish_forward(take_batch(batch, local_offset, local_size, training), training, out);
+  return out;
+}
+
+std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_batch(const CsrTensor& batch,
+                                                                    std::int64_t local_offset,
+                                                                    std::int64_t local_size,
+                                                                    bool training) {
   std::unique_ptr<Batch> b = host_rows_
                                  ? take_cached_batch(batch, local_offset, local_size, training)
-                                 : prepare_batch(batch, local_offset, local_size, training,
-                                                 stream(), training ? "train/" : "eval/", true);
-  finish_forward(std::move(b), training, out);
-  return out;
+                                 : take_prepared(batch, local_offset, local_size, training);
+  if (!b) {
+    b = prepare_batch(batch, local_offset, local_size, training, stream(),
+                      training ? "train/" : "eval/", true, onehot_bad_);
+  }
+  // Its data errors are read by the next call, when the device has found them.
+  if (b->errors != nullptr && place_.is_cuda()) bad_pending_ = b->errors;
+  return b;
 }
 
 void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_offset,
@@ -264,11 +276,7 @@ void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_of
     hybrid_forward(batch, local_offset, local_size, training, out);
     return;
   }
-  std::unique_ptr<Batch> b = host_rows_
-                                 ? take_cached_batch(batch, local_offset, local_size, training)
-                                 : prepare_batch(batch, local_offset, local_size, training,
-                                                 stream(), training ? "train/" : "eval/", true);
-  finish_forward(std::move(b), training, out);
+  finish_forward(take_batch(batch, local_offset, local_size, training), training, out);
 }
 
 void SparseEmbedding::check_output(const Tensor& out, std::int64_t local_size) const {
@@ -283,7 +291,7 @@ void SparseEmbedding::check_output(const Tensor& out, std::int64_t local_size) c
 
 std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
     const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size, bool training,
-    StreamHandle stream, const std::string& tag, bool start_rows) {
+    StreamHandle stream, const std::string& tag, bool start_rows, ErrorWords& errors) {
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);
   const std::int64_t S = config_.slot_num;
@@ -320,7 +328,7 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
         b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream);
   });
   b->rows = scratch(tag + "rows", b->entries, DType::I64, stream);
-  lookup(*b, training, stream, start_rows);
+  lookup(*b, training, stream, start_rows, errors);
 
   // A host table always needs the distinct rows (to make them resident).
   const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
@@ -368,7 +376,8 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
   if (training) batch_ = std::move(b);
 }
 
-void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool start_rows) {
+void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool start_rows,
+                             ErrorWords& errors) {
   const std::int64_t n = b.entries, V = config_.vec_size;
   if (n == 0) return;
   dispatch_key(config_.key_dtype, "embedding keys", [&](auto t) {
@@ -381,28 +390,12 @@ void SparseEmbedding::lookup(Batch& b, bool training, StreamHandle stream, bool 
       oh.local_base = onehot_base_.data<std::int64_t>();
       oh.one_key_per_bag = config_.type == EmbeddingType::Hybrid;
       oh.owned_count = static_cast<std::int64_t>(owned_slots_.size());
-      if (!onehot_bad_.defined()) {
-        onehot_bad_ = Tensor::empty({3}, DType::I64, place_);
-        if (place_.is_cuda()) {
-          onehot_bad_host_ = Tensor::empty({3}, DType::I64, Place::pinned());
-          onehot_bad_ready_ = Event::create(place_.device());
-          // From the current stream's pool, written on `stream` (see scratch()).
-          wait_for_stream(stream, current_stream(place_.device()), place_.device());
-        }
-      }
+      make_error_words(errors, stream);
       kernels::on(place_).keys<Key>().onehot_rows(
           oh, keys.data<Key>(), b.entry_bag.data<std::int64_t>(), n, b.rows.data<std::int64_t>(),
-          onehot_bad_.data<std::int64_t>(), stream);
-      if (place_.is_cuda()) {
-        // Read after the batch (check_deferred_errors), so the step does not wait here.
-        copy_bytes(onehot_bad_host_.data(), Place::pinned(), onehot_bad_.data(), place_,
-                   3 * sizeof(std::int64_t), stream);
-        onehot_bad_ready_.record(stream);
-        onehot_bad_pending_ = true;
-      } else {
-        const auto* bad = onehot_bad_.data<std::int64_t>();
-        if (bad[0] >= 0) throw_onehot_error(bad[1], bad[2]);
-      }
+          errors.device.data<std::int64_t>(), stream);
+      collect_errors(errors, stream);
+      b.errors = &errors;
       return;
     }
     if (!training) {
@@ -454,13 +447,42 @@ void SparseEmbedding::throw_onehot_error(std::int64_t key, std::int64_t bag) con
 
 void SparseEmbedding::check_deferred_errors() {
   if (table_) table_->check();
-  if (onehot_bad_pending_) {
-    onehot_bad_ready_.synchronize();
-    onehot_bad_pending_ = false;
-    const auto* bad = onehot_bad_host_.data<std::int64_t>();
-    if (bad[0] >= 0 && hybrid_) throw_hybrid_error(bad[0], bad[1], bad[2]);
-    if (bad[0] >= 0) throw_onehot_error(bad[1], bad[2]);
+  if (bad_pending_ != nullptr) {
+    const ErrorWords& w = *bad_pending_;
+    bad_pending_ = nullptr;
+    w.copied.synchronize();
+    const auto* words = w.host.data<std::int64_t>();
+    if (words[0] >= 0) throw_data_error(words);
   }
+}
+
+void SparseEmbedding::make_error_words(ErrorWords& w, StreamHandle user) {
+  if (w.device.defined()) return;
+  w.device = Tensor::empty({3}, DType::I64, place_);
+  if (!place_.is_cuda()) return;
+  w.host = Tensor::empty({3}, DType::I64, Place::pinned());
+  w.copied = Event::create(place_.device());
+  // From the current stream's pool, written on `user` (see scratch()).
+  const StreamHandle own = current_stream(place_.device());
+  if (user != nullptr && user != own) wait_for_stream(user, own, place_.device());
+}
+
+void SparseEmbedding::collect_errors(ErrorWords& w, StreamHandle s) {
+  if (!place_.is_cuda()) {
+    const auto* words = w.device.data<std::int64_t>();
+    if (words[0] >= 0) throw_data_error(words);
+    return;
+  }
+  // Read after the batch (check_deferred_errors), so the step does not wait here.
+  copy_bytes(w.host.data(), Place::pinned(), w.device.data(), place_, 3 * sizeof(std::int64_t), s);
+  w.copied.record(s);
+}
+
+void SparseEmbedding::throw_data_error(const std::int64_t* words) const {
+  // hybrid_rows' words: the bag, its first key, its key count; onehot_rows': the entry, its key,
+  // its bag.
+  if (hybrid_) throw_hybrid_error(words[0], words[1], words[2]);
+  throw_onehot_error(words[1], words[2]);
 }
 
 void SparseEmbedding::ensure_step_values(std::int64_t steps) {

@@ -105,13 +105,24 @@ class SparseEmbedding {
   // to nearest even; with one rank the pooling writes it directly (no f32 copy, no cast pass).
   void forward_into(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                     const Tensor& out, bool training = true);
-  // A host table prepares a training batch ahead (its keys looked up, its rows made resident by
-  // a plan, the missing rows staged on a stream of their own), while the step before it runs:
-  // the forward() of the same batch then only installs them. `ready` (GPU batches) is the event
-  // after which the batch's keys are at place(). Does nothing for a device table. Errors are
-  // raised by the forward() of that batch.
+  // Prepares a training batch ahead, on a stream of its own, while the step before it runs
+  // (prepares_ahead()): what the forward needs that depends on the keys alone, and for a host
+  // table its rows made resident by a plan (the missing rows staged); the forward() of the same
+  // batch then starts from there. `ready` (GPU batches) is the event after which the batch's
+  // keys are at place(). Does nothing for a layer that cannot. Errors are raised by the
+  // forward() of that batch.
   void prefetch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                 const Event* ready = nullptr);
+  // Whether prefetch() does anything: a host table, or a device table whose rows follow from
+  // the keys (one-hot and hybrid layers: their rows, the exchange's plan and the grouping for
+  // the update are found ahead; a hash table inserts a training batch's keys in its forward).
+  bool prepares_ahead() const;
+  // Forgets the batch prefetch() prepared: its forward will not come. A caller whose batch goes
+  // away unused calls it, since a batch is known by its tensors' addresses, which a later batch
+  // may reuse.
+  void forget_prepared();
+  // Forwards of a device table that started from a batch prepare ahead.
+  std::int64_t forwards_prepared_ahead() const { return forwards_prepared_ahead_; }
   // grad: [local_size, slot_num, vec_size] f32, f16 or bf16 at place(), the gradient of
   // forward's output. With one rank a 16-bit gradient is read as it is by update() (widened
   // exactly, so the sums are those of its f32 copy): it must stay unchanged until then.
@@ -149,6 +160,12 @@ class SparseEmbedding {
   struct Batch;
   struct Prepared;
   struct Hybrid;
+  // Where the device writes a batch's data errors (kernels::onehot_rows' or hybrid_rows' three
+  // words), and on a GPU their pinned copy and the event after the copy.
+  struct ErrorWords {
+    Tensor device, host;
+    Event copied;
+  };
   std::string where() const;
   // Where each slot's keys begin when keys carry slot offsets (slot_size_array's running sums;
   // [slot_num + 1], zeros without a slot_size_array).
@@ -166,7 +183,13 @@ class SparseEmbedding {
   StreamHandle stream() const;
   // Raises the errors of earlier batches found on the device (GPU ranks).
   void check_deferred_errors();
-  void throw_onehot_error(std::int64_t key, std::int64_t bag) const;
+  // Makes `w` once; its device words are first written on `user`.
+  void make_error_words(ErrorWords& w, StreamHandle user);
+  // After kernels on `s` wrote `w`: on the CPU raises their error now; on a GPU queues the copy
+  // that check_deferred_errors reads once the batch's forward has made `w` the pending words.
+  void collect_errors(ErrorWords& w, StreamHandle s);
+  [[noreturn]] void throw_data_error(const std::int64_t* words) const;
+  [[noreturn]] void throw_onehot_error(std::int64_t key, std::int64_t bag) const;
   void check_batch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                    std::int64_t* global_batch) const;
   // Selects the rank's keys, finds (training: inserts) their rows and groups the entries by row,
@@ -174,12 +197,29 @@ class SparseEmbedding {
   // table (a device table; a host table starts them in their cache slots later).
   std::unique_ptr<Batch> prepare_batch(const CsrTensor& batch, std::int64_t local_offset,
                                        std::int64_t local_size, bool training, StreamHandle stream,
-                                       const std::string& tag, bool start_rows);
+                                       const std::string& tag, bool start_rows, ErrorWords& errors);
+  // The batch the forward starts from: prepared ahead (host tables always), else prepared now.
+  std::unique_ptr<Batch> take_batch(const CsrTensor& batch, std::int64_t local_offset,
+                                    std::int64_t local_size, bool training);
+  // A device table's batch prepared ahead (sparse_embedding_ahead.cpp): none when the layer's
+  // constants or exchange plan were sized for another batch (they grow only in a forward).
+  std::unique_ptr<Prepared> prepare_ahead(const CsrTensor& batch, std::int64_t local_offset,
+                                          std::int64_t local_size, const Event* ready);
+  // The prepared batch, when it is this one (its stream's work ordered before the current
+  // stream's); a training batch that is not replaces it.
+  std::unique_ptr<Batch> take_prepared(const CsrTensor& batch, std::int64_t local_offset,
+                                       std::int64_t local_size, bool training);
+  // Batches prepared ahead: the stream they are prepared on (a host table's, else one of the
+  // layer's own; none on the CPU), and that stream's wait for the set's last user and the keys.
+  StreamHandle prepare_stream();
+  void wait_for_set(int set, const Event* ready, StreamHandle stream);
   // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's); keeps the batch
   // for backward (training).
   void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
   void check_output(const Tensor& out, std::int64_t local_size) const;
-  void lookup(Batch& b, bool training, StreamHandle stream, bool start_rows);
+  // Finds (training: inserts) the batch's rows; one-hot rows report their data errors in
+  // `errors` (Batch::errors).
+  void lookup(Batch& b, bool training, StreamHandle stream, bool start_rows, ErrorWords& errors);
   // ---- host tables (sparse_embedding_cache.cpp) ----
   StorageDecision decide_location() const;
   void make_host_rows(const StorageDecision& decision);
@@ -205,12 +245,22 @@ class SparseEmbedding {
   // The forward into `out` (f32 or 16-bit; its shape checked by the caller).
   void hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                       bool training, const Tensor& out);
-  // Its steps: each bag's rows (and the data errors), what goes to and comes from each rank
-  // (the forward's one wait), the rows grouped for the update and LazyGlobal's catch-up.
+  // What the hybrid's forward needs from the keys alone, on `stream` into the scratch buffers
+  // named `tag`: each bag's rows (and the data errors, in `errors`), what goes to and comes from
+  // each rank (the one wait for the device), the rows grouped for the update.
+  std::unique_ptr<Batch> prepare_hybrid(const CsrTensor& batch, std::int64_t local_offset,
+                                        std::int64_t local_size, bool training, StreamHandle stream,
+                                        const std::string& tag, ErrorWords& errors);
+  // Whether the constants and the exchange's segment bounds fit a batch (prepare_ahead).
+  bool hybrid_sized_for(std::int64_t global_batch, std::int64_t local_size) const;
+  // The constants' length a batch needs.
+  std::int64_t hybrid_constants_for(std::int64_t global_batch, std::int64_t local_size) const;
   void find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b, bool training,
-                        const std::string& tag);
-  void plan_hybrid_exchange(Batch& b, const std::string& tag);
-  void group_hybrid_rows(Batch& b, bool training, const std::string& tag);
+                        const std::string& tag, StreamHandle stream, ErrorWords& errors);
+  void plan_hybrid_exchange(Batch& b, const std::string& tag, StreamHandle stream);
+  void group_hybrid_rows(Batch& b, bool training, const std::string& tag, StreamHandle stream);
+  // LazyGlobal's catch-up of the rows a batch reads, pooling and the exchange.
+  void finish_hybrid_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
   // The infrequent vectors' gradients back to their owners ([entries, vec_size] at the owner).
   Tensor hybrid_exchange_backward(const Tensor& grad);
   // The frequent rows' step: local gradient sums, their all-reduce, the optimizer.
@@ -296,11 +346,10 @@ class SparseEmbedding {
   Tensor row_slot_;                                  // LocalizedSlot hash: i64 [capacity]
   Tensor onehot_keys_;                               // one-hot: key of each local row
   Tensor onehot_begin_, onehot_size_, onehot_base_;  // one-hot geometry per owned slot
-  // One-hot keys outside their slot (kernels::onehot_rows' three words), on a GPU read after
-  // the batch: the device words, their pinned copy and the event after the copy.
-  Tensor onehot_bad_, onehot_bad_host_;
-  Event onehot_bad_ready_;
-  bool onehot_bad_pending_ = false;
+  // The data errors of batches prepared in their forward, and (GPU) the words of the last
+  // forward's batch, read by the next call.
+  ErrorWords onehot_bad_;
+  const ErrorWords* bad_pending_ = nullptr;
   optim::LearningRateSchedule schedule_;
   std::int64_t step_ = 0;
   std::vector<float> step_values_host_;  // LazyGlobal Adam / Ftrl: LazyParams::step_values
@@ -313,19 +362,24 @@ class SparseEmbedding {
   Stream exchange_stream_;                 // CUDA, created when first asked for
   Event exchange_block_ready_, exchange_done_;
   std::map<std::string, Tensor> scratch_;
-  // Host tables: the rows in host memory with their device cache, the batch prepared ahead, and
-  // three sets of batch buffers (one prepared, one running, one being released).
+  // Host tables: the rows in host memory with their device cache. Batches prepared ahead (host
+  // and device tables): the one prepared, and three sets of batch buffers (one prepared, one
+  // running, one being released).
   std::unique_ptr<HostBackedRows> host_rows_;
   std::unique_ptr<Prepared> prepared_;
+  std::int64_t forwards_prepared_ahead_ = 0;
   struct BufferSet {
-    Event free;  // CUDA: the compute stream is done with the set
+    Event free;      // CUDA: the compute stream is done with the set
+    Event prepared;  // CUDA: a device table's batch is prepared in the set
+    ErrorWords bad;  // a device table's batch's data errors
     bool busy = false;
     std::uint64_t released = 0;
   };
   std::array<BufferSet, 3> buffer_sets_;
   std::uint64_t releases_ = 0;
-  Event keys_ready_;  // CUDA: a batch's keys are ready on the compute stream
-  Tensor readback_;   // pinned: the distinct-row count and rows read back
+  Event keys_ready_;     // CUDA: a batch's keys are ready on the compute stream
+  Stream ahead_stream_;  // CUDA: where a device table prepares batches ahead
+  Tensor readback_;      // pinned: the distinct-row count and rows read back
   std::vector<std::int64_t> onehot_host_keys_;  // one-hot: the key of each local row
   std::unique_ptr<Hybrid> hybrid_;              // HybridSparseEmbedding
 };

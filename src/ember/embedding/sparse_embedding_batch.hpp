@@ -1,7 +1,8 @@
 // What the files of SparseEmbedding share and nothing else uses: one forward's bookkeeping
-// (kept for backward and update) and a batch prepared ahead of its forward (host tables).
+// (kept for backward and update) and a batch prepared ahead of its forward.
 #pragma once
 
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -13,6 +14,13 @@
 #include "ember/embedding/sparse_embedding.hpp"
 
 namespace ember::embedding {
+
+using Clock = std::chrono::steady_clock;
+
+// Milliseconds since `start` (the host tables' timings, CacheStats).
+inline double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 // What a HybridSparseEmbedding forward keeps beyond Batch (whose entries are then the owned
 // infrequent bags this rank sends, one entry each, in send order).
@@ -76,6 +84,7 @@ struct SparseEmbedding::Batch {
   // rank's place, so nothing waits for it.
   Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
   Tensor grad;                          // [bags, vec_size] after backward
+  ErrorWords* errors = nullptr;         // where its kernels wrote its data errors, if they did
   std::unique_ptr<HybridBatch> hybrid;  // HybridSparseEmbedding
   kernels::Segments segments() const {
     return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
@@ -84,18 +93,32 @@ struct SparseEmbedding::Batch {
   }
 };
 
-// A batch prepared ahead of its forward (host tables, sparse_embedding_cache.cpp).
+// A batch prepared ahead of its forward (sparse_embedding_ahead.cpp; host tables:
+// sparse_embedding_cache.cpp).
 struct SparseEmbedding::Prepared {
   // Which batch: its buffers and shares (the pipeline hands out the same tensors to both calls).
   const void* offsets = nullptr;
   const void* keys = nullptr;
   std::int64_t nnz = 0, local_offset = 0, local_size = 0;
   bool training = false;
+  int set = -1;  // its buffer set
   std::unique_ptr<Batch> batch;
   CachePlan plan;
   bool installed = false;  // its row moves are queued (a later plan came before its forward)
   std::exception_ptr error;
 
+  // A Prepared that names `b` and the shares (nothing prepared yet).
+  static std::unique_ptr<Prepared> of(const CsrTensor& b, std::int64_t offset, std::int64_t size,
+                                      bool train) {
+    auto p = std::make_unique<Prepared>();
+    p->offsets = b.defined() ? b.row_offsets().data() : nullptr;
+    p->keys = b.defined() ? b.values().data() : nullptr;
+    p->nnz = b.defined() ? b.nnz() : 0;
+    p->local_offset = offset;
+    p->local_size = size;
+    p->training = train;
+    return p;
+  }
   bool matches(const CsrTensor& b, std::int64_t offset, std::int64_t size, bool train) const {
     return b.defined() && b.row_offsets().data() == offsets && b.values().data() == keys &&
            b.nnz() == nnz && offset == local_offset && size == local_size && train == training;

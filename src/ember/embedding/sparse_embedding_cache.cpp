@@ -3,7 +3,6 @@
 // host rows to the current step. The design and the exactness argument: docs/embedding.md,
 // "Tables larger than the GPU".
 #include <algorithm>
-#include <chrono>
 
 #include "ember/core/copy.hpp"
 #include "ember/core/dtype.hpp"
@@ -16,16 +15,6 @@
 #include "ember/embedding/sparse_embedding_batch.hpp"
 
 namespace ember::embedding {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 RowColumns SparseEmbedding::row_columns() const {
   RowColumns columns;
@@ -110,12 +99,7 @@ void SparseEmbedding::make_host_rows(const StorageDecision& d) {
       std::fill(last, last + capacity_, std::int64_t{0});
     }
   }
-  if (place_.is_cuda()) {
-    for (auto& set : buffer_sets_)
-      set.free = Event::create(place_.device());
-    keys_ready_ = Event::create(place_.device());
-    readback_ = Tensor::empty({1}, DType::I64, Place::pinned());
-  }
+  if (place_.is_cuda()) readback_ = Tensor::empty({1}, DType::I64, Place::pinned());
 }
 
 std::optional<CacheStats> SparseEmbedding::cache_stats() {
@@ -126,53 +110,6 @@ std::optional<CacheStats> SparseEmbedding::cache_stats() {
 
 std::int64_t SparseEmbedding::replay_target() const {
   return optimizer_.update_type == optim::UpdateType::Global ? step_ : -1;
-}
-
-int SparseEmbedding::take_buffer_set() {
-  // The set released longest ago: the compute stream is most likely done with it.
-  int best = -1;
-  for (int i = 0; i < static_cast<int>(buffer_sets_.size()); ++i) {
-    const BufferSet& s = buffer_sets_[static_cast<std::size_t>(i)];
-    if (s.busy) continue;
-    if (best < 0 || s.released < buffer_sets_[static_cast<std::size_t>(best)].released) best = i;
-  }
-  EMBER_CHECK(best >= 0, where(), ": every batch buffer set is in use");
-  buffer_sets_[static_cast<std::size_t>(best)].busy = true;
-  return best;
-}
-
-void SparseEmbedding::release_buffer_set(int set) {
-  BufferSet& s = buffer_sets_[static_cast<std::size_t>(set)];
-  // Free on the host first: if recording fails (a device in error), the set is not lost too.
-  s.busy = false;
-  s.released = ++releases_;
-  if (s.free) s.free.record(stream());
-}
-
-void SparseEmbedding::prefetch(const CsrTensor& batch, std::int64_t local_offset,
-                               std::int64_t local_size, const Event* ready) {
-  if (!host_rows_) return;
-  PlaceGuard guard(place_);
-  if (prepared_) {
-    if (prepared_->matches(batch, local_offset, local_size, true)) return;
-    drop_prepared();
-  }
-  const auto start = Clock::now();
-  try {
-    prepared_ = prepare_cached(batch, local_offset, local_size, true, ready);
-    host_rows_->stats().prefetched += 1;
-  } catch (...) {
-    // Raised by the forward of this batch, where the error belongs.
-    prepared_ = std::make_unique<Prepared>();
-    prepared_->offsets = batch.defined() ? batch.row_offsets().data() : nullptr;
-    prepared_->keys = batch.defined() ? batch.values().data() : nullptr;
-    prepared_->nnz = batch.defined() ? batch.nnz() : 0;
-    prepared_->local_offset = local_offset;
-    prepared_->local_size = local_size;
-    prepared_->training = true;
-    prepared_->error = std::current_exception();
-  }
-  host_rows_->stats().prefetch_ms += ms_since(start);
 }
 
 std::vector<std::int64_t> SparseEmbedding::read_unique_rows(const Batch& b, StreamHandle s) {
@@ -203,28 +140,14 @@ std::unique_ptr<SparseEmbedding::Prepared> SparseEmbedding::prepare_cached(
     const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size, bool training,
     const Event* ready) {
   const StreamHandle s = host_rows_->prepare_stream();
-  auto p = std::make_unique<Prepared>();
-  p->offsets = batch.defined() ? batch.row_offsets().data() : nullptr;
-  p->keys = batch.defined() ? batch.values().data() : nullptr;
-  p->nnz = batch.defined() ? batch.nnz() : 0;
-  p->local_offset = local_offset;
-  p->local_size = local_size;
-  p->training = training;
+  std::unique_ptr<Prepared> p = Prepared::of(batch, local_offset, local_size, training);
   const int set = take_buffer_set();
-  if (s != nullptr) {
-    // The prepare stream reuses the set once the compute stream is done with it, and reads the
-    // keys once they are there.
-    buffer_sets_[static_cast<std::size_t>(set)].free.block(s);
-    if (ready != nullptr && *ready) {
-      ready->block(s);
-    } else {
-      keys_ready_.record(stream());
-      keys_ready_.block(s);
-    }
-  }
+  p->set = set;
+  wait_for_set(set, ready, s);
   std::unique_ptr<Batch> b;
   try {
-    b = prepare_batch(batch, local_offset, local_size, training, s, cat("cache", set, "/"), false);
+    b = prepare_batch(batch, local_offset, local_size, training, s, cat("cache", set, "/"), false,
+                      buffer_sets_[static_cast<std::size_t>(set)].bad);
   } catch (...) {
     release_buffer_set(set);
     throw;
@@ -301,14 +224,14 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_cached_batch(
 }
 
 void SparseEmbedding::settle_prepared() {
-  if (!prepared_ || prepared_->error || prepared_->installed) return;
+  if (!host_rows_ || !prepared_ || prepared_->error || prepared_->installed) return;
   host_rows_->install(prepared_->plan, stream(), replay_target());
   prepared_->installed = true;
 }
 
 void SparseEmbedding::drop_prepared() {
   if (!prepared_) return;
-  if (!prepared_->error) {
+  if (host_rows_ && !prepared_->error) {
     // Its moves go ahead (the directory already counts them); its new rows are forgotten.
     settle_prepared();
     host_rows_->abandon(prepared_->plan, stream());

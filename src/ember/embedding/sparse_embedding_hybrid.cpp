@@ -10,7 +10,8 @@
 //      infrequent rows for all samples;
 //   2. two compactions: the owned infrequent bags to send (in sample order, so each peer's
 //      block is contiguous) and the local bags whose vectors come back (in the peers' order);
-//      their counts are read back, the forward's one wait;
+//      their counts are read back, the one wait for the device (steps 1 and 2 depend on the
+//      keys alone: a training batch is prepared ahead, during the step before, by prefetch());
 //   3. pooling: the frequent rows into the output (zeros elsewhere), the owned infrequent rows
 //      into the send buffer; the all-to-all; the received vectors scattered into the output.
 //      Vectors go in the output's dtype (16 bits in mixed precision, at an even width: only
@@ -29,6 +30,7 @@
 #include <climits>
 #include <numeric>
 
+#include "ember/core/allocator.hpp"
 #include "ember/core/copy.hpp"
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
@@ -49,9 +51,11 @@ T* ptr(const Tensor& t) {
 }
 
 // The first n entries of 0, 1, 2, ... (i64 or i32), or of ones (f32), kept in `kept` and grown
-// when too short.
-Tensor sequence(Tensor& kept, std::int64_t n, DType dtype, Place place) {
+// when too short. `user`: a stream that may still read the old one (see SparseEmbedding::scratch).
+Tensor sequence(Tensor& kept, std::int64_t n, DType dtype, Place place,
+                StreamHandle user = nullptr) {
   if (!kept.defined() || kept.numel() < n) {
+    if (user != nullptr && kept.defined()) default_allocator(place).record_use(kept.data(), user);
     const std::int64_t m = std::max<std::int64_t>(n + n / 4, 1);
     if (dtype == DType::F32) {
       kept = Tensor::full({m}, 1.0, DType::F32, place);
@@ -157,16 +161,58 @@ void SparseEmbedding::throw_hybrid_error(std::int64_t bag, std::int64_t key,
                  late);
 }
 
+std::int64_t SparseEmbedding::hybrid_constants_for(std::int64_t global_batch,
+                                                   std::int64_t local_size) const {
+  // A bag is at most one entry.
+  return std::max(
+      {local_size * config_.slot_num, global_batch * config_.slot_num, hybrid_->frequent});
+}
+
+bool SparseEmbedding::hybrid_sized_for(std::int64_t global_batch, std::int64_t local_size) const {
+  const Hybrid& h = *hybrid_;
+  const std::int64_t most = hybrid_constants_for(global_batch, local_size);
+  return h.iota64.defined() && h.iota64.numel() > most && h.ones.defined() &&
+         h.ones.numel() >= most && h.bounds_for == local_size && index_local_batch_ == local_size;
+}
+
+std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_hybrid(
+    const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size, bool training,
+    StreamHandle stream, const std::string& tag, ErrorWords& errors) {
+  std::int64_t B = 0;
+  check_batch(batch, local_offset, local_size, &B);
+  Hybrid& h = *hybrid_;
+  const std::int64_t S = config_.slot_num;
+  EMBER_CHECK(B * S < INT32_MAX, where(), ": ", B * S,
+              " (sample, slot) pairs in one batch exceed 2^31 - 1");
+  auto b = std::make_unique<Batch>();
+  b->hybrid = std::make_unique<HybridBatch>();
+  b->global_batch = B;
+  b->local_size = local_size;
+  b->hybrid->local_bags = local_size * S;
+  b->errors = &errors;
+  // The constants this batch reads, sized once (in a forward: prepare_ahead waits for that). A
+  // batch prepared ahead may still read the old ones.
+  const std::int64_t most = hybrid_constants_for(B, local_size);
+  const StreamHandle ahead = ahead_stream_ ? ahead_stream_.handle() : nullptr;
+  sequence(h.iota64, most + 1, DType::I64, place_, ahead);
+  sequence(h.ones, most, DType::F32, place_, ahead);
+  b->scale = h.ones;
+  find_hybrid_rows(batch, local_offset, *b, training, tag, stream, errors);
+  plan_hybrid_exchange(*b, tag, stream);
+  group_hybrid_rows(*b, training, tag, stream);
+  return b;
+}
+
 void SparseEmbedding::find_hybrid_rows(const CsrTensor& batch, std::int64_t local_offset, Batch& b,
-                                       bool training, const std::string& tag) {
+                                       bool training, const std::string& tag, StreamHandle s,
+                                       ErrorWords& errors) {
   Hybrid& h = *hybrid_;
   HybridBatch& hb = *b.hybrid;
   const std::int64_t S = config_.slot_num, F = h.frequent, nnz = batch.nnz();
   const auto owned_count = static_cast<std::int64_t>(owned_slots_.size());
-  const StreamHandle s = stream();
   Tensor frequent_of_key;
   if (F > 0 && nnz > 0) {
-    frequent_of_key = scratch(tag + "frequent_of_key", nnz, DType::I64);
+    frequent_of_key = scratch(tag + "frequent_of_key", nnz, DType::I64, s);
     h.index->find(batch.values(), frequent_of_key, s);
   }
   kernels::HybridArgs a;
@@ -181,56 +227,40 @@ void SparseEmbedding::find_hybrid_rows(const CsrTensor& batch, std::int64_t loca
   a.slot_begin = h.slot_begin.data<std::int64_t>();
   a.local_base = h.local_base.data<std::int64_t>();
   a.owned_count = owned_count;
-  hb.frequent_rows = scratch(tag + "frequent_rows", hb.local_bags, DType::I64);
-  hb.expect = scratch(tag + "expect", hb.local_bags, DType::I64);
-  hb.owned_rows = scratch(tag + "owned_rows", b.global_batch * owned_count, DType::I64);
+  hb.frequent_rows = scratch(tag + "frequent_rows", hb.local_bags, DType::I64, s);
+  hb.expect = scratch(tag + "expect", hb.local_bags, DType::I64, s);
+  hb.owned_rows = scratch(tag + "owned_rows", b.global_batch * owned_count, DType::I64, s);
   if (optimizer_.update_type == optim::UpdateType::LazyGlobal && F > 0) {
-    hb.used = scratch(tag + "used", F, DType::I32);
+    hb.used = scratch(tag + "used", F, DType::I32, s);
     ops::fill(hb.used, 0.0, s);
   }
   if (training && F > 0) {
-    hb.local_used = scratch("train/local_used", F, DType::I32);
+    hb.local_used = scratch(tag + "local_used", F, DType::I32, s);
     ops::fill(hb.local_used, 0.0, s);
   }
-  if (!onehot_bad_.defined()) {
-    onehot_bad_ = Tensor::empty({3}, DType::I64, place_);
-    if (place_.is_cuda()) {
-      onehot_bad_host_ = Tensor::empty({3}, DType::I64, Place::pinned());
-      onehot_bad_ready_ = Event::create(place_.device());
-    }
-  }
+  make_error_words(errors, s);
   kernels::HybridRows out;
   out.frequent_rows = hb.frequent_rows.data<std::int64_t>();
   out.expect = hb.expect.data<std::int64_t>();
   out.owned_rows = hb.owned_rows.data<std::int64_t>();
   out.used = ptr<std::int32_t>(hb.used);
   out.local_used = ptr<std::int32_t>(hb.local_used);
-  out.bad = onehot_bad_.data<std::int64_t>();
+  out.bad = errors.device.data<std::int64_t>();
   const Tensor keys = batch.values();
   dispatch_key(config_.key_dtype, "embedding keys", [&](auto key_type) {
     using Key = typename decltype(key_type)::type;
     kernels::on(place_).keys<Key>().hybrid_rows(a, keys.data<Key>(), out, s);
   });
-  if (place_.is_cuda()) {
-    // Read after the batch (check_deferred_errors), so the step does not wait for it.
-    copy_bytes(onehot_bad_host_.data(), Place::pinned(), onehot_bad_.data(), place_,
-               3 * sizeof(std::int64_t), s);
-    onehot_bad_ready_.record(s);
-    onehot_bad_pending_ = true;
-  } else {
-    const auto* bad = onehot_bad_.data<std::int64_t>();
-    if (bad[0] >= 0) throw_hybrid_error(bad[0], bad[1], bad[2]);
-  }
+  collect_errors(errors, s);
 }
 
-void SparseEmbedding::plan_hybrid_exchange(Batch& b, const std::string& tag) {
+void SparseEmbedding::plan_hybrid_exchange(Batch& b, const std::string& tag, StreamHandle s) {
   Hybrid& h = *hybrid_;
   HybridBatch& hb = *b.hybrid;
   const std::int64_t S = config_.slot_num, Bl = b.local_size;
   const int D = comm_.size();
   const auto owned_count = static_cast<std::int64_t>(owned_slots_.size());
   const std::int64_t owned_bags = b.global_batch * owned_count;
-  const StreamHandle s = stream();
   build_exchange_index(Bl);
   if (h.bounds_for != Bl) {
     // Sends: the owned bags of peer q's samples; receipts: the bags of peer p's slots.
@@ -245,9 +275,9 @@ void SparseEmbedding::plan_hybrid_exchange(Batch& b, const std::string& tag) {
     h.recv_bounds = Tensor::from_vector(recv, place_);
     h.bounds_for = Bl;
   }
-  const Tensor send_bags = scratch(tag + "send_bags", owned_bags, DType::I64);
-  hb.recv_rows = scratch(tag + "recv_rows", hb.local_bags, DType::I64);
-  const Tensor counts = scratch(tag + "counts", 2 * D, DType::I64);
+  const Tensor send_bags = scratch(tag + "send_bags", owned_bags, DType::I64, s);
+  hb.recv_rows = scratch(tag + "recv_rows", hb.local_bags, DType::I64, s);
+  const Tensor counts = scratch(tag + "counts", 2 * D, DType::I64, s);
   const kernels::KernelTable& k = kernels::on(place_);
   k.select_items(hb.owned_rows.data<std::int64_t>(), nullptr, owned_bags, -1, INT64_MAX,
                  h.send_bounds.data<std::int64_t>(), D, send_bags.data<std::int64_t>(),
@@ -255,96 +285,91 @@ void SparseEmbedding::plan_hybrid_exchange(Batch& b, const std::string& tag) {
   k.select_items(hb.expect.data<std::int64_t>(), backward_index_.data<std::int64_t>(),
                  hb.local_bags, 1, 1, h.recv_bounds.data<std::int64_t>(), D,
                  hb.recv_rows.data<std::int64_t>(), counts.data<std::int64_t>() + D, s);
-  // The forward's one wait: all_to_all_v takes its counts on the host.
+  // The one wait for the device: all_to_all_v takes its counts on the host.
   const std::vector<std::int64_t> both = counts.to(Place::host(), s).to_vector<std::int64_t>();
   hb.send_counts.assign(both.begin(), both.begin() + D);
   hb.recv_counts.assign(both.begin() + D, both.end());
   const std::int64_t N =
       std::accumulate(hb.send_counts.begin(), hb.send_counts.end(), std::int64_t{0});
   b.bags = b.entries = N;
-  b.rows = scratch(tag + "rows", N, DType::I64);
+  b.rows = scratch(tag + "rows", N, DType::I64, s);
   if (N > 0) {
     k.move_rows(b.rows.data(), nullptr, hb.owned_rows.data(), send_bags.data<std::int64_t>(), N,
                 sizeof(std::int64_t), s);
   }
 }
 
-void SparseEmbedding::group_hybrid_rows(Batch& b, bool training, const std::string& tag) {
+void SparseEmbedding::group_hybrid_rows(Batch& b, bool training, const std::string& tag,
+                                        StreamHandle s) {
   Hybrid& h = *hybrid_;
   HybridBatch& hb = *b.hybrid;
-  const std::int64_t F = h.frequent, N = b.entries, V = config_.vec_size;
+  const std::int64_t F = h.frequent, N = b.entries;
   const bool lazy = optimizer_.update_type == optim::UpdateType::LazyGlobal;
-  const StreamHandle s = stream();
   const kernels::KernelTable& k = kernels::on(place_);
   if (training || lazy) {
-    b.sorted_bags = scratch(tag + "sorted_bags", N, DType::I32);
-    b.unique_rows = scratch(tag + "unique_rows", N, DType::I64);
-    b.segment_offsets = scratch(tag + "segment_offsets", N + 1, DType::I64);
-    b.unique_count = scratch(tag + "unique_count", 1, DType::I64);
+    b.sorted_bags = scratch(tag + "sorted_bags", N, DType::I32, s);
+    b.unique_rows = scratch(tag + "unique_rows", N, DType::I64, s);
+    b.segment_offsets = scratch(tag + "segment_offsets", N + 1, DType::I64, s);
+    b.unique_count = scratch(tag + "unique_count", 1, DType::I64, s);
     k.segments(b.rows.data<std::int64_t>(), h.iota64.data<std::int64_t>(), N, capacity_,
                b.sorted_bags.data<std::int32_t>(), b.unique_rows.data<std::int64_t>(),
                b.segment_offsets.data<std::int64_t>(), b.unique_count.data<std::int64_t>(), s);
   }
   if (training && F > 0) {
-    hb.sorted_bags = scratch("train/frequent_sorted_bags", hb.local_bags, DType::I32);
-    hb.unique_rows = scratch("train/frequent_unique_rows", hb.local_bags, DType::I64);
-    hb.segment_offsets = scratch("train/frequent_offsets", hb.local_bags + 1, DType::I64);
-    hb.unique_count = scratch("train/frequent_count", 1, DType::I64);
+    hb.sorted_bags = scratch(tag + "frequent_sorted_bags", hb.local_bags, DType::I32, s);
+    hb.unique_rows = scratch(tag + "frequent_unique_rows", hb.local_bags, DType::I64, s);
+    hb.segment_offsets = scratch(tag + "frequent_offsets", hb.local_bags + 1, DType::I64, s);
+    hb.unique_count = scratch(tag + "frequent_count", 1, DType::I64, s);
     k.segments(hb.frequent_rows.data<std::int64_t>(), h.iota64.data<std::int64_t>(), hb.local_bags,
                F, hb.sorted_bags.data<std::int32_t>(), hb.unique_rows.data<std::int64_t>(),
                hb.segment_offsets.data<std::int64_t>(), hb.unique_count.data<std::int64_t>(), s);
-  }
-  if (!lazy) return;
-  // LazyGlobal: the owned rows this rank sends, and the frequent rows the whole global batch
-  // uses (the same set on every rank, so the replicas stay identical).
-  const kernels::LazyParams lp = lazy_params(step_);
-  if (N > 0) {
-    k.catch_up_rows(b.unique_rows.data<std::int64_t>(), N, b.unique_count.data<std::int64_t>(),
-                    table_values(), V, row_states(), step_, lp, s);
-  }
-  if (F > 0) {
-    const Tensor rows = scratch(tag + "used_rows", F, DType::I64);
-    k.flagged_rows(hb.used.data<std::int32_t>(), F, rows.data<std::int64_t>(), s);
-    kernels::Values values = table_values();
-    values.data = h.values.data();
-    k.catch_up_rows(rows.data<std::int64_t>(), F, nullptr, values, V,
-                    kernels::RowStates{ptr<float>(h.state0), ptr<float>(h.state1),
-                                       ptr<std::int64_t>(h.last_step)},
-                    step_, lp, s);
   }
 }
 
 void SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
                                      std::int64_t local_size, bool training, const Tensor& out) {
-  std::int64_t B = 0;
-  check_batch(batch, local_offset, local_size, &B);
+  std::unique_ptr<Batch> b = take_prepared(batch, local_offset, local_size, training);
+  if (!b) {
+    b = prepare_hybrid(batch, local_offset, local_size, training, stream(),
+                       training ? "train/" : "eval/", onehot_bad_);
+  }
+  // Its data errors are read by the next call, when the device has found them.
+  if (place_.is_cuda()) bad_pending_ = b->errors;
+  finish_hybrid_forward(std::move(b), training, out);
+}
+
+void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool training,
+                                            const Tensor& out) {
   Hybrid& h = *hybrid_;
-  const std::int64_t S = config_.slot_num, V = config_.vec_size;
-  EMBER_CHECK(B * S < INT32_MAX, where(), ": ", B * S,
-              " (sample, slot) pairs in one batch exceed 2^31 - 1");
+  HybridBatch& hb = *b->hybrid;
+  const std::int64_t F = h.frequent, V = config_.vec_size;
   const std::string tag = training ? "train/" : "eval/";
   const StreamHandle s = stream();
-  auto b = std::make_unique<Batch>();
-  b->hybrid = std::make_unique<HybridBatch>();
-  HybridBatch& hb = *b->hybrid;
-  b->global_batch = B;
-  b->local_size = local_size;
-  hb.local_bags = local_size * S;
-  // The constants this batch reads, sized once (a bag is at most one entry).
-  const std::int64_t most = std::max({hb.local_bags, B * S, h.frequent});
-  sequence(h.iota64, most + 1, DType::I64, place_);
-  sequence(h.ones, most, DType::F32, place_);
-  b->scale = h.ones;
-
-  find_hybrid_rows(batch, local_offset, *b, training, tag);
-  plan_hybrid_exchange(*b, tag);
-  group_hybrid_rows(*b, training, tag);
+  const kernels::KernelTable& k = kernels::on(place_);
+  const std::int64_t N = b->entries;
+  if (optimizer_.update_type == optim::UpdateType::LazyGlobal) {
+    // The owned rows this rank sends, and the frequent rows the whole global batch uses (the
+    // same set on every rank, so the replicas stay identical), brought to this step.
+    const kernels::LazyParams lp = lazy_params(step_);
+    if (N > 0) {
+      k.catch_up_rows(b->unique_rows.data<std::int64_t>(), N, b->unique_count.data<std::int64_t>(),
+                      table_values(), V, row_states(), step_, lp, s);
+    }
+    if (F > 0) {
+      const Tensor rows = scratch(tag + "used_rows", F, DType::I64);
+      k.flagged_rows(hb.used.data<std::int32_t>(), F, rows.data<std::int64_t>(), s);
+      kernels::Values values = table_values();
+      values.data = h.values.data();
+      k.catch_up_rows(rows.data<std::int64_t>(), F, nullptr, values, V,
+                      kernels::RowStates{ptr<float>(h.state0), ptr<float>(h.state1),
+                                         ptr<std::int64_t>(h.last_step)},
+                      step_, lp, s);
+    }
+  }
 
   // Pooling (one entry per bag: offsets 0, 1, 2, ...) and the exchange of infrequent vectors, in
   // the dtype they move in (exchange_dtype: out's, or f32 for an odd 16-bit width, rounded into
   // out at the end).
-  const kernels::KernelTable& k = kernels::on(place_);
-  const std::int64_t N = b->entries;
   const std::int64_t M =
       std::accumulate(hb.recv_counts.begin(), hb.recv_counts.end(), std::int64_t{0});
   const DType moved = exchange_dtype(out.dtype(), false);

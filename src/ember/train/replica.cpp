@@ -234,12 +234,24 @@ void Replica::feed_data(Inputs& in, const data::DeviceBatch& batch, StreamHandle
 void Replica::prefetch(const data::DeviceBatch& batch) {
   const std::int64_t ranks = comm_->size(), block = (batch.global_size + ranks - 1) / ranks;
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
-    if (embeddings_[i]->location() != embedding::StorageLocation::Host) continue;
+    if (!embeddings_[i]->prepares_ahead()) continue;
     // Training batches are full: the CSR needs no padding, so the forward sees these tensors.
     const CsrTensor& keys = batch.sparse.at(embedding_input_[i]);
     if (keys.rows() != block * ranks * config_.embeddings[i].slot_num) continue;
     embeddings_[i]->prefetch(keys, rank() * block, block, batch.ready.get());
   }
+}
+
+bool Replica::prepares_ahead() const {
+  for (const auto& e : embeddings_) {
+    if (e->prepares_ahead()) return true;
+  }
+  return false;
+}
+
+void Replica::forget_prepared() {
+  for (const auto& e : embeddings_)
+    e->forget_prepared();
 }
 
 void Replica::set_part_timer(PartTimer* timer) {

@@ -70,9 +70,13 @@ class Replica {
   // update at all, dense or sparse (collective: every rank skips); see last_step_skipped().
   float train_step(const data::DeviceBatch& batch);
   bool last_step_skipped() const { return skipped_; }
-  // Host-backed embeddings prepare their rows for `batch`, the next training batch, while the
-  // current step runs (see SparseEmbedding::prefetch); nothing for device tables.
+  // The embeddings that can (SparseEmbedding::prepares_ahead: host tables, one-hot and hybrid
+  // layers) prepare `batch`, the next training batch, while the current step runs (see
+  // SparseEmbedding::prefetch).
   void prefetch(const data::DeviceBatch& batch);
+  bool prepares_ahead() const;
+  // The batch prefetched will not be trained on (SparseEmbedding::forget_prepared).
+  void forget_prepared();
   // What the solver's cuda_graph made of the dense step: "off", "warming up", "replaying", or
   // why it runs without a graph.
   const std::string& cuda_graph_status() const { return graph_status_; }

@@ -165,6 +165,11 @@ std::string Session::cuda_graph_status() const {
 class Session::TrainingLoop {
  public:
   explicit TrainingLoop(Session& session);
+  // The batch taken ahead goes with the loop: the embeddings forget what they prepared for it
+  // (its buffers may come back at the same addresses, for another batch).
+  ~TrainingLoop();
+  TrainingLoop(const TrainingLoop&) = delete;
+  TrainingLoop& operator=(const TrainingLoop&) = delete;
   TrainResult run();
   // train_step(): one step on the next batch, nothing else; false when the data is done.
   bool step_alone();
@@ -182,8 +187,8 @@ class Session::TrainingLoop {
   std::optional<data::Batch> timed_next_batch();
   std::optional<data::Batch> pull_batch();
   void step(const data::Batch& batch);
-  // Host-backed embeddings: takes the batch after the one just stepped from the pipeline and
-  // lets them prepare its rows while the step runs on the device (see Replica::prefetch).
+  // Takes the batch after the one just stepped from the pipeline and lets the embeddings that
+  // can prepare it while the step runs on the device (see Replica::prefetch).
   void prefetch_next();
   // nan_policy "stop": the loss of every step is checked, on a GPU one step late (the host does
   // not wait for the step it just queued); check_loss_now() catches up before anything that
@@ -240,10 +245,11 @@ class Session::TrainingLoop {
   // The progress line's ETA counts from its first step (not from start-up or a resumed run's 0).
   std::int64_t progress_first_iteration_ = -1;
   Clock::time_point progress_start_;
-  // Host-backed embeddings: the batch after the current one, taken early and prepared ahead,
-  // and the cache figures of each display window.
+  // The batch after the current one, taken early and prepared ahead; host-backed embeddings'
+  // cache figures of each display window.
   bool prefetch_ = false;
   std::optional<data::Batch> upcoming_;
+  bool report_cache_ = false;
   CacheReport cache_report_;
   std::int64_t cache_window_start_ = 0;
 };
@@ -293,8 +299,20 @@ Session::TrainingLoop::TrainingLoop(Session& session)
       progress_(progress_options(session.options_.progress)),
       lrs_(m_.places.size()),
       step_losses_(m_.places.size()),
-      prefetch_(CacheReport::wanted(m_.replicas)),
+      prefetch_(m_.replicas.front()->prepares_ahead()),
+      report_cache_(CacheReport::wanted(m_.replicas)),
       cache_window_start_(session.iteration_) {}
+
+Session::TrainingLoop::~TrainingLoop() {
+  if (!upcoming_) return;
+  try {
+    m_.team->run([&](int r) { m_.replicas[static_cast<std::size_t>(r)]->forget_prepared(); });
+  } catch (const std::exception& e) {
+    EMBER_LOG_ERROR("training: forgetting the batch prepared ahead failed: {}", e.what());
+  } catch (...) {
+    EMBER_LOG_ERROR("training: forgetting the batch prepared ahead failed");
+  }
+}
 
 data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   data::PipelineOptions po;
@@ -346,6 +364,7 @@ bool Session::TrainingLoop::step_alone() {
     return false;
   }
   step(*batch);
+  prefetch_next();
   return true;
 }
 
@@ -569,7 +588,7 @@ void Session::TrainingLoop::display() {
   last_display_iteration_ = iteration;
   result_.losses.emplace_back(iteration, loss);
   result_.rates.push_back(rate);
-  if (prefetch_) {
+  if (report_cache_) {
     const auto figures = cache_report_.report(iteration, m_.replicas,
                                               iteration - cache_window_start_, m_.log, *m_.out);
     if (figures) result_.cache.push_back(*figures);

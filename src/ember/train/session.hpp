@@ -113,10 +113,12 @@ class Session {
   // session continues where it stopped) or until the AUC target is reached.
   TrainResult train();
   // One training step on the next batch, as HugeCTR's per-step Session.train(): no display line,
-  // evaluation, snapshot or metrics row (the caller decides). False, without a step, when a
-  // num_epochs run has no more data; in a max_iter run the data repeats and max_iter is the
-  // caller's to keep. nan_policy applies as in train() (on a GPU "stop" notices a non-finite loss
-  // one step late). Successive calls share one input pipeline; train() and load() start anew.
+  // evaluation, snapshot or metrics row (the caller decides). Like train(), it takes the batch
+  // after it from the pipeline and lets the embeddings prepare it while the step runs. False,
+  // without a step, when a num_epochs run has no more data; in a max_iter run the data repeats and
+  // max_iter is the caller's to keep. nan_policy applies as in train() (on a GPU "stop" notices a
+  // non-finite loss one step late). Successive calls share one input pipeline; train() and load()
+  // start anew.
   bool train_step();
   // Profiling: with a timer (on the first rank's place), every training step of train() and
   // train_step() is timed by parts on the first rank: the host's wait for the next batch (a host
