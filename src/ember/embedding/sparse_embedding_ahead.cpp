@@ -5,7 +5,7 @@
 // that takes the keys' work, and the hybrid's one wait for the device, off the step's path.
 // Nothing here reads the table or the step count: a batch prepared ahead gives the results of
 // one prepared in its forward, bit for bit.
-#include <algorithm>
+#include <string>
 
 #include "ember/core/error.hpp"
 #include "ember/core/stream.hpp"
