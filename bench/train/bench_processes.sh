@@ -3,12 +3,13 @@
 # user runs it: samples/s from the display lines (the median of every window but the first).
 #
 #   bench/train/bench_processes.sh [--ember PATH] [--gpu-only | --cpu-only] [--iters N]
-#                                  [--max-ranks P]
+#                                  [--max-ranks P] [--hybrid]
 #
 # GPU: DLRM Criteo-Kaggle (configs/dlrm_criteo_kaggle.json, batch 65536 per GPU, fp32 and mixed
 # precision) on 1..G visible GPUs (G, then halving): one process with all of them, and one process
 # per GPU under mpirun; on one GPU, a plain process against `mpirun -np 1` (the MPI job's own
-# cost). CPU: configs/dlrm.json's model (batch 4096 per rank) on P = 1, 2, 4, ... ranks (up to
+# cost). --hybrid: also its HybridSparseEmbedding twin (configs/dlrm_criteo_kaggle_hybrid.json)
+# with "frequent_rule": "traffic", the same way. CPU: configs/dlrm.json's model (batch 4096 per rank) on P = 1, 2, 4, ... ranks (up to
 # half the cores), one process of P in-process ranks and P processes of one rank, each rank given
 # cores / P OpenMP threads: weak scaling of the CPU path and the MPI collectives.
 set -euo pipefail
@@ -19,6 +20,7 @@ iters=60
 do_gpu=1
 do_cpu=1
 max_ranks=""
+models=(dlrm_kaggle)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ember) ember="$2"; shift 2 ;;
@@ -26,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --gpu-only) do_cpu=0; shift ;;
     --cpu-only) do_gpu=0; shift ;;
     --max-ranks) max_ranks="$2"; shift 2 ;;
+    --hybrid) models=(dlrm_kaggle dlrm_kaggle_hybrid_traffic); shift ;;
     *) echo "bench_processes: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -42,10 +45,11 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # A configuration with the generated dataset's data layer and the run's settings.
-make_config() {  # base dataset_dir out batch iters mixed
+make_config() {  # base dataset_dir out batch iters mixed [frequent_rule]
   python3 - "$@" << 'EOF'
 import json, sys
 base, data, out, batch, iters, mixed = sys.argv[1:7]
+rule = sys.argv[7] if len(sys.argv) > 7 else ""
 c = json.load(open(base))
 d = json.load(open(data + "/dataset.json"))["data_layer"]
 # The generated data's layer (format, files, counts), with the model's names and sparse inputs.
@@ -57,6 +61,9 @@ s.update(batchsize=int(batch), batchsize_eval=int(batch), max_iter=int(iters),
          display=max(1, int(iters) // 6), eval_interval=0, snapshot=0)
 s["mixed_precision"] = mixed == "1"
 s.pop("gpu", None)
+for l in c["layers"]:
+    if rule and l["type"] == "HybridSparseEmbedding":
+        l["sparse_embedding_hparam"]["frequent_rule"] = rule
 json.dump(c, open(out, "w"), indent=1)
 EOF
 }
@@ -95,25 +102,31 @@ if [[ $do_gpu == 1 ]] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /d
   counts=()
   for ((n = gpus; n >= 1; n /= 2)); do counts+=("$n"); done
   declare -A base=()
-  for mixed in 0 1; do
-    mode=$([[ $mixed == 1 ]] && echo mixed || echo fp32)
-    for ((i = ${#counts[@]} - 1; i >= 0; --i)); do
-      n=${counts[$i]}
-      cfg="$work/kaggle_${n}_${mixed}.json"
-      make_config "$here/configs/dlrm_criteo_kaggle.json" "$work/kaggle" "$cfg" $((per_gpu * n)) \
-        "$iters" "$mixed"
-      one=$(run "gpu $n one $mode" "$ember" train "$cfg" --gpus "$(gpu_list "$n")")
-      many=$(run "gpu $n mpi $mode" "${mpirun[@]}" -np "$n" "$ember" train "$cfg" --mpi \
-        --set "solver.gpu=$(gpu_lists "$n")")
-      [[ $n == 1 ]] && base[$mode]=$one
-      scale=$(python3 -c "b,o,m,n=map(float,'${base[$mode]} $one $many $n'.split()); \
+  for model in "${models[@]}"; do
+    model_config="$here/configs/dlrm_criteo_kaggle.json" rule=""
+    if [[ $model == dlrm_kaggle_hybrid_traffic ]]; then
+      model_config="$here/configs/dlrm_criteo_kaggle_hybrid.json" rule=traffic
+    fi
+    for mixed in 0 1; do
+      mode=$([[ $mixed == 1 ]] && echo mixed || echo fp32)
+      for ((i = ${#counts[@]} - 1; i >= 0; --i)); do
+        n=${counts[$i]}
+        cfg="$work/${model}_${n}_${mixed}.json"
+        make_config "$model_config" "$work/kaggle" "$cfg" $((per_gpu * n)) "$iters" "$mixed" $rule
+        label="$model gpu $n"
+        one=$(run "$label one $mode" "$ember" train "$cfg" --gpus "$(gpu_list "$n")")
+        many=$(run "$label mpi $mode" "${mpirun[@]}" -np "$n" "$ember" train "$cfg" --mpi \
+          --set "solver.gpu=$(gpu_lists "$n")")
+        [[ $n == 1 ]] && base[$model$mode]=$one
+        scale=$(python3 -c "b,o,m,n=map(float,'${base[$model$mode]} $one $many $n'.split()); \
 print(f'{o/b:.2f}x / {m/b:.2f}x' if b==b and b>0 else 'nan')")
-      printf '%-34s %-6s %10s %10s %10s\n' "$n GPU(s), batch $((per_gpu * n))" "$mode" "$one" "$many" \
-        "scaling $scale"
-      # Where each process's input time went (process 0's "input (training)" line).
-      grep -h "input (training)" "$work/gpu_${n}_mpi_${mode}.log" 2> /dev/null |
-        sed 's/^.*input (training): /  processes: /; s/; process/\n  processes: process/g' || true
-      echo "SUMMARY | processes | dlrm_kaggle $mode gpus=$n | one process $one M | one process per GPU $many M | scaling (one / per GPU) $scale"
+        printf '%-34s %-6s %10s %10s %10s\n' "$n GPU(s), batch $((per_gpu * n))" "$mode" "$one" \
+          "$many" "scaling $scale ($model)"
+        # Where each process's input time went (process 0's "input (training)" line).
+        grep -h "input (training)" "$work/${model}_gpu_${n}_mpi_${mode}.log" 2> /dev/null |
+          sed 's/^.*input (training): /  processes: /; s/; process/\n  processes: process/g' || true
+        echo "SUMMARY | processes | $model $mode gpus=$n | one process $one M | one process per GPU $many M | scaling (one / per GPU) $scale"
+      done
     done
   done
 fi
