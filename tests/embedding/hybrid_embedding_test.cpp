@@ -326,6 +326,34 @@ TEST(HybridEmbedding, BatchesPreparedAheadTrainBitForBitAsInTheirForward) {
   }
 }
 
+// An evaluation batch larger than the training batches, between a prefetch and its forward:
+// the hybrid's constants and exchange plan grow for it in its forward, so the training batch
+// after the one already prepared is prepared in its own forward (which sizes them back), and
+// the ones after are prepared ahead again. The one-hot layer has nothing sized by the batch.
+TEST(HybridEmbedding, ALargerEvaluationBatchCostsTheHybridOnePreparationAhead) {
+  auto rng = ember::testing::make_rng(15);
+  for (int D : {1, 2}) {
+    Problem onehot = make_problem(
+        testing::test_optimizer(optim::OptimizerType::Adam, optim::UpdateType::LazyGlobal), 8, 12,
+        rng, false);
+    onehot.batches[4] = testing::random_batch(36, kSizes, 1, rng);
+    onehot.grads[4].assign(36 * onehot.config.slot_num * onehot.config.vec_size, 0.0f);
+    onehot.training[4] = false;
+    for (const Problem& base : {onehot, as_hybrid(onehot, testing::most_used_keys(onehot, 15))}) {
+      Problem ahead = base;
+      ahead.prefetch = true;
+      const std::string what = std::string(embedding_type_name(base.config.type)) + " on " +
+                               std::to_string(D) + " ranks";
+      const testing::RunResult got = testing::run_ranks(ahead, D);
+      testing::expect_identical_runs(got, testing::run_ranks(base, D), what);
+      // Training steps 1, 2, 3, 5, 6, 7 follow a prefetch; the hybrid prepares step 6's batch in
+      // its forward.
+      const std::int64_t want = base.config.type == EmbeddingType::Hybrid ? 5 : 6;
+      EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, want)) << what;
+    }
+  }
+}
+
 CsrTensor csr_of(const testing::HostBatch& b) {
   return CsrTensor(Tensor::from_vector(b.offsets), Tensor::from_vector(b.keys),
                    static_cast<std::int64_t>(b.keys.size()));
