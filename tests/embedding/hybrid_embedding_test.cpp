@@ -299,6 +299,20 @@ void set_bag(testing::HostBatch& b, std::int64_t bag, const std::vector<std::int
     b.offsets[i] += change;
 }
 
+// `base` run with each training batch prefetched after the step before (as the session does)
+// against the same run without: the same bit for bit on D ranks, with `forwards` of each rank's
+// forwards starting from the batch prepared ahead (none would be the same run trivially).
+void expect_prepared_ahead_as_in_forward(const Problem& base, int D, std::int64_t forwards,
+                                         const std::string& what) {
+  Problem ahead = base;
+  ahead.prefetch = true;
+  const std::string where = std::string(embedding_type_name(base.config.type)) + " " + what +
+                            " on " + std::to_string(D) + " ranks";
+  const testing::RunResult got = testing::run_ranks(ahead, D);
+  testing::expect_identical_runs(got, testing::run_ranks(base, D), where);
+  EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, forwards)) << where;
+}
+
 // The session prepares each training batch ahead, during the step before (prefetch()): the
 // rows, the exchange's plan and the grouping for the update come from the keys alone, so the
 // run is the same bit for bit, with an evaluation batch between a batch prepared and its
@@ -311,15 +325,9 @@ TEST(HybridEmbedding, BatchesPreparedAheadTrainBitForBitAsInTheirForward) {
         const Problem onehot = make_problem(testing::test_optimizer(ot, ut), 6, 12, rng);
         for (const Problem& base :
              {onehot, as_hybrid(onehot, testing::most_used_keys(onehot, 15))}) {
-          Problem ahead = base;
-          ahead.prefetch = true;
-          const std::string what = std::string(embedding_type_name(base.config.type)) + " " +
-                                   name_of(ot, ut) + " on " + std::to_string(D) + " ranks";
-          const testing::RunResult got = testing::run_ranks(ahead, D);
-          testing::expect_identical_runs(got, testing::run_ranks(base, D), what);
           // Steps 1, 2, 3 and 5 train on a batch prepared ahead (step 4 evaluates between the
           // prefetch of step 5's batch and its forward).
-          EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, 4)) << what;
+          expect_prepared_ahead_as_in_forward(base, D, 4, name_of(ot, ut));
         }
       }
     }
@@ -340,16 +348,10 @@ TEST(HybridEmbedding, ALargerEvaluationBatchCostsTheHybridOnePreparationAhead) {
     onehot.grads[4].assign(36 * onehot.config.slot_num * onehot.config.vec_size, 0.0f);
     onehot.training[4] = false;
     for (const Problem& base : {onehot, as_hybrid(onehot, testing::most_used_keys(onehot, 15))}) {
-      Problem ahead = base;
-      ahead.prefetch = true;
-      const std::string what = std::string(embedding_type_name(base.config.type)) + " on " +
-                               std::to_string(D) + " ranks";
-      const testing::RunResult got = testing::run_ranks(ahead, D);
-      testing::expect_identical_runs(got, testing::run_ranks(base, D), what);
       // Training steps 1, 2, 3, 5, 6, 7 follow a prefetch; the hybrid prepares step 6's batch in
       // its forward.
-      const std::int64_t want = base.config.type == EmbeddingType::Hybrid ? 5 : 6;
-      EXPECT_EQ(got.forwards_prepared_ahead, std::vector<std::int64_t>(D, want)) << what;
+      expect_prepared_ahead_as_in_forward(
+          base, D, base.config.type == EmbeddingType::Hybrid ? 5 : 6, "larger evaluation batch");
     }
   }
 }
