@@ -71,6 +71,8 @@ struct Args {
   bool auc_only = false;
   std::int64_t auc_iters = 150;  // CPU (--quick) steps of the AUC comparison
   int gpus = 0;                  // --gpus N: weak scaling on 1, 2, 4, ... N GPUs instead
+  // --variants / --modes: the scaling runs to make (all when empty).
+  std::set<std::string> variants, modes;
   std::string dir;
   nlohmann::json solver = nlohmann::json::object();  // --set KEY=VALUE: for every Ember run
 };
@@ -390,7 +392,11 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   j["solver"]["eval_interval"] = 0;
   j["solver"]["device"] = "cuda";
   double ember[2] = {0, 0};  // fp32, mixed
-  const Mode modes[] = {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}};
+  std::vector<Mode> modes;
+  if (a.modes.empty() || a.modes.count("fp32") > 0) modes.push_back(Mode{"fp32", {}});
+  if (a.modes.empty() || a.modes.count("mixed") > 0) {
+    modes.push_back(Mode{"mixed f16", {{"mixed_precision", 1024}}});
+  }
   for (int m = 0; m < 2; ++m) {
     const Mode& mode = modes[m];
     const EmberRun r = run_ember(a, j, mode, name + " " + mode.name, path.string(), false);
@@ -546,19 +552,26 @@ int run_scaling(const Args& a, const fs::path& dir) {
     counts.push_back(n);
   if (counts.back() != a.gpus) counts.push_back(a.gpus);
   const std::int64_t per_gpu = 65536, iterations = a.warmup + a.iters;
-  const Mode modes[] = {Mode{"fp32", {}}, Mode{"mixed f16", {{"mixed_precision", 1024}}}};
+  std::vector<Mode> modes;
+  if (a.modes.empty() || a.modes.count("fp32") > 0) modes.push_back(Mode{"fp32", {}});
+  if (a.modes.empty() || a.modes.count("mixed") > 0) {
+    modes.push_back(Mode{"mixed f16", {{"mixed_precision", 1024}}});
+  }
   // The hybrid twice: with its configuration's HugeCTR rule for the frequent rows
   // (NVLink_SingleNode, p_dup_max 0.01) and with Ember's traffic rule.
   struct Variant {
+    const char* key;  // --variants
     const char* config;
     std::string name;
     const char* frequent_rule;  // nullptr: the configuration's
   };
   const Variant variants[] = {
-      {"dlrm_criteo_kaggle", "dlrm_criteo_kaggle", nullptr},
-      {"dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid", nullptr},
-      {"dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid traffic", "traffic"}};
+      {"onehot", "dlrm_criteo_kaggle", "dlrm_criteo_kaggle", nullptr},
+      {"hybrid", "dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid", nullptr},
+      {"traffic", "dlrm_criteo_kaggle_hybrid", "dlrm_criteo_kaggle_hybrid traffic", "traffic"}};
+  std::set<std::string> generated_for;
   for (const Variant& v : variants) {
+    if (!a.variants.empty() && a.variants.count(v.key) == 0) continue;
     const std::string name = v.name;
     const fs::path path = config_path(v.config);
     nlohmann::json base = read_json(path);
@@ -578,7 +591,7 @@ int run_scaling(const Args& a, const fs::path& dir) {
     o.files = 16;
     o.samples = per_gpu * a.gpus * (iterations + 4);
     o.eval_samples = per_gpu;
-    if (v.frequent_rule == nullptr) (void)data::generate_dataset(o);  // a variant reuses it
+    if (generated_for.insert(v.config).second) (void)data::generate_dataset(o);  // reused
     // The generated data's layer (format, file list, counts) with the model's names and inputs.
     const nlohmann::json generated = read_json(fs::path(o.out_dir) / "dataset.json")["data_layer"];
     std::printf("\nWeak scaling, %s, batch %lld per GPU, samples/s:\n", name.c_str(),
@@ -631,8 +644,9 @@ int usage() {
       stderr,
       "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
       "[--parts-steps N] [--layers] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
-      "[--gpus N] [--dir DIR] [--set KEY=VALUE]...\n  LIST: comma-separated of dlrm, dcn, "
-      "deepfm, wide_and_deep\n  --set: a solver key for every Ember run, VALUE in JSON (e.g. "
+      "[--gpus N [--variants onehot,hybrid,traffic] [--modes fp32,mixed]] [--dir DIR] "
+      "[--set KEY=VALUE]...\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n  --set: "
+      "a solver key for every Ember run, VALUE in JSON (e.g. "
       "--set overlap_embedding=false)\n");
   return 2;
 }
@@ -688,6 +702,19 @@ int main(int argc, char** argv) {
       a.iters = std::stoll(argv[++i]);
     } else if (s == "--gpus" && value) {
       a.gpus = std::stoi(argv[++i]);
+    } else if ((s == "--variants" || s == "--modes") && value) {
+      std::set<std::string>& chosen = s == "--variants" ? a.variants : a.modes;
+      const std::set<std::string> known = s == "--variants"
+                                              ? std::set<std::string>{"onehot", "hybrid", "traffic"}
+                                              : std::set<std::string>{"fp32", "mixed"};
+      std::istringstream in(argv[++i]);
+      for (std::string m; std::getline(in, m, ',');) {
+        if (known.count(m) == 0) {
+          std::fprintf(stderr, "bench_train: %s: unknown '%s'\n", s.c_str(), m.c_str());
+          return usage();
+        }
+        chosen.insert(m);
+      }
     } else if (s == "--dir" && value) {
       a.dir = argv[++i];
     } else if (s == "--set" && value) {

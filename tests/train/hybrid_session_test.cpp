@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <tuple>
 
 #include "ember/train/session.hpp"
 #include "train/training_support.hpp"
@@ -128,6 +129,24 @@ TEST(HybridSession, TrafficRuleReplicatesFewerRowsAndTrainsTheSameModel) {
     EXPECT_NEAR(lb[i], la[i], 1e-4 * std::abs(la[i])) << "iteration " << i + 1;
   ASSERT_TRUE(a.last_eval && b.last_eval);
   EXPECT_NEAR(b.last_eval->auc, a.last_eval->auc, 1e-4);
+}
+
+// Every training forward but the first starts from the batch prepared during the step before:
+// in train() up to max_iter, in train_step() past it too (max_iter is the caller's to keep).
+TEST(HybridSession, EveryStepButTheFirstStartsFromABatchPreparedAhead) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 4000);
+  for (const auto& [name, overrides, ranks] :
+       {std::tuple{"one-hot", onehot(), 1}, std::tuple{"hybrid", hybrid(), 2}}) {
+    Session whole(tiny_config(json, *data, 120, 6, overrides), quiet_options("cpu", ranks));
+    EXPECT_EQ(whole.forwards_prepared_ahead(), 0) << name;
+    (void)whole.train();
+    EXPECT_EQ(whole.forwards_prepared_ahead(), 5) << name;
+    Session steps(tiny_config(json, *data, 120, 4, overrides), quiet_options("cpu", ranks));
+    for (int i = 0; i < 9; ++i)
+      ASSERT_TRUE(steps.train_step()) << name;
+    EXPECT_EQ(steps.forwards_prepared_ahead(), 8) << name;
+  }
 }
 
 TEST(HybridSession, TheStatisticsPassReadsTheBatchesAsked) {

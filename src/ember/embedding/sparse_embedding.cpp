@@ -243,11 +243,7 @@ Tensor SparseEmbedding::forward(const CsrTensor& batch, std::int64_t local_offse
   std::int64_t B = 0;
   check_batch(batch, local_offset, local_size, &B);  // before local_size sizes anything
   Tensor out = Tensor::empty({local_size, config_.slot_num, config_.vec_size}, DType::F32, place_);
-  if (hybrid_) {
-    hybrid_forward(batch, local_offset, local_size, training, out);
-    return out;
-  }
-  finish_forward(take_batch(batch, local_offset, local_size, training), training, out);
+  run_forward(take_batch(batch, local_offset, local_size, training), training, out);
   return out;
 }
 
@@ -259,8 +255,11 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_batch(const CsrTen
                                  ? take_cached_batch(batch, local_offset, local_size, training)
                                  : take_prepared(batch, local_offset, local_size, training);
   if (!b) {
-    b = prepare_batch(batch, local_offset, local_size, training, stream(),
-                      training ? "train/" : "eval/", true, onehot_bad_);
+    const std::string tag = training ? "train/" : "eval/";
+    b = hybrid_
+            ? prepare_hybrid(batch, local_offset, local_size, training, stream(), tag, onehot_bad_)
+            : prepare_batch(batch, local_offset, local_size, training, stream(), tag, true,
+                            onehot_bad_);
   }
   // Its data errors are read by the next call, when the device has found them.
   if (b->errors != nullptr && place_.is_cuda()) bad_pending_ = b->errors;
@@ -272,11 +271,15 @@ void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_of
   PlaceGuard guard(place_);
   check_deferred_errors();
   check_output(out, local_size);
+  run_forward(take_batch(batch, local_offset, local_size, training), training, out);
+}
+
+void SparseEmbedding::run_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out) {
   if (hybrid_) {
-    hybrid_forward(batch, local_offset, local_size, training, out);
-    return;
+    finish_hybrid_forward(std::move(b), training, out);
+  } else {
+    finish_forward(std::move(b), training, out);
   }
-  finish_forward(take_batch(batch, local_offset, local_size, training), training, out);
 }
 
 void SparseEmbedding::check_output(const Tensor& out, std::int64_t local_size) const {

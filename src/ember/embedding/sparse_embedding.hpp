@@ -126,17 +126,16 @@ class SparseEmbedding {
   // grad: [local_size, slot_num, vec_size] f32, f16 or bf16 at place(), the gradient of
   // forward's output. With one rank a 16-bit gradient is read as it is by update() (widened
   // exactly, so the sums are those of its f32 copy): it must stay unchanged until then.
-  // Exchanges between ranks run in f32 (a 16-bit gradient is widened first).
+  // Exchanges between ranks move it as it is where they only move it, else in f32
+  // (exchange_dtype). A training step's collectives are all in forward() and backward().
   void backward(const Tensor& grad);
   // One optimizer step on the rows of the last backward (all rows for Global), with the
-  // learning rate of the schedule's next step. Gradients arrive multiplied by loss_scaler.
+  // learning rate of the schedule's next step. Gradients arrive multiplied by loss_scaler. It
+  // runs no collective: a caller may run its own beside it.
   void update(float loss_scaler = 1.0f);
-  // Whether update() runs collectives (HybridSparseEmbedding all-reduces its frequent rows'
-  // gradients there): a caller running other collectives beside it must wait for it, not only
-  // for backward().
-  bool update_communicates() const { return hybrid_ != nullptr && comm_.size() > 1; }
-  // LocalizedSlot on two GPU ranks: whether the exchanges' transfers run on a stream of their
-  // own, beside the pooling (forward) and gathering (backward) of this rank's own block, rather
+  // LocalizedSlot on two GPU ranks, HybridSparseEmbedding on two or more: whether the
+  // exchanges' transfers run on a stream of their own, beside the pooling (forward) and
+  // gathering (backward) of this rank's own block (the hybrid: of the frequent rows), rather
   // than on the current stream after it. Off by default; the results are the same. A caller
   // that times parts on one stream leaves it off.
   void set_exchange_overlap(bool on);
@@ -198,7 +197,8 @@ class SparseEmbedding {
   std::unique_ptr<Batch> prepare_batch(const CsrTensor& batch, std::int64_t local_offset,
                                        std::int64_t local_size, bool training, StreamHandle stream,
                                        const std::string& tag, bool start_rows, ErrorWords& errors);
-  // The batch the forward starts from: prepared ahead (host tables always), else prepared now.
+  // The batch the forward starts from: prepared ahead (host tables always), else prepared now
+  // (prepare_hybrid for a hybrid layer).
   std::unique_ptr<Batch> take_batch(const CsrTensor& batch, std::int64_t local_offset,
                                     std::int64_t local_size, bool training);
   // A device table's batch prepared ahead (sparse_embedding_ahead.cpp): none when the layer's
@@ -216,6 +216,8 @@ class SparseEmbedding {
   // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's); keeps the batch
   // for backward (training).
   void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
+  // The layer's forward from its batch (finish_forward, or finish_hybrid_forward).
+  void run_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
   void check_output(const Tensor& out, std::int64_t local_size) const;
   // Finds (training: inserts) the batch's rows; one-hot rows report their data errors in
   // `errors` (Batch::errors).
@@ -242,9 +244,6 @@ class SparseEmbedding {
   // ---- HybridSparseEmbedding (sparse_embedding_hybrid.cpp) ----
   // The frequent rows (replicated) and what the hybrid's steps share.
   void make_hybrid();
-  // The forward into `out` (f32 or 16-bit; its shape checked by the caller).
-  void hybrid_forward(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
-                      bool training, const Tensor& out);
   // What the hybrid's forward needs from the keys alone, on `stream` into the scratch buffers
   // named `tag`: each bag's rows (and the data errors, in `errors`), what goes to and comes from
   // each rank (the one wait for the device), the rows grouped for the update.
@@ -261,9 +260,13 @@ class SparseEmbedding {
   void group_hybrid_rows(Batch& b, bool training, const std::string& tag, StreamHandle stream);
   // LazyGlobal's catch-up of the rows a batch reads, pooling and the exchange.
   void finish_hybrid_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
-  // The infrequent vectors' gradients back to their owners ([entries, vec_size] at the owner).
+  // The infrequent vectors' gradients back to their owners ([entries, vec_size] at the owner),
+  // and the frequent rows' gradient sums over every rank.
   Tensor hybrid_exchange_backward(const Tensor& grad);
-  // The frequent rows' step: local gradient sums, their all-reduce, the optimizer.
+  // The frequent rows' gradient sums and users (HybridBatch::sums): this rank's, every rank's.
+  void sum_local_frequent_gradients();
+  void all_reduce_frequent_gradients();
+  // The frequent rows' step, with those sums.
   void update_frequent(std::int64_t step, const optim::UpdateStep& u,
                        const kernels::LazyParams* lazy);
   void catch_up_frequent();
@@ -311,6 +314,11 @@ class SparseEmbedding {
   // The two-rank exchange's transfer: `send` to `peer` and `recv` from it, on the exchange
   // stream once the current stream has written `send`.
   void exchange_with_peer(const Tensor& send, const Tensor& recv, int peer);
+  // An all-to-all on the exchange stream (the current stream without set_exchange_overlap)
+  // once the current stream has written `send`; the current stream joins it (join_exchange)
+  // before it reads `recv` or rewrites `send`.
+  void exchange_beside(const Tensor& send, const std::vector<std::int64_t>& send_counts,
+                       const Tensor& recv, const std::vector<std::int64_t>& recv_counts);
   // The current stream waits for the exchange stream's transfer.
   void join_exchange();
   StreamHandle exchange_stream() const;

@@ -35,6 +35,9 @@ struct HybridBatch {
   // The frequent entries grouped by row (one entry per local bag, rows -1 first).
   Tensor sorted_bags, unique_rows, segment_offsets, unique_count;
   Tensor local_grad;  // [local_bags, vec_size] after backward
+  // f32 [F x vec_size + F] after backward: every rank's gradient sums of the frequent rows, then
+  // how many ranks used each row (local_used then holds that count too).
+  Tensor sums;
   kernels::Segments segments() const {
     return kernels::Segments{sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
                              segment_offsets.data<std::int64_t>(),

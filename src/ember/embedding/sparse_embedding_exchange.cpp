@@ -22,6 +22,7 @@
 #include "ember/core/stream.hpp"
 #include "ember/embedding/batch_vectors.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
+#include "ember/embedding/join_on_exit.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/embedding/sparse_embedding_batch.hpp"
 #include "ember/tensor/ops.hpp"
@@ -33,32 +34,6 @@ namespace {
 std::byte* row_at(const Tensor& t, std::int64_t row, std::int64_t row_bytes) {
   return static_cast<std::byte*>(t.data()) + row * row_bytes;
 }
-
-// Runs `join` when the exchange is done, or when an error leaves it early: the buffers the
-// transfers use are released on the current stream, which must not run ahead of them.
-template <class Join>
-class JoinOnExit {
- public:
-  explicit JoinOnExit(Join join) : join_(std::move(join)) {}
-  ~JoinOnExit() {
-    if (!armed_) return;
-    try {
-      join_();
-    } catch (...) {
-      // The error that left the exchange reaches the caller; the device's own comes with it.
-    }
-  }
-  JoinOnExit(const JoinOnExit&) = delete;
-  JoinOnExit& operator=(const JoinOnExit&) = delete;
-  void now() {
-    armed_ = false;
-    join_();
-  }
-
- private:
-  Join join_;
-  bool armed_ = true;
-};
 
 }  // namespace
 
@@ -73,7 +48,9 @@ std::int64_t SparseEmbedding::slots_of_rank(int p) const {
 }
 
 void SparseEmbedding::set_exchange_overlap(bool on) {
-  exchange_overlap_ = on && place_.is_cuda() && comm_.size() == 2 && is_localized(config_.type);
+  const int D = comm_.size();
+  exchange_overlap_ = on && place_.is_cuda() && D > 1 &&
+                      (hybrid_ != nullptr || (D == 2 && is_localized(config_.type)));
   if (exchange_overlap_ && !exchange_stream_) {
     exchange_stream_ = Stream::create(place_.device());
     exchange_block_ready_ = Event::create(place_.device());
@@ -89,9 +66,16 @@ void SparseEmbedding::exchange_with_peer(const Tensor& send, const Tensor& recv,
   std::vector<std::int64_t> send_counts(2, 0), recv_counts(2, 0);
   send_counts[peer] = send.numel();
   recv_counts[peer] = recv.numel();
+  exchange_beside(send, send_counts, recv, recv_counts);
+}
+
+void SparseEmbedding::exchange_beside(const Tensor& send,
+                                      const std::vector<std::int64_t>& send_counts,
+                                      const Tensor& recv,
+                                      const std::vector<std::int64_t>& recv_counts) {
   const StreamHandle s = stream(), x = exchange_stream();
   if (x != s) {
-    // The block is written on the embedding's stream; the own block is prepared there meanwhile.
+    // `send` is written on the embedding's stream, which goes on with other work meanwhile.
     exchange_block_ready_.record(s);
     exchange_block_ready_.block(x);
   }

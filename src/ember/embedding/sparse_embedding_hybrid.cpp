@@ -17,9 +17,11 @@
 //      Vectors go in the output's dtype (16 bits in mixed precision, at an even width: only
 //      moved, each one rounded once, so the bits of the f32 exchange rounded).
 // Backward sends the infrequent bags' gradients back the same way (in the gradient's dtype:
-// a 16-bit gradient widens exactly where it is read); update() steps the owned
-// rows as one-hot does, and the frequent rows with the all-reduced sums of every rank's
-// gradients (each rank sums its own entries in the kGradientChunk order first).
+// a 16-bit gradient widens exactly where it is read), and all-reduces the frequent rows'
+// gradient sums (each rank sums its own entries in the kGradientChunk order first) with how
+// many ranks used each row; update() runs no collective: it steps the owned rows as one-hot
+// does, and the frequent rows with those sums. A caller may run its own collectives (the
+// dense all-reduce) once backward() is queued, beside the update.
 //
 // Exactness: with one rank every row's gradient is the one-hot layer's sum in the same order
 // and every step the same call, so training matches LocalizedSlotSparseEmbeddingOneHot bit for
@@ -36,6 +38,7 @@
 #include "ember/core/stream.hpp"
 #include "ember/embedding/batch_vectors.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
+#include "ember/embedding/join_on_exit.hpp"
 #include "ember/embedding/place_guard.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
 #include "ember/embedding/sparse_embedding_batch.hpp"
@@ -326,18 +329,6 @@ void SparseEmbedding::group_hybrid_rows(Batch& b, bool training, const std::stri
   }
 }
 
-void SparseEmbedding::hybrid_forward(const CsrTensor& batch, std::int64_t local_offset,
-                                     std::int64_t local_size, bool training, const Tensor& out) {
-  std::unique_ptr<Batch> b = take_prepared(batch, local_offset, local_size, training);
-  if (!b) {
-    b = prepare_hybrid(batch, local_offset, local_size, training, stream(),
-                       training ? "train/" : "eval/", onehot_bad_);
-  }
-  // Its data errors are read by the next call, when the device has found them.
-  if (place_.is_cuda()) bad_pending_ = b->errors;
-  finish_hybrid_forward(std::move(b), training, out);
-}
-
 void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool training,
                                             const Tensor& out) {
   Hybrid& h = *hybrid_;
@@ -376,12 +367,6 @@ void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool train
   const Tensor target =
       moved == out.dtype() ? out : scratch(tag + "hybrid_wide", out.numel(), moved);
   const kernels::ValueType type = vector_type(moved);
-  if (hb.local_bags > 0) {
-    kernels::Values frequent_values = table_values();
-    frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
-    k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
-           h.ones.data<float>(), hb.local_bags, frequent_values, V, target.data(), type, s);
-  }
   const Tensor send = scratch(tag + "send", N * V, moved);
   if (N > 0) {
     k.pool(h.iota64.data<std::int64_t>(), b->rows.data<std::int64_t>(), h.ones.data<float>(), N,
@@ -393,8 +378,17 @@ void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool train
     c *= V;
   for (auto& c : recv_counts)
     c *= V;
-  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
-                     word_counts(recv_counts, recv), s);
+  // The infrequent vectors travel (beside, with set_exchange_overlap) while the frequent rows
+  // are pooled into the output (zeros at the infrequent bags, which the scatter overwrites).
+  JoinOnExit join([this] { join_exchange(); });
+  exchange_beside(send, send_counts, recv, recv_counts);
+  if (hb.local_bags > 0) {
+    kernels::Values frequent_values = table_values();
+    frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
+    k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
+           h.ones.data<float>(), hb.local_bags, frequent_values, V, target.data(), type, s);
+  }
+  join.now();
   if (M > 0) {
     k.move_rows(target.data(), hb.recv_rows.data<std::int64_t>(), recv.data(), nullptr, M,
                 V * static_cast<std::int64_t>(recv.element_size()), s);
@@ -422,9 +416,44 @@ Tensor SparseEmbedding::hybrid_exchange_backward(const Tensor& grad) {
                                   V * static_cast<std::int64_t>(grad.element_size()), stream());
   }
   const Tensor recv = scratch("grad_recv", N * V, grad.dtype());
-  comm_.all_to_all_v(as_words(send), word_counts(send_counts, send), as_words(recv),
-                     word_counts(recv_counts, recv), stream());
+  {
+    // The infrequent gradients travel (beside, with set_exchange_overlap) while this rank sums
+    // the frequent rows' gradients; the all-reduce of the sums follows the exchange.
+    JoinOnExit join([this] { join_exchange(); });
+    exchange_beside(send, send_counts, recv, recv_counts);
+    sum_local_frequent_gradients();
+    join.now();
+  }
+  all_reduce_frequent_gradients();
   return recv.reshape({N, V});
+}
+
+void SparseEmbedding::sum_local_frequent_gradients() {
+  Hybrid& h = *hybrid_;
+  HybridBatch& hb = *batch_->hybrid;
+  const std::int64_t F = h.frequent, V = config_.vec_size;
+  if (F == 0) return;
+  const StreamHandle s = stream();
+  // [F x V sums | F users]: one all-reduce for both (a user count is exact in f32).
+  hb.sums = scratch("hybrid/gradient_sums", F * V + F, DType::F32);
+  ops::fill(hb.sums, 0.0, s);
+  // In the order one-hot sums a row (entries by bag).
+  kernels::Values sum_table{hb.sums.data(), kernels::ValueType::F32};
+  if (hb.local_bags > 0) {
+    kernels::on(place_).update_rows(hb.segments(), batch_->scale.data<float>(),
+                                    hb.local_grad.data(), vector_type(hb.local_grad.dtype()),
+                                    sum_table, V, kernels::RowStates{}, step_ + 1, store_sum(),
+                                    nullptr, s);
+  }
+  ops::copy(hb.sums.slice(0, F * V, F * V + F), hb.local_used, s);
+}
+
+void SparseEmbedding::all_reduce_frequent_gradients() {
+  const std::int64_t F = hybrid_->frequent, V = config_.vec_size;
+  if (F == 0) return;
+  HybridBatch& hb = *batch_->hybrid;
+  comm_.all_reduce(hb.sums, distributed::ReduceOp::Sum, stream());
+  ops::copy(hb.local_used, hb.sums.slice(0, F * V, F * V + F), stream());
 }
 
 void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep& u,
@@ -435,17 +464,6 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   const HybridBatch& hb = *batch_->hybrid;
   const StreamHandle s = stream();
   const kernels::KernelTable& k = kernels::on(place_);
-  // This rank's sums, in the order one-hot sums a row (entries by bag), then every rank's.
-  const Tensor sums = scratch("hybrid/gradient_sums", F * V, DType::F32);
-  ops::fill(sums, 0.0, s);
-  kernels::Values sum_table{sums.data(), kernels::ValueType::F32};
-  if (hb.local_bags > 0) {
-    k.update_rows(hb.segments(), batch_->scale.data<float>(), hb.local_grad.data(),
-                  vector_type(hb.local_grad.dtype()), sum_table, V, kernels::RowStates{}, step,
-                  store_sum(), nullptr, s);
-  }
-  comm_.all_reduce(sums, distributed::ReduceOp::Sum, s);
-  comm_.all_reduce(hb.local_used, distributed::ReduceOp::Sum, s);
   // One entry per frequent row that some rank used (rows -1 are skipped), bag = the row.
   const Tensor rows = scratch("hybrid/update_rows", F, DType::I64);
   k.flagged_rows(hb.local_used.data<std::int32_t>(), F, rows.data<std::int64_t>(), s);
@@ -458,7 +476,7 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   const kernels::RowStates states{ptr<float>(h.state0), ptr<float>(h.state1),
                                   ptr<std::int64_t>(h.last_step)};
   const Tensor ones = sequence(h.ones, F, DType::F32, place_);
-  k.update_rows(seg, ones.data<float>(), sums.data<float>(), kernels::ValueType::F32, values, V,
+  k.update_rows(seg, ones.data<float>(), hb.sums.data<float>(), kernels::ValueType::F32, values, V,
                 states, step, u, lazy, s);
   if (optimizer_.update_type == optim::UpdateType::Global) {
     k.update_untouched(F, nullptr, values, V, states, step, u, s);

@@ -311,43 +311,37 @@ float Replica::train_step(const data::DeviceBatch& batch) {
 
 float Replica::apply_updates(StreamHandle s, StreamHandle side) {
   if (side != s) overlap_->gradients_ready.block(side);
-  bool update_communicates = false;
   {
     std::optional<StreamGuard> on_stream;
     if (side != s) on_stream.emplace(place_.device(), side);
-    // Every exchange first, then every update (each embedding's own rows, so the order between
-    // embeddings changes nothing): with several ranks the dense all-reduce need not wait for
-    // the updates, which then run beside it and the dense optimizer.
+    // Every backward first (all the embeddings' collectives), then every update (each
+    // embedding's own rows, so the order between embeddings changes nothing, and no
+    // collective): with several ranks the dense all-reduce need not wait for the updates,
+    // which then run beside it and the dense optimizer.
     for (std::size_t i = 0; i < embeddings_.size(); ++i) {
       begin_part("embedding backward");
       // A 16-bit gradient goes as it is: the update reads it (one rank) or the exchange widens
       // it.
       embeddings_[i]->backward(train_.inputs->embeddings[i]->grad());
-      update_communicates = update_communicates || embeddings_[i]->update_communicates();
     }
-    if (side != s && !update_communicates) overlap_->exchanged.record(side);
+    if (side != s) overlap_->exchanged.record(side);
     for (std::size_t i = 0; i < embeddings_.size(); ++i) {
       begin_part("embedding update");
       embeddings_[i]->update(loss_scaler_);
     }
   }
   if (side != s) overlap_->updated.record(side);
-  bool waited_for_updates = false;
   if (comm_->size() > 1) {
     // One collective at a time, in the same order on every rank: the embeddings' exchanges go
-    // first (and the updates, where they exchange too). Timed as the communicator's all-reduce
-    // part when profiling (TimedCommunicator).
-    if (side != s) {
-      (update_communicates ? overlap_->updated : overlap_->exchanged).block(s);
-      waited_for_updates = update_communicates;
-    }
+    // first. Timed as the communicator's all-reduce part when profiling (TimedCommunicator).
+    if (side != s) overlap_->exchanged.block(s);
     comm_->all_reduce(store_->grads(), distributed::ReduceOp::Sum, s);
   }
   begin_part("dense optimizer");
   const float lr = optimizer_->step(s, loss_scaler_, train_.network->loss().regularizer());
   // The next lookups, an evaluation or a checkpoint (all on the compute stream) see the rows
   // updated.
-  if (side != s && !waited_for_updates) overlap_->updated.block(s);
+  if (side != s) overlap_->updated.block(s);
   return lr;
 }
 

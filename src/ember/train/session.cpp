@@ -159,6 +159,13 @@ std::string Session::cuda_graph_status() const {
   return impl_->replicas.front()->cuda_graph_status();
 }
 
+std::int64_t Session::forwards_prepared_ahead() const {
+  std::int64_t n = 0;
+  for (const auto& e : impl_->replicas.front()->embeddings())
+    n += e->forwards_prepared_ahead();
+  return n;
+}
+
 // One call of train(): the training pipeline, the progress line, and what the loop carries from
 // one step to the next. After each step come, in this order, the display line, the evaluation
 // (and the AUC target), the snapshot that fall due at the new iteration, and a stop request.
@@ -188,8 +195,9 @@ class Session::TrainingLoop {
   std::optional<data::Batch> pull_batch();
   void step(const data::Batch& batch);
   // Takes the batch after the one just stepped from the pipeline and lets the embeddings that
-  // can prepare it while the step runs on the device (see Replica::prefetch).
-  void prefetch_next();
+  // can prepare it while the step runs on the device (see Replica::prefetch). train() takes none
+  // past max_iter; train_step() always does (max_iter is its caller's to keep).
+  void prefetch_next(bool stop_at_max_iter);
   // nan_policy "stop": the loss of every step is checked, on a GPU one step late (the host does
   // not wait for the step it just queued); check_loss_now() catches up before anything that
   // would keep or report the model (snapshots, evaluations, the end).
@@ -342,7 +350,7 @@ TrainResult Session::TrainingLoop::run() {
     const std::optional<data::Batch> batch = timed_next_batch();
     if (!batch) break;
     step(*batch);
-    prefetch_next();
+    prefetch_next(true);
     show_progress();
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
     evaluate_if_due();
@@ -364,7 +372,7 @@ bool Session::TrainingLoop::step_alone() {
     return false;
   }
   step(*batch);
-  prefetch_next();
+  prefetch_next(false);
   return true;
 }
 
@@ -407,8 +415,9 @@ std::optional<data::Batch> Session::TrainingLoop::timed_next_batch() {
   return batch;
 }
 
-void Session::TrainingLoop::prefetch_next() {
-  if (!prefetch_ || (s_.max_iter > 0 && session_.iteration_ >= s_.max_iter)) return;
+void Session::TrainingLoop::prefetch_next(bool stop_at_max_iter) {
+  if (!prefetch_) return;
+  if (stop_at_max_iter && s_.max_iter > 0 && session_.iteration_ >= s_.max_iter) return;
   upcoming_ = pull_batch();
   if (!upcoming_) return;
   m_.team->run([&](int r) {

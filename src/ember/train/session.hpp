@@ -105,6 +105,9 @@ class Session {
   // What the solver's cuda_graph made of the first rank's training step: "off", "warming up",
   // "replaying", or "off: <why it runs without a graph>".
   std::string cuda_graph_status() const;
+  // The first rank's embedding forwards that started from a batch prepared ahead (while the step
+  // before ran), over the session's life.
+  std::int64_t forwards_prepared_ahead() const;
   std::int64_t iteration() const { return iteration_; }
   // Batches skipped by nan_policy "skip" since the start of training (kept in checkpoints).
   std::int64_t skipped_batches() const { return skipped_batches_; }
