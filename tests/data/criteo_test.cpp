@@ -30,20 +30,6 @@ std::vector<std::string> split_tabs(const std::string& line) {
   return out;
 }
 
-std::vector<datatest::Sample> read_all(const DatasetDescription& d, DataSplit split, DType key) {
-  PipelineOptions o;
-  o.batch_size = 64;
-  o.num_workers = 1;
-  o.mode = PipelineMode::Epochs;
-  Pipeline p(make_data_source(d.data_config(), key, split), o);
-  std::vector<datatest::Sample> out;
-  while (auto b = p.next()) {
-    for (auto& s : datatest::samples_of(*b))
-      out.push_back(s);
-  }
-  return out;
-}
-
 TEST(Criteo, ParsesLinesAndExplainsBadOnes) {
   std::string line = "1";
   for (int j = 0; j < 13; ++j) {
@@ -135,8 +121,8 @@ TEST(Criteo, ConvertsTheSharedSampleWithVocabularies) {
   }
   EXPECT_EQ(d.slot_size_array, expected_sizes);
 
-  std::vector<datatest::Sample> samples = read_all(d, DataSplit::Train, DType::U32);
-  const auto eval = read_all(d, DataSplit::Eval, DType::U32);
+  std::vector<datatest::Sample> samples = datatest::read_split(d, DataSplit::Train, DType::U32);
+  const auto eval = datatest::read_split(d, DataSplit::Eval, DType::U32);
   samples.insert(samples.end(), eval.begin(), eval.end());
   ASSERT_EQ(samples.size(), 200u);
   std::vector<std::int64_t> offsets{0};
@@ -180,7 +166,7 @@ TEST(Criteo, HashEncodingAndRawOutput) {
   EXPECT_EQ(r.description.slot_size_array, std::vector<std::int64_t>(26, 1000));
   EXPECT_EQ(r.description.train.samples, 200);
   EXPECT_EQ(r.description.eval.samples, 0);
-  const auto samples = read_all(r.description, DataSplit::Train, DType::I64);
+  const auto samples = datatest::read_split(r.description, DataSplit::Train, DType::I64);
   ASSERT_EQ(samples.size(), 200u);
   std::set<std::int64_t> distinct;
   for (const auto& s : samples) {

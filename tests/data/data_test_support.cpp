@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "ember/data/data_source.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/norm_writer.hpp"
+#include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
 
 namespace ember::data::datatest {
@@ -213,6 +215,20 @@ std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& s
   NormFileReader reader(layout, check);
   reader.open(path);
   return read_remaining(reader, layout, 7);
+}
+
+std::vector<Sample> read_split(const DatasetDescription& d, DataSplit split, DType key_type) {
+  PipelineOptions o;
+  o.batch_size = 64;
+  o.num_workers = 1;
+  o.mode = PipelineMode::Epochs;
+  Pipeline p(make_data_source(d.data_config(), key_type, split), o);
+  std::vector<Sample> out;
+  while (auto b = p.next()) {
+    for (auto& s : samples_of(*b))
+      out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace ember::data::datatest

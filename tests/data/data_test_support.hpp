@@ -13,6 +13,8 @@
 #include "ember/data/batch.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_config.hpp"
+#include "ember/data/data_source.hpp"
+#include "ember/data/dataset_description.hpp"
 #include "ember/data/host_batch.hpp"
 #include "ember/data/norm_reader.hpp"
 
@@ -59,6 +61,9 @@ std::vector<Sample> samples_of(const Batch& batch);
 // reader's chunks at other places).
 std::vector<Sample> read_remaining(NormFileReader& reader, const BatchLayout& layout,
                                    std::int64_t batch_rows);
+
+// Every sample of a dataset's split, in file order, through the input pipeline (one reader).
+std::vector<Sample> read_split(const DatasetDescription& d, DataSplit split, DType key_type);
 
 // Reads every sample of a Norm file through NormFileReader.
 std::vector<Sample> read_norm_file(const std::string& path, const SampleShape& shape,

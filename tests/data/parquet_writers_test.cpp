@@ -19,20 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<datatest::Sample> read_all(const DatasetDescription& d, DataSplit split, DType key) {
-  PipelineOptions o;
-  o.batch_size = 100;
-  o.num_workers = 1;
-  o.mode = PipelineMode::Epochs;
-  Pipeline p(make_data_source(d.data_config(), key, split), o);
-  std::vector<datatest::Sample> out;
-  while (auto b = p.next()) {
-    for (auto& s : datatest::samples_of(*b))
-      out.push_back(s);
-  }
-  return out;
-}
-
 TEST(ParquetWriters, DatagenWritesTheSameSamplesAsNorm) {
   EMBER_REQUIRE_CODEC(parquet::Codec::Snappy);
   EMBER_REQUIRE_CODEC(parquet::Codec::Zstd);
@@ -69,9 +55,10 @@ TEST(ParquetWriters, DatagenWritesTheSameSamplesAsNorm) {
     EXPECT_EQ(pq.extra.at("teacher_auc"), norm.extra.at("teacher_auc"));
     for (DType key : {DType::U32, DType::I64}) {
       for (DataSplit split : {DataSplit::Train, DataSplit::Eval}) {
-        const auto want = read_all(norm, split, norm.key_type);  // Norm: as written
+        const auto want = datatest::read_split(norm, split, norm.key_type);  // Norm: as written
         EXPECT_EQ(want.size(), split == DataSplit::Train ? 2500u : 700u);
-        EXPECT_EQ(read_all(pq, split, key), want) << (multi_hot ? "multi-hot" : "one-hot");
+        EXPECT_EQ(datatest::read_split(pq, split, key), want)
+            << (multi_hot ? "multi-hot" : "one-hot");
       }
     }
   }
@@ -97,9 +84,9 @@ TEST(ParquetWriters, ConvertCriteoWritesTheSameSamplesAsNorm) {
     const parquet::ParquetFile f(pq.description.train.files[0]);
     EXPECT_EQ(f.metadata().row_groups[0].columns[0].meta_data->codec, codec);
     for (DataSplit split : {DataSplit::Train, DataSplit::Eval}) {
-      const auto want = read_all(norm.description, split, DType::U32);
+      const auto want = datatest::read_split(norm.description, split, DType::U32);
       EXPECT_EQ(want.size(), split == DataSplit::Train ? 150u : 50u);
-      EXPECT_EQ(read_all(pq.description, split, DType::U32), want);
+      EXPECT_EQ(datatest::read_split(pq.description, split, DType::U32), want);
     }
   }
 }

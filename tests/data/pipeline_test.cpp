@@ -23,6 +23,27 @@ namespace {
 using datatest::Sample;
 using datatest::SampleShape;
 
+// An Int-mode Raw file of 25 random one-hot samples (3 slots, 2 dense values) and its source.
+std::shared_ptr<RawSource> int_raw_source(const std::string& path) {
+  auto rng = testing::make_rng();
+  SampleShape shape;
+  shape.dense_dim = 2;
+  shape.slots_per_input = {3};
+  shape.min_nnz = shape.max_nnz = 1;
+  auto samples = datatest::random_samples(rng, 25, shape);
+  // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
+  // sample).
+  for (auto& sample : samples) {
+    for (auto& v : sample.dense)
+      v = std::abs(v);
+  }
+  datatest::write_raw(path, samples, shape, false);
+  RawOptions raw;
+  raw.path = path;
+  raw.num_samples = 25;
+  return std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+}
+
 struct Dataset {
   std::string list;
   std::vector<std::string> files;
@@ -525,24 +546,8 @@ TEST(Pipeline, RawEpochsShuffleChunksAndMergeThePartialOne) {
 }
 
 TEST(Pipeline, RawRepeatModeGivesOnlyFullBatches) {
-  auto rng = testing::make_rng();
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.dense_dim = 2;
-  shape.slots_per_input = {3};
-  shape.min_nnz = shape.max_nnz = 1;
-  auto samples = datatest::random_samples(rng, 25, shape);
-  // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
-  // sample).
-  for (auto& sample : samples) {
-    for (auto& v : sample.dense)
-      v = std::abs(v);
-  }
-  datatest::write_raw(dir / "r.bin", samples, shape, false);
-  RawOptions raw;
-  raw.path = dir / "r.bin";
-  raw.num_samples = 25;
-  const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+  const auto source = int_raw_source(dir / "r.bin");
   PipelineOptions o;
   o.batch_size = 8;
   o.num_workers = 2;
@@ -708,24 +713,8 @@ TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
 }
 
 TEST(PipelineMemory, RawPartialChunksWhenRepeatingMakeNoLateHostBatches) {
-  auto rng = testing::make_rng();
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.dense_dim = 2;
-  shape.slots_per_input = {3};
-  shape.min_nnz = shape.max_nnz = 1;
-  auto samples = datatest::random_samples(rng, 25, shape);
-  // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
-  // sample).
-  for (auto& sample : samples) {
-    for (auto& v : sample.dense)
-      v = std::abs(v);
-  }
-  datatest::write_raw(dir / "r.bin", samples, shape, false);
-  RawOptions raw;
-  raw.path = dir / "r.bin";
-  raw.num_samples = 25;  // chunks of 8, 8, 8 and 1
-  const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+  const auto source = int_raw_source(dir / "r.bin");  // chunks of 8, 8, 8 and 1
   PipelineOptions o;
   o.batch_size = 8;
   o.num_workers = 3;

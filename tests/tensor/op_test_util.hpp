@@ -21,6 +21,27 @@ inline constexpr DType kNumericDTypes[] = {DType::F32, DType::F16, DType::BF16, 
                                            DType::I64, DType::U64};
 inline constexpr DType kFloatingDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
+// An integer result reduced modulo 2^bits into `dtype`, as two's complement hardware does.
+inline double wrap_to(DType dtype, long double exact) {
+  const auto v = static_cast<std::uint64_t>(static_cast<std::int64_t>(exact));
+  switch (dtype) {
+    case DType::I8:
+      return static_cast<std::int8_t>(v);
+    case DType::U8:
+      return static_cast<std::uint8_t>(v);
+    case DType::I32:
+      return static_cast<std::int32_t>(v);
+    case DType::U32:
+      return static_cast<std::uint32_t>(v);
+    case DType::I64:
+      return static_cast<double>(static_cast<std::int64_t>(v));
+    case DType::U64:
+      return static_cast<double>(v);
+    default:
+      return static_cast<double>(exact);
+  }
+}
+
 // How an input is laid out in memory: all views of a larger or reordered base allocation.
 enum class Layout { Contiguous, Transposed, SteppedSlice, Offset };
 

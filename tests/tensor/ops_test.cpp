@@ -18,6 +18,7 @@ using testing::make_input;
 using testing::random_values;
 using testing::read_as_double;
 using testing::values_match;
+using testing::wrap_to;
 
 constexpr ops::UnaryOp kUnaryOps[] = {
     ops::UnaryOp::Neg,  ops::UnaryOp::Abs,    ops::UnaryOp::Exp,        ops::UnaryOp::Log,
@@ -29,27 +30,6 @@ constexpr ops::BinaryOp kArithmeticOps[] = {ops::BinaryOp::Add, ops::BinaryOp::S
 constexpr ops::BinaryOp kComparisonOps[] = {ops::BinaryOp::Eq, ops::BinaryOp::Ne,
                                             ops::BinaryOp::Lt, ops::BinaryOp::Le,
                                             ops::BinaryOp::Gt, ops::BinaryOp::Ge};
-
-// An integer result reduced modulo 2^bits into `dtype`, as two's complement hardware does.
-double wrap_to(DType dtype, long double exact) {
-  const auto v = static_cast<std::uint64_t>(static_cast<std::int64_t>(exact));
-  switch (dtype) {
-    case DType::I8:
-      return static_cast<std::int8_t>(v);
-    case DType::U8:
-      return static_cast<std::uint8_t>(v);
-    case DType::I32:
-      return static_cast<std::int32_t>(v);
-    case DType::U32:
-      return static_cast<std::uint32_t>(v);
-    case DType::I64:
-      return static_cast<double>(static_cast<std::int64_t>(v));
-    case DType::U64:
-      return static_cast<double>(v);
-    default:
-      return static_cast<double>(exact);
-  }
-}
 
 double unary_reference(ops::UnaryOp op, double x, DType dtype) {
   using ops::UnaryOp;

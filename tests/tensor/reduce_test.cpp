@@ -18,29 +18,9 @@ using testing::make_input;
 using testing::random_values;
 using testing::read_as_double;
 using testing::values_match;
+using testing::wrap_to;
 
 constexpr ReduceOp kReduceOps[] = {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max, ReduceOp::Min};
-
-// An exact integer result wrapped into `dtype` (two's complement).
-double wrap_to(DType dtype, long double exact) {
-  const auto v = static_cast<std::uint64_t>(static_cast<std::int64_t>(exact));
-  switch (dtype) {
-    case DType::I8:
-      return static_cast<std::int8_t>(v);
-    case DType::U8:
-      return static_cast<std::uint8_t>(v);
-    case DType::I32:
-      return static_cast<std::int32_t>(v);
-    case DType::U32:
-      return static_cast<std::uint32_t>(v);
-    case DType::I64:
-      return static_cast<double>(static_cast<std::int64_t>(v));
-    case DType::U64:
-      return static_cast<double>(v);
-    default:
-      return static_cast<double>(exact);
-  }
-}
 
 double reduce_reference(ReduceOp op, const std::vector<double>& values, DType dtype) {
   long double sum = 0;
