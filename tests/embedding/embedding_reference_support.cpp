@@ -18,6 +18,55 @@
 
 namespace ember::embedding::testing {
 
+namespace {
+
+// Forwards every collective to another communicator and counts them: the driver checks which
+// calls of the layer talk to other ranks.
+class CountingCommunicator final : public distributed::Communicator {
+ public:
+  explicit CountingCommunicator(distributed::Communicator& inner) : inner_(inner) {}
+  std::int64_t calls() const { return calls_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  Place place() const override { return inner_.place(); }
+  const char* backend() const override { return inner_.backend(); }
+  void all_reduce(const Tensor& inout, distributed::ReduceOp op, StreamHandle stream) override {
+    ++calls_;
+    inner_.all_reduce(inout, op, stream);
+  }
+  void reduce_scatter(const Tensor& in, const Tensor& out, distributed::ReduceOp op,
+                      StreamHandle stream) override {
+    ++calls_;
+    inner_.reduce_scatter(in, out, op, stream);
+  }
+  void all_gather(const Tensor& in, const Tensor& out, StreamHandle stream) override {
+    ++calls_;
+    inner_.all_gather(in, out, stream);
+  }
+  void all_to_all_v(const Tensor& send, const std::vector<std::int64_t>& send_counts,
+                    const Tensor& recv, const std::vector<std::int64_t>& recv_counts,
+                    StreamHandle stream) override {
+    ++calls_;
+    inner_.all_to_all_v(send, send_counts, recv, recv_counts, stream);
+  }
+  void broadcast(const Tensor& inout, int root, StreamHandle stream) override {
+    ++calls_;
+    inner_.broadcast(inout, root, stream);
+  }
+  void barrier() override {
+    ++calls_;
+    inner_.barrier();
+  }
+  void abort(const std::string& why) override { inner_.abort(why); }
+
+ private:
+  distributed::Communicator& inner_;
+  std::int64_t calls_ = 0;
+};
+
+}  // namespace
+
 void PrintTo(const Case& c, std::ostream* os) {
   *os << embedding_type_name(c.type) << " with " << c.ranks << " rank(s)";
 }
@@ -146,11 +195,13 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
   std::vector<std::vector<std::int64_t>> rows(D, std::vector<std::int64_t>(steps));
   result.cache_stats.resize(D);
   result.forwards_prepared_ahead.resize(D);
+  result.collectives_in_backward.assign(D, 0);
+  result.collectives_in_update.assign(D, 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < D; ++r) {
     threads.emplace_back([&, r] {
       try {
-        distributed::Communicator& comm = *comms[r];
+        CountingCommunicator comm(*comms[r]);
         SparseEmbedding emb(c, problem.optimizer, comm);
         // The same tensors for a batch's prefetch and its forward, as the pipeline hands out.
         std::vector<CsrTensor> csr;
@@ -172,9 +223,13 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
           if (problem.training[t]) {
             const std::vector<float> g(problem.grads[t].begin() + first * S * V,
                                        problem.grads[t].begin() + (first + Bl) * S * V);
+            const std::int64_t before_backward = comm.calls();
             emb.backward(
                 Tensor::from_vector(g, Shape{Bl, S, V}).to(problem.grad_dtype).to(comm.place()));
+            const std::int64_t before_update = comm.calls();
             emb.update(problem.loss_scaler);
+            result.collectives_in_backward[r] += before_update - before_backward;
+            result.collectives_in_update[r] += comm.calls() - before_update;
             // The next training batch, prepared while the session would run its step.
             std::size_t next = t + 1;
             while (next < steps && !problem.training[next])

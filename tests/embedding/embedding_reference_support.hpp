@@ -89,6 +89,8 @@ struct RunResult {
   std::vector<std::int64_t> rows_in_use_per_step;     // summed over ranks
   std::vector<CacheStats> cache_stats;                // per rank, host tables only
   std::vector<std::int64_t> forwards_prepared_ahead;  // per rank, device tables
+  // Per rank, the collectives backward() and update() called over the run's training steps.
+  std::vector<std::int64_t> collectives_in_backward, collectives_in_update;
 };
 
 // Whether two runs are the same bit for bit: every output, the final model, the row counts.

@@ -133,6 +133,13 @@ TEST(HybridEmbedding, SeveralRanksMatchOneHotWithinRounding) {
         // The model is the one-hot model: every key of slot_size_array, nothing else.
         EXPECT_EQ(got.snapshot.keys, want.snapshot.keys);
         EXPECT_EQ(got.rows_in_use_per_step, want.rows_in_use_per_step);
+        // Each training step's backward runs two collectives (the infrequent gradients'
+        // all-to-all, one all-reduce of the frequent rows' sums and users), its update none.
+        const auto steps = std::count(hybrid.training.begin(), hybrid.training.end(), true);
+        for (int r = 0; r < D; ++r) {
+          EXPECT_EQ(got.collectives_in_backward[r], 2 * steps) << name_of(ot, ut) << ", rank " << r;
+          EXPECT_EQ(got.collectives_in_update[r], 0) << name_of(ot, ut) << ", rank " << r;
+        }
       }
     }
   }

@@ -97,9 +97,15 @@ TEST_P(ShardedEmbedding, EveryOptimizerAndUpdateTypeMatchesReference) {
       }
       const auto want = testing::run_reference(p);
       const auto got = testing::run_ranks(p, D);
-      testing::expect_same_run(
-          got, want, 2e-5,
-          std::string(optim::optimizer_name(ot)) + "/" + optim::update_type_name(ut));
+      const std::string what =
+          std::string(optim::optimizer_name(ot)) + "/" + optim::update_type_name(ut);
+      testing::expect_same_run(got, want, 2e-5, what);
+      // The exchanges are in backward(), none in update(): a caller runs its own collectives
+      // beside the update (train::Replica's dense all-reduce).
+      for (int r = 0; r < D; ++r) {
+        if (D > 1) EXPECT_EQ(got.collectives_in_backward[r], 4) << what << ", rank " << r;
+        EXPECT_EQ(got.collectives_in_update[r], 0) << what << ", rank " << r;
+      }
     }
   }
 }
