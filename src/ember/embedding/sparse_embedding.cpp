@@ -257,9 +257,9 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_batch(const CsrTen
   if (!b) {
     const std::string tag = training ? "train/" : "eval/";
     b = hybrid_
-            ? prepare_hybrid(batch, local_offset, local_size, training, stream(), tag, onehot_bad_)
+            ? prepare_hybrid(batch, local_offset, local_size, training, stream(), tag, forward_bad_)
             : prepare_batch(batch, local_offset, local_size, training, stream(), tag, true,
-                            onehot_bad_);
+                            forward_bad_);
   }
   // Its data errors are read by the next call, when the device has found them.
   if (b->errors != nullptr && place_.is_cuda()) bad_pending_ = b->errors;

@@ -356,7 +356,7 @@ class SparseEmbedding {
   Tensor onehot_begin_, onehot_size_, onehot_base_;  // one-hot geometry per owned slot
   // The data errors of batches prepared in their forward, and (GPU) the words of the last
   // forward's batch, read by the next call.
-  ErrorWords onehot_bad_;
+  ErrorWords forward_bad_;
   const ErrorWords* bad_pending_ = nullptr;
   optim::LearningRateSchedule schedule_;
   std::int64_t step_ = 0;
