@@ -2,7 +2,9 @@
 // dense network (solver overlap_embedding, on by default): the same work in another order on the
 // device, so every configuration trains to bitwise the losses and AUC of the one-stream step, with
 // and without a CUDA graph, on one GPU and on two (there also with HybridSparseEmbedding, whose
-// update runs collectives of its own).
+// update runs collectives of its own). Consecutive steps of train() start their lookups beside the
+// step before's dense all-reduce and optimizer; after an evaluation or a snapshot between two
+// steps they wait for it (Replica::train_step's follows_last_step): a mode with both covers that.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -19,7 +21,7 @@ using namespace testing_support;
 
 struct Outcome {
   std::vector<double> losses;
-  double auc = 0;
+  double auc = 0, mid_run_auc = 0;  // mid_run_auc: the last evaluation inside train()
 };
 
 Outcome train_with(const nlohmann::json& json, const TinyDataset& data,
@@ -30,7 +32,9 @@ Outcome train_with(const nlohmann::json& json, const TinyDataset& data,
   o.gpus = gpus;
   Session s(tiny_config(json, data, 256, 10, overrides), o);
   Outcome out;
-  out.losses = losses_of(s.train());
+  const TrainResult r = s.train();
+  out.losses = losses_of(r);
+  if (r.last_eval) out.mid_run_auc = r.last_eval->auc;
   out.auc = s.evaluate().auc;
   return out;
 }
@@ -39,10 +43,15 @@ void expect_same_training(const std::string& name, const std::vector<int>& gpus,
                           const std::vector<std::string>& model = {}) {
   const nlohmann::json json = test_sized_config(name);
   auto data = make_dataset(json, 6000);
+  ember::testing::ScratchDir dir;
+  const std::string prefix = (dir.path() / "snap_").string();
   for (std::vector<std::string> mode : std::vector<std::vector<std::string>>{
            {},
            {"solver.mixed_precision=1024"},
-           {"solver.mixed_precision=1024", "solver.cuda_graph=true"}}) {
+           {"solver.mixed_precision=1024", "solver.cuda_graph=true"},
+           // Evaluations and snapshots between steps: the lookups after them wait for them.
+           {"solver.eval_interval=3", "solver.snapshot=4", "solver.snapshot_prefix=" + prefix,
+            "solver.mixed_precision=1024"}}) {
     const std::string what = name + (model.empty() ? "" : " " + model.front()) +
                              (mode.empty() ? " fp32" : " " + mode.back()) + " on " +
                              std::to_string(gpus.size()) + " GPU(s)";
@@ -55,6 +64,7 @@ void expect_same_training(const std::string& name, const std::vector<int>& gpus,
     for (std::size_t i = 0; i < got.losses.size(); ++i)
       EXPECT_EQ(got.losses[i], want.losses[i]) << what << " iteration " << i + 1;
     EXPECT_EQ(got.auc, want.auc) << what;
+    EXPECT_EQ(got.mid_run_auc, want.mid_run_auc) << what;
   }
 }
 

@@ -31,7 +31,7 @@ struct Replica::Inputs {
 
 struct Replica::Overlap {
   Stream stream;
-  Event step_start;        // on the compute stream: the last step and the batch's copies
+  Event step_start;        // on the compute stream: all queued there before the step
   Event embeddings_ready;  // on the embeddings' stream: the lookups written the inputs
   Event gradients_ready;   // on the compute stream (in the dense backward): their gradients
   Event exchanged;         // on the embeddings' stream: their last collective of the step
@@ -264,7 +264,7 @@ void Replica::begin_part(std::string_view part) {
   if (parts_ != nullptr) parts_->begin(part, stream());
 }
 
-float Replica::train_step(const data::DeviceBatch& batch) {
+float Replica::train_step(const data::DeviceBatch& batch, bool follows_last_step) {
   const StreamHandle s = stream();
   // A profiled step runs whole on the compute stream, whose parts tile its timeline.
   const StreamHandle side = overlap_ && parts_ == nullptr ? overlap_->stream.handle() : s;
@@ -275,10 +275,20 @@ float Replica::train_step(const data::DeviceBatch& batch) {
   for (const auto& e : embeddings_)
     e->set_exchange_overlap(side != s);
   if (side != s) {
-    // The lookups overwrite inputs the last step's backward read, and read the batch.
-    overlap_->step_start.record(s);
-    overlap_->step_start.block(side);
+    // The lookups overwrite inputs the last step's backward read, and read the batch. Right
+    // after an overlapped step their stream has already waited for that backward (its
+    // gradients, before the embeddings' backward), so the batch's copies are all they need:
+    // the last step's dense all-reduce and optimizer, still queued on the compute stream, touch
+    // nothing they read or write. Anything else queued there since (an evaluation's lookups, a
+    // checkpoint's reads or loads of the rows) is waited for.
+    if (follows_last_step && last_step_overlapped_) {
+      batch.wait(side);
+    } else {
+      overlap_->step_start.record(s);
+      overlap_->step_start.block(side);
+    }
   }
+  last_step_overlapped_ = false;
   float lr = 0;
   try {
     feed_embeddings(*train_.inputs, batch, true, side);
@@ -306,6 +316,7 @@ float Replica::train_step(const data::DeviceBatch& batch) {
     parts_->end(s);
     parts_->count_step();
   }
+  last_step_overlapped_ = side != s;
   return lr;
 }
 

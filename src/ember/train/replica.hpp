@@ -68,7 +68,12 @@ class Replica {
   // for that stream, so what follows sees the updated rows.
   // With solver.nan_policy "skip", a step whose loss is not finite on any rank applies no
   // update at all, dense or sparse (collective: every rank skips); see last_step_skipped().
-  float train_step(const data::DeviceBatch& batch);
+  // `follows_last_step`: nothing has been queued on this replica's streams since its last
+  // train_step() (the training loop knows; an evaluation, a checkpoint or a caller's own work
+  // between steps does not qualify). Then the lookups wait only for the batch's copies and their
+  // own stream, and run beside the last step's dense all-reduce and optimizer; otherwise they
+  // wait for everything queued on the compute stream.
+  float train_step(const data::DeviceBatch& batch, bool follows_last_step = false);
   bool last_step_skipped() const { return skipped_; }
   // The embeddings that can (SparseEmbedding::prepares_ahead: host tables, one-hot and hybrid
   // layers) prepare `batch`, the next training batch, while the current step runs (see
@@ -191,6 +196,8 @@ class Replica {
   int eager_dense_steps_ = 0;
   std::string graph_status_ = "off";
   bool skipped_ = false;
+  // The last train_step() ran its embeddings on their own stream and returned normally.
+  bool last_step_overlapped_ = false;
   LossWatch loss_watch_;
   PartTimer* parts_ = nullptr;
 };

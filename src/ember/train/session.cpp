@@ -193,7 +193,8 @@ class Session::TrainingLoop {
   // next_batch(), timed as the data part when profiling (Session::set_part_timer).
   std::optional<data::Batch> timed_next_batch();
   std::optional<data::Batch> pull_batch();
-  void step(const data::Batch& batch);
+  // `follows_last_step`: nothing ran on the devices since the last step (Replica::train_step).
+  void step(const data::Batch& batch, bool follows_last_step);
   // Takes the batch after the one just stepped from the pipeline and lets the embeddings that
   // can prepare it while the step runs on the device (see Replica::prefetch). train() takes none
   // past max_iter; train_step() always does (max_iter is its caller's to keep).
@@ -215,8 +216,9 @@ class Session::TrainingLoop {
   void count_skipped();
   void show_progress();
   void display();
-  void evaluate_if_due();
-  void snapshot_if_due();
+  // Each says whether it fell due (and so queued work on the devices).
+  bool evaluate_if_due();
+  bool snapshot_if_due();
   void save_snapshot();
   // Whether training stops after this step: at once in one process; in a job of several, a few
   // steps after any process was asked, all of them after the same step (a ProcessVote).
@@ -346,15 +348,20 @@ void Session::TrainingLoop::start() {
 
 TrainResult Session::TrainingLoop::run() {
   start();
+  // Between two steps of this loop nothing but the display (a read of the loss) and the batch
+  // prepared ahead (on streams of its own) reaches the devices, unless an evaluation or a
+  // snapshot falls due.
+  bool follows_last_step = false;
   while (!stop_ && (s_.max_iter == 0 || session_.iteration_ < s_.max_iter)) {
     const std::optional<data::Batch> batch = timed_next_batch();
     if (!batch) break;
-    step(*batch);
+    step(*batch, follows_last_step);
     prefetch_next(true);
     show_progress();
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
-    evaluate_if_due();
-    snapshot_if_due();
+    const bool evaluated = evaluate_if_due();
+    const bool snapshotted = snapshot_if_due();
+    follows_last_step = !evaluated && !snapshotted;
     if (stop_requested()) {
       interrupt();
       break;
@@ -371,7 +378,8 @@ bool Session::TrainingLoop::step_alone() {
     check_loss_now();
     return false;
   }
-  step(*batch);
+  // Between two calls the caller may do anything with the session.
+  step(*batch, false);
   prefetch_next(false);
   return true;
 }
@@ -438,7 +446,7 @@ std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
   }
 }
 
-void Session::TrainingLoop::step(const data::Batch& batch) {
+void Session::TrainingLoop::step(const data::Batch& batch, bool follows_last_step) {
   const bool stop_on_nan = s_.nan_policy == NanPolicy::Stop;
   // On a GPU the step before this one is checked, which is done (or nearly) by now.
   const int back = m_.places.front().is_cuda() ? 1 : 0;
@@ -447,7 +455,7 @@ void Session::TrainingLoop::step(const data::Batch& batch) {
   m_.team->run([&](int r) {
     const auto i = static_cast<std::size_t>(r);
     Replica& replica = *m_.replicas[i];
-    lrs_[i] = replica.train_step(batch.devices[i]);
+    lrs_[i] = replica.train_step(batch.devices[i], follows_last_step);
     if (stop_on_nan) replica.capture_loss();
     if (check) step_losses_[i] = replica.captured_loss(back);
   });
@@ -607,9 +615,9 @@ void Session::TrainingLoop::display() {
   window_samples_ = 0;
 }
 
-void Session::TrainingLoop::evaluate_if_due() {
+bool Session::TrainingLoop::evaluate_if_due() {
   const std::int64_t iteration = session_.iteration_;
-  if (s_.eval_interval <= 0 || iteration % s_.eval_interval != 0) return;
+  if (s_.eval_interval <= 0 || iteration % s_.eval_interval != 0) return false;
   check_loss_now();
   progress_.clear();
   result_.last_eval = session_.evaluate();
@@ -619,10 +627,13 @@ void Session::TrainingLoop::evaluate_if_due() {
     result_.reached_auc_target = true;
     stop_ = true;
   }
+  return true;
 }
 
-void Session::TrainingLoop::snapshot_if_due() {
-  if (s_.snapshot > 0 && session_.iteration_ % s_.snapshot == 0) save_snapshot();
+bool Session::TrainingLoop::snapshot_if_due() {
+  if (s_.snapshot <= 0 || session_.iteration_ % s_.snapshot != 0) return false;
+  save_snapshot();
+  return true;
 }
 
 // Into <snapshot_prefix>snapshot_<iter>, or the run directory when the prefix is empty; then the
