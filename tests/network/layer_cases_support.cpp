@@ -306,4 +306,17 @@ const std::vector<LayerCase>& device_cases() {
   return cases;
 }
 
+const std::vector<LayerCase>& deep_batch_cases() {
+  static const std::vector<LayerCase> cases = [] {
+    std::vector<LayerCase> deep;
+    for (auto c : make_cases(4099, 40, 16, 24)) {
+      if (c.name != "MlpChain" && c.name != "BottomMlp") continue;
+      c.name = cat(c.name, "_4099x40x16");
+      deep.push_back(std::move(c));
+    }
+    return deep;
+  }();
+  return cases;
+}
+
 }  // namespace ember::network::testing

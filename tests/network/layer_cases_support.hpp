@@ -37,5 +37,8 @@ inline void PrintTo(const LayerCase& c, std::ostream* os) {
 const std::vector<LayerCase>& gradient_cases();
 // Larger and odd shapes for the GPU-vs-CPU comparison (1, 7, 251 x 511 x 1023 ...).
 const std::vector<LayerCase>& device_cases();
+// The MLP chains on a batch far deeper than their widths (4099 samples, widths 13 to 40), as in
+// training: their weight gradients reduce over the batch, where cuBLASLt's candidates split k.
+const std::vector<LayerCase>& deep_batch_cases();
 
 }  // namespace ember::network::testing

@@ -539,15 +539,20 @@ TEST(FullyConnectedOnCuda, EpiloguesWithoutSearchMatchTheCpu) {
 }
 
 // Whatever algorithm the search settles on must be correct: every candidate the heuristics
-// offer, with epilogues (chained) and with plain products, padded and unpadded inputs.
+// offer, with epilogues (chained) and with plain products, padded and unpadded inputs, and on a
+// batch far deeper than the layers are wide (the weight gradients' split-K candidates).
 TEST(FullyConnectedOnCuda, EveryCandidateAlgorithmMatchesTheCpu) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
+  std::vector<LayerCase> cases = deep_batch_cases();
   for (const auto& c : device_cases()) {
-    if (c.name != "MlpChain_251x511x1023" && c.name != "MlpChainAligned_251x511x1023" &&
-        c.name != "BottomMlp_251x511x1023") {
-      continue;
+    if (c.name == "MlpChain_251x511x1023" || c.name == "MlpChainAligned_251x511x1023" ||
+        c.name == "BottomMlp_251x511x1023") {
+      cases.push_back(c);
     }
+  }
+  ASSERT_EQ(cases.size(), 5u);
+  for (const auto& c : cases) {
     for (DType dtype : kAllDtypes) {
       for (FcFusion fusion : {FcFusion::Epilogues, FcFusion::Plain}) {
         int offered = cuda::kSearchCandidates;

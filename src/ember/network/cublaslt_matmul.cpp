@@ -182,15 +182,16 @@ std::uint32_t algo_field(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCon
 }
 
 // What a plan runs, for EMBER_LOG_LEVEL=debug: split-K and its reduction scheme decide whether
-// the product's sums depend on more than the algorithm (run-to-run reproducibility).
+// the product's sums depend on more than the algorithm (run-to-run reproducibility); with a
+// search, the chosen candidate's time and the heuristics' first's.
 void log_choice(const MatmulProblem& p, const cublasLtMatmulAlgo_t& algo, int chosen,
-                int candidates) {
+                int candidates, double ms, double first_ms) {
   EMBER_LOG_DEBUG(
-      "cuBLASLt plan m={} n={} k={} t{}{} epilogue {}: candidate {} of {}, algo {} tile {} "
-      "stages {} split-K {} reduction scheme {}",
-      p.m, p.n, p.k, p.transpose_a ? 1 : 0, p.transpose_b ? 1 : 0, epilogue_name(p.epilogue),
-      chosen, candidates, algo_field(algo, CUBLASLT_ALGO_CONFIG_ID),
-      algo_field(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
+      "cuBLASLt plan m={} n={} k={} t{}{} ab {} d {} epilogue {}: candidate {} of {} ({:.4f} ms; "
+      "the heuristics' first {:.4f} ms), algo {} tile {} stages {} split-K {} reduction scheme {}",
+      p.m, p.n, p.k, p.transpose_a ? 1 : 0, p.transpose_b ? 1 : 0, dtype_name(p.ab_dtype),
+      dtype_name(p.d_dtype), epilogue_name(p.epilogue), chosen, candidates, ms, first_ms,
+      algo_field(algo, CUBLASLT_ALGO_CONFIG_ID), algo_field(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
       algo_field(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
       algo_field(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
       algo_field(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
@@ -418,6 +419,7 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
   }
 
   int chosen = 0;
+  double first_ms = std::numeric_limits<double>::quiet_NaN();
   if (forced) {
     chosen = std::min(request.force_candidate, plan->candidates_ - 1);
   } else if (search && a != nullptr && b != nullptr) {
@@ -438,11 +440,12 @@ std::unique_ptr<LtMatmul> LtMatmul::plan(const MatmulProblem& p, int device, con
         return plan;
       }
       plan->time_ms_ = ms[static_cast<std::size_t>(chosen)];
+      first_ms = ms.front();
     }
   }
   im.algo = usable[static_cast<std::size_t>(chosen)].algo;
   plan->chosen_ = chosen;
-  log_choice(p, im.algo, chosen, plan->candidates_);
+  log_choice(p, im.algo, chosen, plan->candidates_, plan->time_ms_, first_ms);
   if (search && !std::isnan(plan->time_ms_)) {
     choices().remember(key, CachedChoice{true, im.algo, plan->time_ms_, chosen, plan->candidates_});
   }
