@@ -3,13 +3,16 @@
 # user runs it: samples/s from the display lines (the median of every window but the first).
 #
 #   bench/train/bench_processes.sh [--ember PATH] [--gpu-only | --cpu-only] [--iters N]
-#                                  [--max-ranks P] [--hybrid]
+#                                  [--max-ranks P] [--hybrid | --hybrid-only] [--modes fp32,mixed]
+#                                  [--gpu-counts "4 2 1"] [--host-exchange]
 #
 # GPU: DLRM Criteo-Kaggle (configs/dlrm_criteo_kaggle.json, batch 65536 per GPU, fp32 and mixed
 # precision) on 1..G visible GPUs (G, then halving): one process with all of them, and one process
 # per GPU under mpirun; on one GPU, a plain process against `mpirun -np 1` (the MPI job's own
 # cost). --hybrid: also its HybridSparseEmbedding twin (configs/dlrm_criteo_kaggle_hybrid.json)
-# with "frequent_rule": "traffic", the same way. CPU: configs/dlrm.json's model (batch 4096 per rank) on P = 1, 2, 4, ... ranks (up to
+# with "frequent_rule": "traffic", the same way (--hybrid-only: that model alone). --host-exchange
+# adds a column: one process per GPU with every key on the host exchange
+# (EMBER_KEY_EXCHANGE=host), against the default, where the GPUs gather one-hot keys. CPU: configs/dlrm.json's model (batch 4096 per rank) on P = 1, 2, 4, ... ranks (up to
 # half the cores), one process of P in-process ranks and P processes of one rank, each rank given
 # cores / P OpenMP threads: weak scaling of the CPU path and the MPI collectives.
 set -euo pipefail
@@ -21,6 +24,9 @@ do_gpu=1
 do_cpu=1
 max_ranks=""
 models=(dlrm_kaggle)
+modes=(fp32 mixed)
+gpu_counts=""
+host_exchange=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --ember) ember="$2"; shift 2 ;;
@@ -29,6 +35,10 @@ while [[ $# -gt 0 ]]; do
     --cpu-only) do_gpu=0; shift ;;
     --max-ranks) max_ranks="$2"; shift 2 ;;
     --hybrid) models=(dlrm_kaggle dlrm_kaggle_hybrid_traffic); shift ;;
+    --hybrid-only) models=(dlrm_kaggle_hybrid_traffic); shift ;;
+    --modes) IFS=, read -r -a modes <<< "$2"; shift 2 ;;
+    --gpu-counts) gpu_counts="$2"; shift 2 ;;
+    --host-exchange) host_exchange=1; shift ;;
     *) echo "bench_processes: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -100,15 +110,19 @@ if [[ $do_gpu == 1 ]] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /d
     --samples $((per_gpu * gpus * 12)) --eval-samples $per_gpu --format norm --files 16 > /dev/null
   printf '\n%-34s %-6s %10s %10s %10s\n' "DLRM Kaggle (M samples/s)" "mode" "1 process" "N procs" "per GPU"
   counts=()
-  for ((n = gpus; n >= 1; n /= 2)); do counts+=("$n"); done
+  if [[ -n $gpu_counts ]]; then
+    read -r -a counts <<< "$gpu_counts"
+  else
+    for ((n = gpus; n >= 1; n /= 2)); do counts+=("$n"); done
+  fi
   declare -A base=()
   for model in "${models[@]}"; do
     model_config="$here/configs/dlrm_criteo_kaggle.json" rule=""
     if [[ $model == dlrm_kaggle_hybrid_traffic ]]; then
       model_config="$here/configs/dlrm_criteo_kaggle_hybrid.json" rule=traffic
     fi
-    for mixed in 0 1; do
-      mode=$([[ $mixed == 1 ]] && echo mixed || echo fp32)
+    for mode in "${modes[@]}"; do
+      mixed=$([[ $mode == mixed ]] && echo 1 || echo 0)
       for ((i = ${#counts[@]} - 1; i >= 0; --i)); do
         n=${counts[$i]}
         cfg="$work/${model}_${n}_${mixed}.json"
@@ -117,15 +131,23 @@ if [[ $do_gpu == 1 ]] && command -v nvidia-smi > /dev/null && nvidia-smi -L > /d
         one=$(run "$label one $mode" "$ember" train "$cfg" --gpus "$(gpu_list "$n")")
         many=$(run "$label mpi $mode" "${mpirun[@]}" -np "$n" "$ember" train "$cfg" --mpi \
           --set "solver.gpu=$(gpu_lists "$n")")
+        hosted=""
+        if [[ $host_exchange == 1 && $n -gt 1 ]]; then
+          hosted=$(run "$label host $mode" "${mpirun[@]}" -np "$n" -x EMBER_KEY_EXCHANGE=host \
+            "$ember" train "$cfg" --mpi --set "solver.gpu=$(gpu_lists "$n")")
+          hosted=" (keys on the host: $hosted)"
+        fi
         [[ $n == 1 ]] && base[$model$mode]=$one
-        scale=$(python3 -c "b,o,m,n=map(float,'${base[$model$mode]} $one $many $n'.split()); \
+        scale=$(python3 -c "b,o,m,n=map(float,'${base[$model$mode]:-nan} $one $many $n'.split()); \
 print(f'{o/b:.2f}x / {m/b:.2f}x' if b==b and b>0 else 'nan')")
         printf '%-34s %-6s %10s %10s %10s\n' "$n GPU(s), batch $((per_gpu * n))" "$mode" "$one" \
-          "$many" "scaling $scale ($model)"
+          "$many" "scaling $scale ($model)$hosted"
         # Where each process's input time went (process 0's "input (training)" line).
         grep -h "input (training)" "$work/${model}_gpu_${n}_mpi_${mode}.log" 2> /dev/null |
           sed 's/^.*input (training): /  processes: /; s/; process/\n  processes: process/g' || true
-        echo "SUMMARY | processes | $model $mode gpus=$n | one process $one M | one process per GPU $many M | scaling (one / per GPU) $scale"
+        grep -h "input (training)" "$work/${model}_gpu_${n}_host_${mode}.log" 2> /dev/null |
+          sed 's/^.*input (training): /  keys on the host: /; s/; process/\n  keys on the host: process/g' || true
+        echo "SUMMARY | processes | $model $mode gpus=$n | one process $one M | one process per GPU $many M$hosted | scaling (one / per GPU) $scale"
       done
     done
   done

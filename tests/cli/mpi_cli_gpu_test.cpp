@@ -1,8 +1,9 @@
 // Training over MPI on GPUs (NCCL over all processes, its id broadcast through MPI) against one
 // process: with one GPU, `mpirun -np 1 ember train --mpi` (the multi-process path: MPI, then
 // NCCL's ncclCommInitRank) against a plain run; with N >= 2 GPUs also one process per GPU
-// (solver.gpu one list per process) and one process driving all N over MPI, against one process
-// with all N GPUs, and that against one GPU (the same global batch). Summation orders may differ
+// (solver.gpu one list per process; the GPUs gather the one-hot keys over NCCL, for the hash,
+// one-hot and hybrid layers) and one process driving all N over MPI, against one process with
+// all N GPUs, and that against one GPU (the same global batch). Summation orders may differ
 // between NCCL's algorithms: close, not equal.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 namespace ember {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 void expect_same_training(const Outcome& reference, const Outcome& got, const char* what) {
@@ -73,7 +75,19 @@ TEST(MpiCliGpu, ProcessesOnGpusTrainAsOneProcess) {
   const Outcome per_gpu = run_in(gpus, args + " --set 'solver.gpu=[" + lists + "]'", dir);
   ASSERT_EQ(per_gpu.status, 0) << per_gpu.err;
   EXPECT_THAT(per_gpu.err, HasSubstr("in each of " + std::to_string(gpus) + " processes"));
+  // The data is one-hot: the GPUs gather the keys of the training batches over NCCL.
+  EXPECT_THAT(per_gpu.err, ContainsRegex("keys of [1-9][0-9]* batches gathered by the ranks"));
   expect_same_training(one_process, per_gpu, "one process per GPU");
+  // The layers that prepare the next batch ahead from its keys (after the gather).
+  for (const char* type : {"LocalizedSlotSparseEmbeddingOneHot", "HybridSparseEmbedding"}) {
+    const std::string with = args + " --set layers.sparse_embedding1.type=" + type;
+    const Outcome one = run_in(0, with + " --gpus " + all, dir);
+    ASSERT_EQ(one.status, 0) << one.err;
+    const Outcome each = run_in(gpus, with + " --set 'solver.gpu=[" + lists + "]'", dir);
+    ASSERT_EQ(each.status, 0) << each.err;
+    EXPECT_THAT(each.err, ContainsRegex("keys of [1-9][0-9]* batches gathered by the ranks"));
+    expect_same_training(one, each, type);
+  }
   const Outcome all_over_mpi = run_in(1, args + " --gpus " + all + " --mpi", dir);
   ASSERT_EQ(all_over_mpi.status, 0) << all_over_mpi.err;
   expect_same_training(one_process, all_over_mpi, "one process, every GPU, over MPI");

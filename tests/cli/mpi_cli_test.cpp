@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -71,21 +72,28 @@ struct Team {
   const char* config;
   const char* embedding_type;  // replaces sparse_embedding1's type ("" keeps it)
   int processes, ranks_each;
-  const char* more_args = "";  // appended to both runs' arguments
-  const char* log_regex = "";  // what the team's log must contain ("": anything)
+  const char* more_args = "";     // appended to both runs' arguments
+  const char* log_regex = "";     // what the team's log must contain ("": anything)
+  const char* key_exchange = "";  // EMBER_KEY_EXCHANGE for the team's processes ("": unset)
 };
 
 // Shared reading: process 0's line "input (training): process 0 parsed P samples (B bytes) and
-// passed over S (key exchange X s, collector waiting for readers Y s, training waiting for
-// batches Z s, device copies C s, collector waiting for room R s); process 1 ..." says that
-// every process parsed its share of the samples (its ranks' rows of every batch) and passed over
-// the rest, and where its input time went.
-void expect_each_process_parsed_its_share(const std::string& err, int processes) {
+// passed over S (key exchange X s of which meeting the others M s, collector waiting for
+// readers Y s, training waiting for batches Z s, device copies C s, collector waiting for room
+// R s, keys of K batches gathered by the ranks); process 1 ..." says that every process parsed its
+// share of the samples (its ranks' rows of every batch) and passed over the rest, and where its
+// input time went. The data here is one-hot: with one host rank a process, the ranks gather the
+// keys of every training batch
+// (`ranks_gather`); with more, the host exchange moves them all.
+void expect_each_process_parsed_its_share(const std::string& err, int processes,
+                                          bool ranks_gather) {
   const std::regex line(
       "process ([0-9]+) parsed ([0-9]+) samples \\(([0-9]+) bytes\\) and "
-      "passed over ([0-9]+) \\(key exchange [0-9]+\\.[0-9]{2} s, collector waiting for readers "
+      "passed over ([0-9]+) \\(key exchange [0-9]+\\.[0-9]{2} s of which meeting the others "
+      "[0-9]+\\.[0-9]{2} s, collector waiting for readers "
       "[0-9]+\\.[0-9]{2} s, training waiting for batches [0-9]+\\.[0-9]{2} s, device copies "
-      "[0-9]+\\.[0-9]{2} s, collector waiting for room [0-9]+\\.[0-9]{2} s\\)");
+      "[0-9]+\\.[0-9]{2} s, collector waiting for room [0-9]+\\.[0-9]{2} s, keys of ([0-9]+) "
+      "batches gathered by the ranks\\)");
   int seen = 0;
   for (std::sregex_iterator it(err.begin(), err.end(), line), end; it != end; ++it) {
     const auto& m = *it;
@@ -95,6 +103,12 @@ void expect_each_process_parsed_its_share(const std::string& err, int processes)
     // 20 steps of full batches and what the readers read ahead: 1/N of every batch (the readers
     // may be inside a batch when the numbers are taken).
     EXPECT_NEAR(parsed / (parsed + passed), 1.0 / processes, 0.05) << m[0];
+    // The 20 steps' batches at least (and those read ahead), or none.
+    if (ranks_gather) {
+      EXPECT_GE(std::stoi(m[5]), 20) << m[0];
+    } else {
+      EXPECT_EQ(std::stoi(m[5]), 0) << m[0];
+    }
     ++seen;
   }
   EXPECT_EQ(seen, processes) << err;
@@ -118,16 +132,20 @@ void train_teams(const std::vector<Team>& teams,
     const Outcome one =
         run_in(0, args + " --cpu-ranks " + std::to_string(total) + " --run-dir one", dir);
     ASSERT_EQ(one.status, 0) << one.err;
+    // mpirun's processes on this machine inherit its environment, and it ours.
+    if (*t.key_exchange != '\0') ::setenv("EMBER_KEY_EXCHANGE", t.key_exchange, 1);
     const Outcome many =
         run_in(t.processes,
                args + " --cpu-ranks " + std::to_string(t.ranks_each) + " --run-dir many", dir);
+    ::unsetenv("EMBER_KEY_EXCHANGE");
     ASSERT_EQ(many.status, 0) << many.err;
     if (*t.log_regex != '\0') EXPECT_THAT(many.err, ContainsRegex(t.log_regex));
     // Process 0 alone prints: every line once, the same numbers (the same reduction order).
     EXPECT_EQ(numbers_of(many.out), numbers_of(one.out)) << many.err;
     EXPECT_THAT(many.out, HasSubstr("eval iter=20 AUC="));
     EXPECT_THAT(many.err, HasSubstr(" in each of " + std::to_string(t.processes) + " processes"));
-    expect_each_process_parsed_its_share(many.err, t.processes);
+    expect_each_process_parsed_its_share(many.err, t.processes,
+                                         t.ranks_each == 1 && *t.key_exchange == '\0');
     // One metrics.csv, written by process 0, with the rows of one process's.
     const auto rows = [&](const char* run_dir) {
       const std::string csv = slurp(dir / run_dir / "metrics.csv");
@@ -156,6 +174,9 @@ TEST_F(MpiCli, ThreeProcessesTrainAsOneProcessWithTheSameRanks) {
           {"dlrm", "", 3, 1},                                    // localized, hash
           {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 3, 1},  // one-hot
           {"deepfm", "", 3, 1},                                  // distributed
+          // Every key through the host exchange, also where the ranks could gather them.
+          {"dlrm", "LocalizedSlotSparseEmbeddingOneHot", 3, 1, "", "", "host"},
+          {"dlrm", "", 2, 1, "", "", "mpi"},
       },
       [](const char* name) { return data(name); });
 }

@@ -25,6 +25,7 @@ TEST(RuntimeOptions, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(o.allocator(), kDefaultAllocatorMode);
   EXPECT_EQ(o.copy_threads(), 0);
   EXPECT_EQ(o.log_level(), "");
+  EXPECT_EQ(o.key_exchange(), KeyExchangeMode::Auto);
   ASSERT_FALSE(o.settings().empty());
   for (const auto& s : o.settings()) {
     EXPECT_FALSE(s.set) << s.variable;
@@ -40,16 +41,20 @@ TEST(RuntimeOptions, ReadsEveryVariable) {
   const RuntimeOptions o = parse({{"EMBER_ALLOCATOR", "expandable"},
                                   {"EMBER_COPY_THREADS", "5"},
                                   {"EMBER_LOG_LEVEL", "warn"},
+                                  {"EMBER_KEY_EXCHANGE", "host"},
                                   {"UNRELATED", "x"}});
   EXPECT_EQ(o.allocator(), AllocatorMode::Expandable);
   EXPECT_EQ(o.copy_threads(), 5);
   EXPECT_EQ(o.log_level(), "warn");
   EXPECT_EQ(parse({{"EMBER_ALLOCATOR", "raw"}}).allocator(), AllocatorMode::Raw);
   EXPECT_EQ(parse({{"EMBER_ALLOCATOR", "caching"}}).allocator(), AllocatorMode::Caching);
+  EXPECT_EQ(o.key_exchange(), KeyExchangeMode::Host);
+  EXPECT_EQ(parse({{"EMBER_KEY_EXCHANGE", "mpi"}}).key_exchange(), KeyExchangeMode::Mpi);
+  EXPECT_EQ(parse({{"EMBER_KEY_EXCHANGE", "auto"}}).key_exchange(), KeyExchangeMode::Auto);
   int set = 0;
   for (const auto& s : o.settings())
     set += s.set ? 1 : 0;
-  EXPECT_EQ(set, 3);
+  EXPECT_EQ(set, 4);
 }
 
 TEST(RuntimeOptions, ABadValueFailsItsOwnAccessorOnly) {
@@ -60,6 +65,8 @@ TEST(RuntimeOptions, ABadValueFailsItsOwnAccessorOnly) {
   EXPECT_EQ(o.log_level(), "");
   EMBER_EXPECT_THROW_WITH(parse({{"EMBER_COPY_THREADS", "4x"}}).copy_threads(), ConfigError, "4x");
   EMBER_EXPECT_THROW_WITH(parse({{"EMBER_LOG_LEVEL", "loud"}}).log_level(), ConfigError, "loud");
+  EMBER_EXPECT_THROW_WITH(parse({{"EMBER_KEY_EXCHANGE", "shared"}}).key_exchange(), ConfigError,
+                          "EMBER_KEY_EXCHANGE='shared'");
 }
 
 // What mpirun (OpenMPI), Hydra (MPICH) and MVAPICH tell the processes they start.

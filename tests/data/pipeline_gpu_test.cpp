@@ -7,6 +7,7 @@
 
 #include "data/data_test_support.hpp"
 #include "data/parquet_test_support.hpp"
+#include "data/thread_exchange.hpp"
 #include "ember/core/device.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
@@ -21,18 +22,19 @@ namespace {
 using datatest::Sample;
 using datatest::SampleShape;
 
-std::shared_ptr<DataSource> write_norm_dataset(const testing::ScratchDir& dir, std::mt19937_64& rng,
-                                               const SampleShape& shape) {
+std::shared_ptr<DataSource> write_norm_dataset(
+    const testing::ScratchDir& dir, std::mt19937_64& rng, const SampleShape& shape,
+    std::vector<std::int64_t> counts = {300, 7, 1023, 65}, DType key_type = DType::I64) {
   std::vector<std::string> files;
-  for (std::int64_t count : {300, 7, 1023, 65}) {
+  for (std::int64_t count : counts) {
     const std::string path = (dir / ("g" + std::to_string(files.size()) + ".data")).string();
     datatest::write_norm(path, datatest::random_samples(rng, count, shape), shape, CheckMode::Sum,
-                         DType::I64);
+                         key_type);
     files.push_back(path);
   }
   write_file_list(dir / "list.txt", files);
   return std::make_shared<NormSource>(dir / "list.txt", CheckMode::Sum,
-                                      datatest::layout_for(shape, DType::I64));
+                                      datatest::layout_for(shape, key_type));
 }
 
 SampleShape gpu_shape() {
@@ -76,29 +78,38 @@ std::vector<Place> two_gpus() {
   return {Place::cuda(0), Place::cuda(cuda_device_count() > 1 ? 1 : 0)};
 }
 
+// Multi-hot rows, and rows that all hold one or two keys a slot (whose offsets a slot that
+// holds them already is not sent again), over epochs whose last batches are partial (shorter,
+// merged, then full again), at a prefetch depth that cycles few slots and one that keeps more.
 TEST(PipelineGpu, SameBatchesAsTheHostPipelineAtEveryDepth) {
   EMBER_REQUIRE_GPU();
   auto rng = testing::make_rng();
-  testing::ScratchDir dir;
-  const auto source = write_norm_dataset(dir, rng, gpu_shape());
-  PipelineOptions host;
-  host.batch_size = 64;
-  host.num_workers = 3;
-  host.deterministic = true;
-  host.mode = PipelineMode::Epochs;
-  host.num_epochs = 2;
-  std::vector<std::int64_t> host_sizes;
-  const auto expect = collect(source, host, 1000, &host_sizes);
-  ASSERT_GT(expect.size(), 20u);
-  for (int depth : {1, 3}) {
-    for (const auto& devices : {std::vector<Place>{Place::cuda(0)}, two_gpus()}) {
-      PipelineOptions gpu = host;
-      gpu.devices = devices;
-      gpu.prefetch_depth = depth;
-      std::vector<std::int64_t> sizes;
-      EXPECT_EQ(collect(source, gpu, 1000, &sizes), expect)
-          << "depth " << depth << ", " << devices.size() << " devices";
-      EXPECT_EQ(sizes, host_sizes);
+  for (int nnz : {-1, 1, 2}) {
+    SCOPED_TRACE(nnz < 0 ? std::string("multi-hot") : cat(nnz, " keys a slot"));
+    testing::ScratchDir dir;
+    SampleShape shape = gpu_shape();
+    if (nnz > 0) shape.min_nnz = shape.max_nnz = nnz;
+    const auto source = nnz < 0 ? write_norm_dataset(dir, rng, shape)
+                                : write_norm_dataset(dir, rng, shape, {301, 7, 1023}, DType::U32);
+    PipelineOptions host;
+    host.batch_size = 64;
+    host.num_workers = 3;
+    host.deterministic = true;
+    host.mode = PipelineMode::Epochs;
+    host.num_epochs = nnz < 0 ? 2 : 3;
+    std::vector<std::int64_t> host_sizes;
+    const auto expect = collect(source, host, 1000, &host_sizes);
+    ASSERT_GT(expect.size(), 20u);
+    for (int depth : {1, 3}) {
+      for (const auto& devices : {std::vector<Place>{Place::cuda(0)}, two_gpus()}) {
+        PipelineOptions gpu = host;
+        gpu.devices = devices;
+        gpu.prefetch_depth = depth;
+        std::vector<std::int64_t> sizes;
+        EXPECT_EQ(collect(source, gpu, 1000, &sizes), expect)
+            << "depth " << depth << ", " << devices.size() << " devices";
+        EXPECT_EQ(sizes, host_sizes);
+      }
     }
   }
 }
@@ -130,6 +141,79 @@ TEST(PipelineGpu, RepeatModeAndRawMatchTheHost) {
   gpu.devices = two_gpus();
   gpu.prefetch_depth = 3;
   EXPECT_EQ(collect(source, gpu, 25), expect);
+}
+
+// Shared reading with the ranks gathering one-hot keys (two simulated processes of two GPU
+// ranks each, on whatever GPUs there are): each process copies only its own samples' keys to
+// its devices, with the whole batch's offsets; the two processes' blocks of keys side by side
+// are the keys one host pipeline gives.
+TEST(PipelineGpu, SharedReadingCopiesOnlyThisProcesssKeysForTheRanksToGather) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  SampleShape shape;
+  shape.dense_dim = 3;
+  shape.slots_per_input = {26, 3};
+  shape.min_nnz = shape.max_nnz = 1;
+  shape.max_key = 1000;
+  const std::int64_t n = 4099;
+  datatest::write_raw(dir / "r.bin", datatest::random_samples(rng, n, shape), shape, true);
+  RawOptions raw;
+  raw.path = dir / "r.bin";
+  raw.num_samples = n;
+  raw.float_label_dense = true;
+  const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
+  PipelineOptions o;
+  o.batch_size = 1024;
+  o.num_workers = 2;
+  o.deterministic = true;
+  o.mode = PipelineMode::Epochs;
+  PipelineOptions whole_options = o;
+  whole_options.devices.assign(4, Place::host());
+  Pipeline whole(source, whole_options);
+  const auto parts = datatest::process_pipelines(
+      2, [&] { return source; },
+      [&](int p) {
+        PipelineOptions mine = o;
+        mine.devices = two_gpus();
+        mine.slice = {4, 2 * p};
+        mine.ranks_gather_keys = true;
+        return mine;
+      });
+  std::int64_t gathered = 0;
+  for (;;) {
+    const std::optional<Batch> w = whole.next();
+    const std::vector<std::optional<Batch>> b = datatest::next_of_each(parts);
+    if (!w) break;
+    // 4099 = 4 x 1024 + 3: the last batch does not split over 4 ranks, and is exchanged whole.
+    const bool left = w->global_size % 4 == 0;
+    for (std::size_t i = 0; i < w->devices.front().sparse.size(); ++i) {
+      const CsrTensor& want = w->devices.front().sparse[i];
+      const auto want_keys = want.values().to_vector<std::uint32_t>();
+      const auto half = static_cast<std::int64_t>(want_keys.size()) / 2;
+      std::vector<std::uint32_t> side_by_side;
+      for (int p = 0; p < 2; ++p) {
+        for (const DeviceBatch& got : b[static_cast<std::size_t>(p)]->devices) {
+          ASSERT_EQ(got.keys_from_ranks, left);
+          EXPECT_EQ(got.sparse[i].row_offsets().to_vector<std::int64_t>(),
+                    want.row_offsets().to_vector<std::int64_t>());
+          const auto keys = got.sparse[i].values().to_vector<std::uint32_t>();
+          ASSERT_EQ(keys.size(), want_keys.size());
+          if (!left) {
+            EXPECT_EQ(keys, want_keys);
+            continue;
+          }
+          // Both of the process's devices hold its block (its two ranks' samples).
+          EXPECT_EQ(
+              std::vector<std::uint32_t>(keys.begin() + p * half, keys.begin() + (p + 1) * half),
+              std::vector<std::uint32_t>(want_keys.begin() + p * half,
+                                         want_keys.begin() + (p + 1) * half));
+        }
+      }
+    }
+    gathered += left ? 1 : 0;
+  }
+  EXPECT_EQ(gathered, n / 1024);
 }
 
 TEST(PipelineGpu, ParquetMatchesTheHost) {

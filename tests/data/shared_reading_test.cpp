@@ -6,16 +6,14 @@
 // not divide), both modes and batches that end short, while parsing only about its share.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <mutex>
-#include <stdexcept>
+#include <set>
 
 #include "data/data_test_support.hpp"
+#include "data/thread_exchange.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/key_exchange.hpp"
 #include "ember/data/norm_reader.hpp"
@@ -29,60 +27,10 @@
 namespace ember::data {
 namespace {
 
+using datatest::Rendezvous;
 using datatest::Sample;
 using datatest::SampleShape;
-
-// An all-gather among `n` threads: each call returns once every participant has made its own.
-// A participant that never comes (its simulated process failed) ends the wait with an error after
-// a minute, as the MPI backend's timeout does, so a broken reader fails the test instead of
-// hanging it.
-class Rendezvous {
- public:
-  explicit Rendezvous(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
-
-  std::vector<std::vector<std::byte>> all_gather(int p, const std::vector<std::byte>& mine) {
-    std::unique_lock lock(mutex_);
-    const std::int64_t generation = generation_;
-    pending_[static_cast<std::size_t>(p)] = mine;
-    if (++arrived_ == n_) {
-      // Nobody can arrive for the next round before every participant has left this one.
-      done_ = pending_;
-      arrived_ = 0;
-      ++generation_;
-      changed_.notify_all();
-      return done_;
-    }
-    if (!changed_.wait_for(lock, std::chrono::seconds(60),
-                           [&] { return generation_ != generation; })) {
-      throw std::runtime_error(cat("simulated process ", p, ": ", n_ - arrived_, " of ", n_,
-                                   " processes never reached the exchange"));
-    }
-    return done_;
-  }
-
- private:
-  int n_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::vector<std::byte>> pending_, done_;
-  int arrived_ = 0;
-  std::int64_t generation_ = 0;
-};
-
-class ThreadExchange final : public ProcessExchange {
- public:
-  ThreadExchange(std::shared_ptr<Rendezvous> hub, int p, int n)
-      : hub_(std::move(hub)), p_(p), n_(n) {}
-  int process() const override { return p_; }
-  int processes() const override { return n_; }
-  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
-    return hub_->all_gather(p_, mine);
-  }
-
- private:
-  std::shared_ptr<Rendezvous> hub_;
-  int p_, n_;
-};
+using datatest::ThreadExchange;
 
 SampleShape shape_for(bool one_hot) {
   SampleShape shape;
@@ -230,6 +178,21 @@ parquet::Codec snappy_if_written() {
                                                           : parquet::Codec::Uncompressed;
 }
 
+// `n` random samples of `shape` as one process parses them: written to a Norm file and read
+// back into a batch of room for `capacity` samples.
+std::unique_ptr<HostBatch> read_norm_batch(std::mt19937_64& rng, const SampleShape& shape,
+                                           std::int64_t n, std::int64_t capacity) {
+  const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+  auto batch = std::make_unique<HostBatch>(layout, capacity);
+  testing::ScratchDir dir;
+  datatest::write_norm(dir / "f.data", datatest::random_samples(rng, n, shape), shape,
+                       CheckMode::None, DType::U32);
+  NormFileReader reader(layout, CheckMode::None);
+  reader.open(dir / "f.data");
+  EXPECT_EQ(reader.read(*batch), n);
+  return batch;
+}
+
 PipelineOptions options_for(PipelineMode mode, int ranks, RankSlice slice, int workers) {
   PipelineOptions o;
   o.batch_size = 24;
@@ -263,20 +226,9 @@ void expect_same_device(const DeviceBatch& got, const DeviceBatch& want) {
 std::vector<std::unique_ptr<Pipeline>> shared_pipelines(const Case& c, PipelineMode mode,
                                                         int processes, int ranks_each,
                                                         int workers) {
-  auto hub = std::make_shared<Rendezvous>(processes);
-  std::vector<std::future<std::unique_ptr<Pipeline>>> made;
-  for (int p = 0; p < processes; ++p) {
-    made.push_back(std::async(std::launch::async, [&, p] {
-      PipelineOptions o =
-          options_for(mode, ranks_each, {processes * ranks_each, p * ranks_each}, workers);
-      o.exchange = std::make_shared<ThreadExchange>(hub, p, processes);
-      return std::make_unique<Pipeline>(c.source(), o);
-    }));
-  }
-  std::vector<std::unique_ptr<Pipeline>> out;
-  for (auto& f : made)
-    out.push_back(f.get());
-  return out;
+  return datatest::process_pipelines(processes, c.source, [&](int p) {
+    return options_for(mode, ranks_each, {processes * ranks_each, p * ranks_each}, workers);
+  });
 }
 
 TEST(SharedReading, EveryProcessGetsWhatOneProcessGivesItsRanks) {
@@ -487,6 +439,65 @@ TEST(SharedReading, RowsParsedElsewhereGetRoomForTheKeysTheyWillHold) {
   EXPECT_EQ(batch.nnz(1), 16);
 }
 
+// The pass that says whether every row holds the same key count: right for one-hot, fixed and
+// multi-hot rows and for any window, kept until the batch changes.
+TEST(SharedReading, UniformRowKeysAreFoundOnceAndForgottenWhenTheBatchChanges) {
+  auto rng = testing::make_rng();
+  for (const auto& [min_nnz, max_nnz] : {std::pair{1, 1}, {2, 2}, {0, 3}, {0, 0}}) {
+    SampleShape shape = shape_for(false);
+    shape.min_nnz = min_nnz;
+    shape.max_nnz = max_nnz;
+    const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+    for (std::int64_t n : {1, 7, 1023}) {
+      SCOPED_TRACE(cat("nnz ", min_nnz, "..", max_nnz, ", ", n, " samples"));
+      const auto read = read_norm_batch(rng, shape, n, 2 * n);
+      HostBatch& batch = *read;
+      Share last{-1, -1};
+      for (const Share w : {Share{0, n}, Share{n / 2, n - n / 2}, Share{n - 1, 1}, Share{0, 0}}) {
+        // Only the last window's answer is kept.
+        if (w.offset != last.offset || w.size != last.size) {
+          EXPECT_EQ(batch.known_uniform_row_keys(w.offset, w.size), nullptr);
+        }
+        last = w;
+        const std::vector<std::int64_t> got = batch.uniform_row_keys(w.offset, w.size);
+        ASSERT_EQ(got.size(), 2u);
+        for (int i = 0; i < 2; ++i) {
+          // A plain reference: the counts of the window's rows.
+          const std::int64_t slots = layout.sparse[static_cast<std::size_t>(i)].slot_num;
+          const std::int64_t* off = batch.row_offsets(i);
+          std::set<std::int64_t> counts;
+          for (std::int64_t r = w.offset * slots; r < (w.offset + w.size) * slots; ++r)
+            counts.insert(off[r + 1] - off[r]);
+          const std::int64_t want =
+              counts.empty() ? 0 : (counts.size() == 1 ? *counts.begin() : -1);
+          EXPECT_EQ(got[static_cast<std::size_t>(i)], want) << "input " << i;
+          if (min_nnz == max_nnz && w.size > 0) {
+            EXPECT_EQ(want, min_nnz);
+          }
+        }
+        ASSERT_NE(batch.known_uniform_row_keys(w.offset, w.size), nullptr);
+        EXPECT_EQ(*batch.known_uniform_row_keys(w.offset, w.size), got);
+      }
+      batch.uniform_row_keys(0, n);
+      batch.append(batch, 0, 1);
+      EXPECT_EQ(batch.known_uniform_row_keys(0, n), nullptr);
+      batch.uniform_row_keys(0, n);
+      batch.set_size(n);
+      EXPECT_EQ(batch.known_uniform_row_keys(0, n), nullptr);
+      batch.uniform_row_keys(0, n);
+      batch.add_rows_parsed_elsewhere(1);
+      EXPECT_EQ(batch.known_uniform_row_keys(0, n), nullptr);
+      batch.note_uniform_row_keys(0, n, {5, 6});
+      EXPECT_EQ(*batch.known_uniform_row_keys(0, n), (std::vector<std::int64_t>{5, 6}));
+      batch.forget_row_keys();
+      EXPECT_EQ(batch.known_uniform_row_keys(0, n), nullptr);
+      batch.uniform_row_keys(0, 1);
+      batch.clear();
+      EXPECT_EQ(batch.known_uniform_row_keys(0, 1), nullptr);
+    }
+  }
+}
+
 TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
   auto rng = testing::make_rng();
   for (const auto& [min_nnz, max_nnz] : {std::pair{0, 3}, {1, 1}, {2, 2}, {0, 0}}) {
@@ -496,13 +507,8 @@ TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
     const BatchLayout layout = datatest::layout_for(shape, DType::U32);
     for (std::int64_t n : {1, 7, 30}) {
       // The whole batch, as one process would parse it.
-      HostBatch whole(layout, n);
-      const auto samples = datatest::random_samples(rng, n, shape);
-      testing::ScratchDir dir;
-      datatest::write_norm(dir / "f.data", samples, shape, CheckMode::None, DType::U32);
-      NormFileReader reader(layout, CheckMode::None);
-      reader.open(dir / "f.data");
-      ASSERT_EQ(reader.read(whole), n);
+      const auto read = read_norm_batch(rng, shape, n, n);
+      const HostBatch& whole = *read;
       for (int processes : {1, 2, 4}) {
         auto hub = std::make_shared<Rendezvous>(processes);
         std::vector<std::future<std::vector<Sample>>> got;
@@ -539,6 +545,147 @@ TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
   }
 }
 
+// With the ranks gathering the keys (one rank a process here), a one-hot batch that splits
+// evenly stops after the counts: the offsets are the whole batch's and each process's own block
+// of keys is in place, so the blocks of every process, side by side, are the whole batch's keys.
+// Anything else (multi-hot rows, a batch that does not split) is exchanged whole as before.
+TEST(SharedReading, RanksGatherOneHotKeysInEqualBlocks) {
+  auto rng = testing::make_rng();
+  for (const auto& [min_nnz, max_nnz] : {std::pair{1, 1}, {0, 3}, {2, 2}}) {
+    SampleShape shape = shape_for(false);
+    shape.min_nnz = min_nnz;
+    shape.max_nnz = max_nnz;
+    const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+    const bool one_hot = min_nnz == 1 && max_nnz == 1;
+    for (std::int64_t n : {1, 7, 24, 30}) {
+      const auto read = read_norm_batch(rng, shape, n, n);
+      const HostBatch& whole = *read;
+      for (int processes : {2, 3, 4}) {
+        SCOPED_TRACE(
+            cat("nnz ", min_nnz, "..", max_nnz, ", ", n, " samples, ", processes, " processes"));
+        auto hub = std::make_shared<Rendezvous>(processes);
+        std::vector<std::unique_ptr<HostBatch>> mine;
+        for (int p = 0; p < processes; ++p)
+          mine.push_back(std::make_unique<HostBatch>(layout, n));
+        std::vector<std::future<bool>> left;
+        for (int p = 0; p < processes; ++p) {
+          left.push_back(std::async(std::launch::async, [&, p] {
+            HostBatch& b = *mine[static_cast<std::size_t>(p)];
+            const Share w = process_window(n, {processes, p}, 1);
+            b.add_rows_parsed_elsewhere(w.offset);
+            b.append(whole, w.offset, w.offset + w.size);
+            b.add_rows_parsed_elsewhere(n - w.offset - w.size);
+            ThreadExchange exchange(hub, p, processes);
+            return exchange_batch_keys(b, w, {0, n, 1}, exchange, nullptr, processes);
+          }));
+        }
+        const bool want_left = one_hot && n % processes == 0;
+        for (int p = 0; p < processes; ++p)
+          EXPECT_EQ(left[static_cast<std::size_t>(p)].get(), want_left);
+        for (int i = 0; i < whole.num_inputs(); ++i) {
+          const std::int64_t rows = n * layout.sparse[static_cast<std::size_t>(i)].slot_num;
+          const std::vector<std::int64_t> want_offsets(whole.row_offsets(i),
+                                                       whole.row_offsets(i) + rows + 1);
+          const auto* want_keys = whole.values_as<std::uint32_t>(i);
+          std::vector<std::uint32_t> side_by_side;
+          for (int p = 0; p < processes; ++p) {
+            const HostBatch& b = *mine[static_cast<std::size_t>(p)];
+            EXPECT_EQ(std::vector<std::int64_t>(b.row_offsets(i), b.row_offsets(i) + rows + 1),
+                      want_offsets);
+            const auto* keys = b.values_as<std::uint32_t>(i);
+            if (!want_left) {
+              EXPECT_EQ(std::vector<std::uint32_t>(keys, keys + whole.nnz(i)),
+                        std::vector<std::uint32_t>(want_keys, want_keys + whole.nnz(i)));
+              continue;
+            }
+            const std::int64_t block = whole.nnz(i) / processes;
+            side_by_side.insert(side_by_side.end(), keys + p * block, keys + (p + 1) * block);
+          }
+          if (want_left) {
+            EXPECT_EQ(side_by_side,
+                      std::vector<std::uint32_t>(want_keys, want_keys + whole.nnz(i)));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same through pipelines: every batch a process hands out with keys_from_ranks holds the
+// whole batch's offsets and its own block of keys, which with the other processes' blocks make
+// the keys one process gives; its other batches are whole. Only host ranks one to a process.
+TEST(SharedReading, PipelinesLeaveOneHotKeysToTheRanks) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const std::vector<Case> cases = {
+      raw_case(dir / "raw", rng, 203),
+      parquet_case(dir / "pq1", rng, {false, parquet::Codec::Uncompressed, true, 50, 7},
+                   {130, 45, 9, 77}),
+      parquet_case(dir / "pq3", rng, {true, parquet::Codec::Uncompressed, true, 29, 5},
+                   {100, 33, 71}),
+  };
+  for (const Case& c : cases) {
+    for (int processes : {2, 3}) {
+      SCOPED_TRACE(cat(c.name, ", ", processes, " processes"));
+      Pipeline whole(c.source(), options_for(PipelineMode::Epochs, processes, {}, 2));
+      const auto parts = datatest::process_pipelines(processes, c.source, [&](int p) {
+        PipelineOptions o = options_for(PipelineMode::Epochs, 1, {processes, p}, 2);
+        o.ranks_gather_keys = true;
+        return o;
+      });
+      std::int64_t left_to_ranks = 0, whole_batches = 0;
+      for (;;) {
+        const std::optional<Batch> w = whole.next();
+        const std::vector<std::optional<Batch>> b = datatest::next_of_each(parts);
+        if (!w) break;
+        const bool left = b.front()->devices.front().keys_from_ranks;
+        for (int p = 0; p < processes; ++p) {
+          const DeviceBatch& got = b[static_cast<std::size_t>(p)]->devices.front();
+          const DeviceBatch& want = w->devices[static_cast<std::size_t>(p)];
+          EXPECT_EQ(got.keys_from_ranks, left);
+          EXPECT_EQ(got.label.to_vector<float>(), want.label.to_vector<float>());
+          if (!left) expect_same_device(got, want);
+        }
+        const bool one_hot = c.name.find("multi-hot") == std::string::npos;
+        if (!left) {
+          // One-hot batches are exchanged whole only where they do not split.
+          if (one_hot) {
+            EXPECT_NE(w->global_size % processes, 0);
+          }
+          ++whole_batches;
+          continue;
+        }
+        ++left_to_ranks;
+        EXPECT_EQ(w->global_size % processes, 0);
+        for (std::size_t i = 0; i < w->devices.front().sparse.size(); ++i) {
+          const CsrTensor& want = w->devices.front().sparse[i];
+          const auto want_keys = want.values().to_vector<std::uint32_t>();
+          const auto block = static_cast<std::int64_t>(want_keys.size()) / processes;
+          std::vector<std::uint32_t> side_by_side;
+          for (int p = 0; p < processes; ++p) {
+            const CsrTensor& got = b[static_cast<std::size_t>(p)]->devices.front().sparse[i];
+            EXPECT_EQ(got.row_offsets().to_vector<std::int64_t>(),
+                      want.row_offsets().to_vector<std::int64_t>());
+            const auto keys = got.values().to_vector<std::uint32_t>();
+            ASSERT_EQ(keys.size(), want_keys.size());
+            side_by_side.insert(side_by_side.end(), keys.begin() + p * block,
+                                keys.begin() + (p + 1) * block);
+          }
+          EXPECT_EQ(side_by_side, want_keys);
+        }
+      }
+      const bool one_hot = c.name.find("multi-hot") == std::string::npos;
+      EXPECT_EQ(left_to_ranks > 0, one_hot);
+      EXPECT_EQ(whole_batches > 0, !one_hot || c.samples % 24 % processes != 0);
+    }
+  }
+  // Host ranks sharing one process's batch cannot each gather into it.
+  PipelineOptions o = options_for(PipelineMode::Epochs, 2, {4, 0}, 1);
+  o.exchange = std::make_shared<ThreadExchange>(std::make_shared<Rendezvous>(2), 0, 2);
+  o.ranks_gather_keys = true;
+  EXPECT_THROW(Pipeline(cases.front().source(), o), Error);
+}
+
 // A message whose one-count-for-the-window disagrees with its keys is a DataError, not a
 // batch with wrong offsets.
 TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
@@ -546,15 +693,8 @@ TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
   const BatchLayout layout = datatest::layout_for(shape, DType::U32);
   auto rng = testing::make_rng();
   const std::int64_t n = 8;
-  HostBatch whole(layout, n);
-  {
-    testing::ScratchDir dir;
-    datatest::write_norm(dir / "f.data", datatest::random_samples(rng, n, shape), shape,
-                         CheckMode::None, DType::U32);
-    NormFileReader reader(layout, CheckMode::None);
-    reader.open(dir / "f.data");
-    ASSERT_EQ(reader.read(whole), n);
-  }
+  const auto read = read_norm_batch(rng, shape, n, n);
+  HostBatch& whole = *read;
   // Both processes receive process 1's message with its count for every row (after the 5
   // header values and the key count) raised from 1: to 2 (more keys than sent), or far past the
   // keys. Every process reads the same messages, so each one stops at the same check, before

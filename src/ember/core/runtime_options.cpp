@@ -25,6 +25,10 @@ constexpr Known kKnown[] = {
      "threads of the parallel host copies and the staged pageable copies (a positive integer)",
      "staged copies: measured per device; others: half the cores, 1 to 8"},
     {"EMBER_LOG_LEVEL", "log level: trace, debug, info, warn, error or off", "info"},
+    {"EMBER_KEY_EXCHANGE",
+     "processes' key exchange: auto (the ranks gather one-hot keys), host (every key through "
+     "host memory) or mpi (every key by MPI)",
+     "auto"},
 };
 
 // The first of the launchers' variables that is a whole number (-1 when none is).
@@ -57,6 +61,18 @@ const char* to_string(AllocatorMode mode) {
       return "expandable";
     case AllocatorMode::Raw:
       return "raw";
+  }
+  return "?";
+}
+
+const char* to_string(KeyExchangeMode mode) {
+  switch (mode) {
+    case KeyExchangeMode::Auto:
+      return "auto";
+    case KeyExchangeMode::Host:
+      return "host";
+    case KeyExchangeMode::Mpi:
+      return "mpi";
   }
   return "?";
 }
@@ -105,6 +121,16 @@ RuntimeOptions RuntimeOptions::parse(const Lookup& lookup) {
       for (std::string_view l : kLevels)
         known = known || s.value == l;
       if (!known) error = "use trace, debug, info, warn, error or off";
+    } else if (s.set && name == "EMBER_KEY_EXCHANGE") {
+      if (s.value == "auto") {
+        o.key_exchange_ = KeyExchangeMode::Auto;
+      } else if (s.value == "host") {
+        o.key_exchange_ = KeyExchangeMode::Host;
+      } else if (s.value == "mpi") {
+        o.key_exchange_ = KeyExchangeMode::Mpi;
+      } else {
+        error = "use auto, host or mpi (the default is auto)";
+      }
     }
     s.error = std::move(error);
     o.settings_.push_back(std::move(s));
@@ -140,6 +166,11 @@ int RuntimeOptions::copy_threads() const {
 const std::string& RuntimeOptions::log_level() const {
   check("EMBER_LOG_LEVEL");
   return setting("EMBER_LOG_LEVEL").value;
+}
+
+KeyExchangeMode RuntimeOptions::key_exchange() const {
+  check("EMBER_KEY_EXCHANGE");
+  return key_exchange_;
 }
 
 }  // namespace ember

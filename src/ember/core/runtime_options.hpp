@@ -21,6 +21,15 @@ inline constexpr AllocatorMode kDefaultAllocatorMode = AllocatorMode::Expandable
 // "caching", "expandable" or "raw".
 const char* to_string(AllocatorMode mode);
 
+// How a job of several processes moves the keys of its batches between them (shared reading,
+// docs/multi-process.md): Auto lets the ranks gather one-hot training batches' keys over their
+// own communicator (GPUs, or one CPU rank a process) and moves the rest through host memory
+// the processes share on one machine (else by MPI); Host moves every batch's keys that way;
+// Mpi moves every batch's keys by MPI. The last two are for comparison.
+enum class KeyExchangeMode { Auto, Host, Mpi };
+// "auto", "host" or "mpi".
+const char* to_string(KeyExchangeMode mode);
+
 class RuntimeOptions {
  public:
   // One variable: its name, its raw value ("" when unset), what it does and its default.
@@ -47,6 +56,8 @@ class RuntimeOptions {
   int copy_threads() const;
   // EMBER_LOG_LEVEL: "" when unset (info); otherwise one of trace, debug, info, warn, error, off.
   const std::string& log_level() const;
+  // EMBER_KEY_EXCHANGE: auto, host or mpi; Auto when unset.
+  KeyExchangeMode key_exchange() const;
 
   const std::vector<Setting>& settings() const { return settings_; }
 
@@ -63,6 +74,7 @@ class RuntimeOptions {
   std::vector<Setting> settings_;
   AllocatorMode allocator_ = kDefaultAllocatorMode;
   int copy_threads_ = 0;
+  KeyExchangeMode key_exchange_ = KeyExchangeMode::Auto;
   int launcher_world_size_ = 0;
   int launcher_world_rank_ = -1;
 };

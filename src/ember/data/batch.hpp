@@ -49,6 +49,11 @@ struct DeviceBatch {
   Place place;
   // GPU batches: recorded on the copy stream after this device's copies. Null on the host.
   std::shared_ptr<const Event> ready;
+  // Shared reading with the keys left to the ranks (key_exchange.hpp, exchange_batch_keys):
+  // the row offsets are the whole batch's, but each input's keys hold only this process's
+  // samples'; the ranks, in equal blocks of the keys, must gather the others' (all_gather in
+  // place) before anything reads them (the training layer does, as it takes the batch).
+  bool keys_from_ranks = false;
 
   // Makes `stream` wait (on the device, not the host) until the batch's copies are done. The
   // pipeline already does this for the device's current stream unless told not to.

@@ -59,6 +59,7 @@ Batch host_batch_views(std::shared_ptr<const HostBatch> host, const BatchLayout&
     batch.devices.push_back(device_share(v.label.slice(0, s.offset, s.offset + s.size),
                                          v.dense.slice(0, s.offset, s.offset + s.size), v.sparse, s,
                                          n, info.sequence, devices[d]));
+    batch.devices.back().keys_from_ranks = info.keys_from_ranks;
   }
   return batch;
 }

@@ -21,6 +21,7 @@ struct BatchInfo {
   std::int64_t sequence = 0;
   std::int64_t epoch = 0;
   bool end_of_epoch = false;
+  bool keys_from_ranks = false;  // DeviceBatch::keys_from_ranks
 };
 
 // The buffers of one batch as tensors: label and dense rows, and per sparse input the CSR of

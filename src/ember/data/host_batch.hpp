@@ -32,7 +32,10 @@ class HostBatch {
   Place place() const { return allocation_->place(); }
   const AllocationPtr& allocation() const { return allocation_; }
 
-  void clear() { size_ = 0; }
+  void clear() {
+    size_ = 0;
+    forget_row_keys();
+  }
   void set_size(std::int64_t n);
 
   float* label() const { return label_; }  // [capacity, label_dim]
@@ -60,6 +63,24 @@ class HostBatch {
   // Appends samples [begin, end) of `src` (same layout), rebasing its row offsets.
   void append(const HostBatch& src, std::int64_t begin, std::int64_t end);
 
+  // Per sparse input, the key count every row of samples [first, first + samples) holds, or -1
+  // where the rows differ (one-hot data: 1). Found by one pass over their offsets, kept until
+  // the batch changes (set_size, append, clear, add_rows_parsed_elsewhere, or
+  // forget_row_keys), so the reader that filled the batch can pay for the pass and the
+  // collector and the device copies read the answer.
+  const std::vector<std::int64_t>& uniform_row_keys(std::int64_t first, std::int64_t samples);
+  // The same if already found or noted; null otherwise (no pass).
+  const std::vector<std::int64_t>* known_uniform_row_keys(std::int64_t first,
+                                                          std::int64_t samples) const {
+    return row_keys_samples_ == samples && row_keys_first_ == first ? &row_keys_ : nullptr;
+  }
+  // Says it without the pass: the caller knows (the key exchange, having checked every
+  // process's rows).
+  void note_uniform_row_keys(std::int64_t first, std::int64_t samples,
+                             std::vector<std::int64_t> per_input);
+  // Someone rewrote row offsets in place (the key exchange).
+  void forget_row_keys() { row_keys_samples_ = -1; }
+
  private:
   HostBatch(const BatchLayout& layout, std::int64_t capacity, AllocationPtr allocation);
 
@@ -72,6 +93,9 @@ class HostBatch {
   float* dense_ = nullptr;
   std::vector<std::int64_t*> offsets_;
   std::vector<void*> values_;
+  // uniform_row_keys()'s answer and the samples it is for (-1: none).
+  std::int64_t row_keys_first_ = 0, row_keys_samples_ = -1;
+  std::vector<std::int64_t> row_keys_;
 };
 
 }  // namespace ember::data

@@ -1,6 +1,8 @@
 #include "ember/data/key_exchange.hpp"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "ember/core/error.hpp"
 #include "ember/core/staged_copy.hpp"
@@ -64,34 +66,22 @@ constexpr int kHeaderValues = 5;  // sequence, samples, workers, window offset, 
 
 // Per sparse input, a message holds its key count, the key count every row of the window has
 // (or kVariable, and then one count per row follows), and the keys.
-constexpr std::int64_t kVariable = -1;
-
-// The key count every one of `rows` rows from `first` has, or kVariable.
-std::int64_t uniform_count(const std::int64_t* off, std::int64_t first, std::int64_t rows) {
-  if (rows == 0) return 0;
-  const std::int64_t c = off[first + 1] - off[first];
-  // A one-hot window's 1.7 M rows (DLRM-Kaggle, 65536 samples) take milliseconds on one thread,
-  // on the collector's, once per batch.
-  bool same = true;
-#pragma omp parallel for schedule(static) reduction(&& : same) if (rows >= (1 << 16))
-  for (std::int64_t r = 1; r < rows; ++r)
-    same = same && off[first + r + 1] - off[first + r] == c;
-  return same ? c : kVariable;
-}
+constexpr std::int64_t kVariable = -1;  // HostBatch::uniform_row_keys' "rows differ"
 
 // This process's window of `batch` as a message into `out`: the header, then per sparse input
 // its key count and the rows' count (uniform) or counts. The keys go apart (in place).
-void pack_counts(const HostBatch& batch, const Share& window, const ExchangeCheck& check,
+void pack_counts(HostBatch& batch, const Share& window, const ExchangeCheck& check,
                  std::vector<std::byte>& out) {
   const BatchLayout& layout = batch.layout();
   const auto inputs = static_cast<std::size_t>(batch.num_inputs());
-  std::vector<std::int64_t> uniform(inputs), keys(inputs);
+  // Usually found already by the reader that filled the batch, off the collector's thread.
+  const std::vector<std::int64_t>& uniform = batch.uniform_row_keys(window.offset, window.size);
+  std::vector<std::int64_t> keys(inputs);
   std::size_t size = kHeaderValues * sizeof(std::int64_t);
   for (std::size_t i = 0; i < inputs; ++i) {
     const std::int64_t slots = layout.sparse[i].slot_num;
     const std::int64_t* off = batch.row_offsets(static_cast<int>(i));
     const std::int64_t first = window.offset * slots, rows = window.size * slots;
-    uniform[i] = uniform_count(off, first, rows);
     keys[i] = off[first + rows] - off[first];
     size += 2 * sizeof(std::int64_t) +
             (uniform[i] == kVariable ? static_cast<std::size_t>(rows) * sizeof(std::int32_t) : 0);
@@ -177,15 +167,18 @@ Share process_window(std::int64_t n, const RankSlice& slice, int local_ranks) {
   return {begin, shares.back().offset + shares.back().size - begin};
 }
 
-void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
-                         ProcessExchange& exchange, KeyExchangeBuffers* buffers) {
+bool exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
+                         ProcessExchange& exchange, KeyExchangeBuffers* buffers,
+                         std::int64_t gathering_ranks) {
   EMBER_CHECK(window.offset >= 0 && window.size >= 0 && window.offset + window.size <= batch.size(),
               "exchange_batch_keys: rows [", window.offset, ", ", window.offset + window.size,
               ") of a batch of ", batch.size());
   KeyExchangeBuffers local;
   KeyExchangeBuffers& b = buffers != nullptr ? *buffers : local;
   pack_counts(batch, window, check, b.mine);
+  const auto meet = TimeCounter::Clock::now();
   exchange.all_gather_into(b.mine, b.all);
+  b.meeting.add_since(meet);
   const GatheredMessages& all = b.all;
   const int processes = exchange.processes();
   EMBER_CHECK(
@@ -209,6 +202,8 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
       displs(static_cast<std::size_t>(inputs));
   std::vector<std::int64_t> filled(static_cast<std::size_t>(inputs), 0);
   std::int64_t next_row = 0;
+  // Every row of every process's window holds its reserved keys (the offsets already right).
+  bool all_reserved = true;
   for (int p = 0; p < processes; ++p) {
     const auto at = static_cast<std::size_t>(all.offsets[static_cast<std::size_t>(p)]);
     MessageReader in(all.bytes.data() + at,
@@ -255,6 +250,7 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
         at_key += keys;
         continue;
       }
+      all_reserved = false;
       off[first] = at_key;
       if (uniform == kVariable) {
         const std::byte* row_counts =
@@ -288,6 +284,17 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
     EMBER_THROW_AS(DataError, "shared reading: the processes send the keys of ", next_row,
                    " rows of batch ", check.sequence, ", which has ", batch.size());
   }
+  // The ranks gather the keys themselves: ours are in place (the reserved rows put them there),
+  // and every row of the batch holds its input's reserved keys.
+  if (gathering_ranks > 0 && all_reserved && batch.size() % gathering_ranks == 0) {
+    std::vector<std::int64_t> reserved(static_cast<std::size_t>(inputs));
+    for (int i = 0; i < inputs; ++i)
+      reserved[static_cast<std::size_t>(i)] =
+          keys_reserved_per_row(layout.sparse[static_cast<std::size_t>(i)]);
+    batch.note_uniform_row_keys(0, batch.size(), std::move(reserved));
+    return true;
+  }
+  batch.forget_row_keys();  // offsets rewritten above, or about to be
   // The keys: ours to their place in sample order, then everyone's gathered around them.
   const auto me = static_cast<std::size_t>(exchange.process());
   for (int i = 0; i < inputs; ++i) {
@@ -297,6 +304,7 @@ void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
                 static_cast<std::size_t>(counts[ii][me]));
     exchange.all_gather_in_place(values, counts[ii], displs[ii]);
   }
+  return false;
 }
 
 }  // namespace ember::data

@@ -18,6 +18,7 @@
 
 #include "ember/data/batch.hpp"
 #include "ember/data/host_batch.hpp"
+#include "ember/data/time_counter.hpp"
 
 namespace ember::data {
 
@@ -66,6 +67,9 @@ struct ExchangeCheck {
 struct KeyExchangeBuffers {
   std::vector<std::byte> mine;
   GatheredMessages all;
+  // Time in the counts' all-gather: waiting for the other processes to reach the batch (their
+  // collectors' lag), beside this process's own work on the exchange.
+  TimeCounter meeting;
 };
 
 // Completes the keys of `batch`: rows [window.offset, window.offset + window.size) hold this
@@ -75,8 +79,18 @@ struct KeyExchangeBuffers {
 // batch differs (`check`, the windows) is a DataError naming both processes and the numbers.
 // A window whose rows all hold the same key count (one-hot data) sends that count once instead
 // of one per row. `buffers` (optional) keeps the messages' memory for the next batch.
-void exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
-                         ProcessExchange& exchange, KeyExchangeBuffers* buffers = nullptr);
+//
+// `gathering_ranks` > 0: the job's ranks (that many, over every process) can gather the keys
+// themselves, over their own communicator (NVLink between GPUs, instead of host memory twice
+// and the copies of every process's keys to every GPU). Where every process's rows hold
+// keys_reserved_per_row() keys in every row of every input (one-hot data) and the batch splits
+// evenly over those ranks, the exchange stops after the counts: the row offsets are then the
+// whole batch's, this process's keys are in place, rank r's keys are the r-th of the ranks'
+// equal blocks of each input's keys, and the other processes' keys are not there. Returns true
+// then (the consumer must gather them: DeviceBatch::keys_from_ranks), false when it moved them.
+bool exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCheck& check,
+                         ProcessExchange& exchange, KeyExchangeBuffers* buffers = nullptr,
+                         std::int64_t gathering_ranks = 0);
 
 // The rows of a batch of `n` samples whose samples this process's `local_ranks` ranks take.
 Share process_window(std::int64_t n, const RankSlice& slice, int local_ranks);

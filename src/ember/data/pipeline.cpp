@@ -99,6 +99,7 @@ struct Pipeline::Impl {
   TimeCounter collector_input_wait, collector_output_wait, merge_time, exchange_time,
       worker_output_wait, consumer_wait;
   std::atomic<std::int64_t> merged_batches{0};
+  std::atomic<std::int64_t> keys_from_ranks{0};
 
   void start();
   void stop();
@@ -268,6 +269,16 @@ bool Pipeline::Impl::push_work(int w, WorkItem item) {
 HostBatchLease Pipeline::Impl::fill(ShardReader& reader) {
   HostBatchLease batch = host_pool->acquire();
   if (reader.fill(*batch) == 0) return nullptr;
+  // Whether this process's rows hold one count of keys each (one-hot data) is one pass over
+  // their offsets, done here, beside the other readers, rather than on the collector's one
+  // thread: the key exchange sends it, and the device copies of a batch whose every row holds
+  // the same count need not carry its offsets (device_transfer.hpp).
+  if (options.exchange || gpu) {
+    const Share rows = options.exchange ? process_window(batch->size(), options.slice,
+                                                         static_cast<int>(options.devices.size()))
+                                        : Share{0, batch->size()};
+    batch->uniform_row_keys(rows.offset, rows.size);
+  }
   return batch;
 }
 
@@ -373,15 +384,17 @@ void Pipeline::Impl::fail(std::exception_ptr error) {
 }
 
 bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_of_epoch) {
-  const BatchInfo info{sequence, epoch, end_of_epoch};
+  BatchInfo info{sequence, epoch, end_of_epoch};
   if (options.exchange) {
     if (!wait_for_room()) return false;
     const Share rows =
         process_window(batch->size(), options.slice, static_cast<int>(options.devices.size()));
     const auto t0 = Clock::now();
-    exchange_batch_keys(*batch, rows, {sequence, batch->size(), workers}, *options.exchange,
-                        &exchange_buffers);
+    info.keys_from_ranks = exchange_batch_keys(
+        *batch, rows, {sequence, batch->size(), workers}, *options.exchange, &exchange_buffers,
+        options.ranks_gather_keys ? options.slice.world_ranks : 0);
     exchange_time.add_since(t0);
+    if (info.keys_from_ranks) keys_from_ranks.fetch_add(1, std::memory_order_relaxed);
   }
   OutItem item{OutItem::Kind::Batch, {}, nullptr};
   if (gpu) {
@@ -476,6 +489,12 @@ void check_options(const PipelineOptions& options) {
               "Pipeline: devices from rank ", options.slice.first_rank, " are not ranks of ", D);
   EMBER_CHECK(options.exchange == nullptr || options.deterministic,
               "Pipeline: shared reading (an exchange between processes) needs deterministic mode");
+  EMBER_CHECK(!options.ranks_gather_keys ||
+                  (options.exchange != nullptr && options.slice.world_ranks > 0 &&
+                   (options.devices.front().is_cuda() || options.devices.size() == 1)),
+              "Pipeline: the ranks gather keys only in shared reading, and host ranks one to a "
+              "process (",
+              options.devices.size(), " devices here)");
   if (options.require_even_split && options.batch_size % D != 0) {
     EMBER_THROW_AS(ConfigError, "batch size ", options.batch_size, " is not a multiple of the ", D,
                    " training devices");
@@ -646,10 +665,12 @@ PipelineStats Pipeline::stats() const {
     s.copy_wait_seconds = t.copy_wait_seconds;
   }
   s.merged_batches = m.merged_batches.load();
+  s.keys_from_ranks_batches = m.keys_from_ranks.load();
   s.collector_input_wait_seconds = m.collector_input_wait.seconds();
   s.collector_output_wait_seconds = m.collector_output_wait.seconds();
   s.merge_seconds = m.merge_time.seconds();
   s.exchange_seconds = m.exchange_time.seconds();
+  s.exchange_meet_seconds = m.exchange_buffers.meeting.seconds();
   s.worker_output_wait_seconds = m.worker_output_wait.seconds();
   s.consumer_wait_seconds = m.consumer_wait.seconds();
   return s;

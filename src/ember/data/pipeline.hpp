@@ -71,6 +71,10 @@ struct PipelineOptions {
   // which is the same set on every process (the consumers took the same batches). The reader
   // worker count is agreed at construction (the smallest of all processes'). Null: every row.
   std::shared_ptr<ProcessExchange> exchange;
+  // Shared reading: the ranks gather one-hot batches' keys themselves (exchange_batch_keys'
+  // gathering_ranks, DeviceBatch::keys_from_ranks); the consumer must. Needs `exchange`, and
+  // host devices only one to a process (they would share one batch's memory).
+  bool ranks_gather_keys = false;
   // Require batch_size to be a multiple of the rank count (HugeCTR's rule for training).
   bool require_even_split = true;
   // GPU batches: next() makes each device's current stream wait for the batch's copies.
@@ -109,6 +113,8 @@ struct PipelineStats {
   std::int64_t slot_reuse_waits = 0;
   // Batches the collector assembled from partial ones (host memcpy on its thread).
   std::int64_t merged_batches = 0;
+  // Shared reading: batches handed out with their keys left to the ranks (ranks_gather_keys).
+  std::int64_t keys_from_ranks_batches = 0;
 
   // Where the time goes, seconds since the pipeline started (take differences over a window).
   // The collector is one thread; the workers' figure is summed over all of them. Every wait is a
@@ -118,6 +124,7 @@ struct PipelineStats {
   double collector_output_wait_seconds = 0;  // prefetch queue full (consumer-bound)
   double merge_seconds = 0;                  // merging partial batches
   double exchange_seconds = 0;               // shared reading: swapping keys with the processes
+  double exchange_meet_seconds = 0;          // of which in the counts' all-gather (waiting)
   double copy_issue_seconds = 0;             // queuing the device copies (host side)
   double copy_wait_seconds = 0;              // waiting for the copies to finish
   double worker_output_wait_seconds = 0;     // workers: their queue full (collector-bound)

@@ -242,6 +242,31 @@ void Replica::prefetch(const data::DeviceBatch& batch) {
   }
 }
 
+void Replica::gather_keys(data::DeviceBatch& batch) {
+  if (!batch.keys_from_ranks) return;
+  const std::int64_t ranks = comm_->size();
+  // The stream the step's lookups will read the keys on (a profiled step's one stream, where
+  // the gather is timed as a part of it).
+  const StreamHandle s = overlap_ && parts_ == nullptr ? overlap_->stream.handle() : stream();
+  batch.wait(s);  // this process's keys copied
+  for (std::size_t i = 0; i < batch.sparse.size(); ++i) {
+    const Tensor& keys = batch.sparse[i].values();
+    // One-hot rows in equal blocks of samples: rank r's keys are the r-th block of the keys.
+    if (keys.numel() % ranks != 0) {
+      EMBER_THROW("rank ", rank(), ": batch ", batch.sequence, "'s sparse input ", i, " has ",
+                  keys.numel(), " keys, not ", ranks, " equal blocks for its ranks to gather");
+    }
+    const std::int64_t block = keys.numel() / ranks;
+    comm_->all_gather(keys.slice(0, rank() * block, (rank() + 1) * block), keys, s);
+  }
+  if (place_.is_cuda()) {
+    auto gathered = std::make_shared<Event>(Event::create(place_.device()));
+    gathered->record(s);
+    batch.ready = std::move(gathered);
+  }
+  batch.keys_from_ranks = false;
+}
+
 bool Replica::prepares_ahead() const {
   for (const auto& e : embeddings_) {
     if (e->prepares_ahead()) return true;
@@ -287,6 +312,9 @@ float Replica::train_step(const data::DeviceBatch& batch, bool follows_last_step
       overlap_->step_start.record(s);
       overlap_->step_start.block(side);
     }
+  } else if (batch.ready) {
+    // The batch's keys may have been gathered on the embeddings' stream (gather_keys).
+    batch.wait(s);
   }
   last_step_overlapped_ = false;
   float lr = 0;

@@ -74,6 +74,10 @@ class Replica {
   // own stream, and run beside the last step's dense all-reduce and optimizer; otherwise they
   // wait for everything queued on the compute stream.
   float train_step(const data::DeviceBatch& batch, bool follows_last_step = false);
+  // Collective. A batch whose keys the ranks gather (DeviceBatch::keys_from_ranks): gathers
+  // them on the stream the embeddings read batches on, and makes `batch.ready` cover it. Every
+  // rank calls it for the same batches in the same order, before anything reads their keys.
+  void gather_keys(data::DeviceBatch& batch);
   bool last_step_skipped() const { return skipped_; }
   // The embeddings that can (SparseEmbedding::prepares_ahead: host tables, one-hot and hybrid
   // layers) prepare `batch`, the next training batch, while the current step runs (see

@@ -331,6 +331,7 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   po.devices = m_.places;
   po.slice = {m_.job.world_ranks, m_.job.first_rank};
   po.exchange = make_key_exchange(m_.job);
+  po.ranks_gather_keys = po.exchange != nullptr && ranks_gather_keys(m_.job);
   po.num_workers = session_.config_.data.num_workers;
   po.mode = s_.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;
   po.num_epochs = s_.num_epochs;
@@ -437,7 +438,17 @@ void Session::TrainingLoop::prefetch_next(bool stop_at_max_iter) {
 std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
   for (;;) {
     std::optional<data::Batch> batch = pipeline_.next();
-    if (!batch || batch->global_size == s_.batchsize) return batch;
+    if (batch && batch->global_size == s_.batchsize) {
+      // Every process takes the same batches, so the ranks gather their keys together.
+      if (batch->devices.front().keys_from_ranks) {
+        m_.team->run([&](int r) {
+          const auto i = static_cast<std::size_t>(r);
+          m_.replicas[i]->gather_keys(batch->devices[i]);
+        });
+      }
+      return batch;
+    }
+    if (!batch) return batch;
     consumed_samples_ += batch->global_size;  // passed over, but read
     // Shapes are fixed per network, so the partial last batch of an epoch is not trained on.
     log_once("partial-batch", spdlog::level::info,

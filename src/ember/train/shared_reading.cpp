@@ -1,11 +1,11 @@
 #include "ember/train/shared_reading.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <string>
 
 #include "ember/core/log.hpp"
+#include "ember/core/runtime_options.hpp"
 #include "ember/distributed/node_shared_gather.hpp"
 #include "ember/distributed/process_channel.hpp"
 #include "ember/distributed/process_world.hpp"
@@ -54,9 +54,14 @@ class ChannelExchange final : public data::ProcessExchange {
 
 std::shared_ptr<data::ProcessExchange> make_key_exchange(const SessionJob& job) {
   if (!job.multi_process || job.world.size <= 1) return nullptr;
-  const char* way = std::getenv("EMBER_KEY_EXCHANGE");
-  const bool shared_memory = way == nullptr || std::string(way) != "mpi";
+  const bool shared_memory = RuntimeOptions::get().key_exchange() != KeyExchangeMode::Mpi;
   return std::make_shared<ChannelExchange>(shared_memory, job.process_prefix());
+}
+
+bool ranks_gather_keys(const SessionJob& job) {
+  if (!job.multi_process || job.world.size <= 1 || job.places.empty()) return false;
+  if (RuntimeOptions::get().key_exchange() != KeyExchangeMode::Auto) return false;
+  return job.places.front().is_cuda() || job.places.size() == 1;
 }
 
 void log_shared_reading(const SessionJob& job, const char* what, const data::PipelineStats& stats) {
@@ -71,21 +76,22 @@ void log_shared_reading(const SessionJob& job, const char* what, const data::Pip
     std::snprintf(text, sizeof text, "%.2f", static_cast<double>(milliseconds) / 1e3);
     return std::string(text);
   };
-  constexpr std::size_t kFields = 8;
+  constexpr std::size_t kFields = 10;
   const std::vector<std::int64_t> all = distributed::all_gather_processes(
       {stats.samples_read, stats.bytes_read, stats.samples_skipped, ms(stats.exchange_seconds),
-       ms(stats.collector_input_wait_seconds), ms(stats.consumer_wait_seconds),
-       ms(stats.copy_issue_seconds + stats.copy_wait_seconds),
-       ms(stats.collector_output_wait_seconds)});
+       ms(stats.exchange_meet_seconds), ms(stats.collector_input_wait_seconds),
+       ms(stats.consumer_wait_seconds), ms(stats.copy_issue_seconds + stats.copy_wait_seconds),
+       ms(stats.collector_output_wait_seconds), stats.keys_from_ranks_batches});
   if (!job.is_output_process()) return;
   std::string text;
   for (std::size_t p = 0; p * kFields < all.size(); ++p) {
     const std::int64_t* f = all.data() + p * kFields;
     text += cat(p == 0 ? "" : "; ", "process ", p, " parsed ", f[0], " samples (", f[1],
                 " bytes) and passed over ", f[2], " (key exchange ", secs(f[3]),
-                " s, collector waiting for readers ", secs(f[4]),
-                " s, training waiting for batches ", secs(f[5]), " s, device copies ", secs(f[6]),
-                " s, collector waiting for room ", secs(f[7]), " s)");
+                " s of which meeting the others ", secs(f[4]), " s, collector waiting for readers ",
+                secs(f[5]), " s, training waiting for batches ", secs(f[6]), " s, device copies ",
+                secs(f[7]), " s, collector waiting for room ", secs(f[8]), " s, keys of ", f[9],
+                " batches gathered by the ranks)");
   }
   EMBER_LOG_INFO("input ({}): {}", what, text);
 }

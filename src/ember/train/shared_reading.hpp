@@ -16,6 +16,12 @@ namespace ember::train {
 // a collective call), once per pipeline.
 std::shared_ptr<data::ProcessExchange> make_key_exchange(const SessionJob& job);
 
+// Whether the ranks of `job` gather the keys of one-hot training batches themselves
+// (data::PipelineOptions::ranks_gather_keys): in a job of several processes whose ranks are
+// GPUs, or one host rank a process, unless EMBER_KEY_EXCHANGE (RuntimeOptions::key_exchange)
+// keeps every key on the host exchange.
+bool ranks_gather_keys(const SessionJob& job);
+
 // Process 0 logs (info) what every process's readers parsed and passed over of `stats`,
 // "input (training): process 0 parsed 2400 samples (... bytes) and passed over 2400; ...".
 // A collective call in a job of several processes; nothing in a job of one.
