@@ -114,6 +114,16 @@ void write_raw(const std::string& path, const std::vector<Sample>& samples,
   w.close();
 }
 
+RawOptions write_raw_dataset(const std::string& path, std::mt19937_64& rng,
+                             const SampleShape& shape, std::int64_t n) {
+  write_raw(path, random_samples(rng, n, shape), shape, true);
+  RawOptions raw;
+  raw.path = path;
+  raw.num_samples = n;
+  raw.float_label_dense = true;
+  return raw;
+}
+
 namespace {
 template <class Key>
 void append_keys(std::vector<Sample>& out, std::size_t first, const std::int64_t* offsets,

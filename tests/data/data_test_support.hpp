@@ -17,6 +17,7 @@
 #include "ember/data/dataset_description.hpp"
 #include "ember/data/host_batch.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/raw_format.hpp"
 
 namespace ember::data::datatest {
 
@@ -51,6 +52,10 @@ void write_norm(const std::string& path, const std::vector<Sample>& samples,
                 const SampleShape& shape, CheckMode check, DType key_type);
 void write_raw(const std::string& path, const std::vector<Sample>& samples,
                const SampleShape& shape, bool float_label_dense);
+// `n` random one-hot samples of `shape` in a Raw file at `path` (float label and dense), and the
+// options that read them back (no shuffle, no slot offsets).
+RawOptions write_raw_dataset(const std::string& path, std::mt19937_64& rng,
+                             const SampleShape& shape, std::int64_t n);
 
 // The samples of a host batch / of a pipeline batch (label and dense gathered from every
 // device's share; keys from device 0's global CSR, which must equal every other device's).

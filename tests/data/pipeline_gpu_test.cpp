@@ -123,11 +123,7 @@ TEST(PipelineGpu, RepeatModeAndRawMatchTheHost) {
   shape.slots_per_input = {26};
   shape.min_nnz = shape.max_nnz = 1;
   shape.max_key = 1000;
-  datatest::write_raw(dir / "r.bin", datatest::random_samples(rng, 5003, shape), shape, true);
-  RawOptions raw;
-  raw.path = dir / "r.bin";
-  raw.num_samples = 5003;
-  raw.float_label_dense = true;
+  RawOptions raw = datatest::write_raw_dataset(dir / "r.bin", rng, shape, 5003);
   raw.slot_size_array.assign(26, 1000);
   raw.shuffle = true;
   raw.seed = 3;
@@ -157,11 +153,7 @@ TEST(PipelineGpu, SharedReadingCopiesOnlyThisProcesssKeysForTheRanksToGather) {
   shape.min_nnz = shape.max_nnz = 1;
   shape.max_key = 1000;
   const std::int64_t n = 4099;
-  datatest::write_raw(dir / "r.bin", datatest::random_samples(rng, n, shape), shape, true);
-  RawOptions raw;
-  raw.path = dir / "r.bin";
-  raw.num_samples = n;
-  raw.float_label_dense = true;
+  const RawOptions raw = datatest::write_raw_dataset(dir / "r.bin", rng, shape, n);
   const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));
   PipelineOptions o;
   o.batch_size = 1024;

@@ -100,12 +100,7 @@ Case norm_case(const std::filesystem::path& dir, std::mt19937_64& rng, CheckMode
 Case raw_case(const std::filesystem::path& dir, std::mt19937_64& rng, std::int64_t n) {
   const SampleShape shape = shape_for(true);
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / "raw.bin").string();
-  datatest::write_raw(path, datatest::random_samples(rng, n, shape), shape, true);
-  RawOptions raw;
-  raw.path = path;
-  raw.num_samples = n;
-  raw.float_label_dense = true;
+  RawOptions raw = datatest::write_raw_dataset((dir / "raw.bin").string(), rng, shape, n);
   raw.shuffle = true;
   raw.seed = 7;
   const BatchLayout layout = datatest::layout_for(shape, DType::U32);

@@ -51,6 +51,18 @@ void read_launcher(const RuntimeOptions::Lookup& lookup, int& size, int& rank) {
              : -1;
 }
 
+// Sets `out` to the choice whose to_string() is `value`; false when none is.
+template <class Mode>
+bool pick(const std::string& value, std::initializer_list<Mode> choices, Mode& out) {
+  for (Mode m : choices) {
+    if (value == to_string(m)) {
+      out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* to_string(AllocatorMode mode) {
@@ -96,13 +108,8 @@ RuntimeOptions RuntimeOptions::parse(const Lookup& lookup) {
     std::string error;
     const std::string_view name(k.variable);
     if (s.set && name == "EMBER_ALLOCATOR") {
-      if (s.value == "caching") {
-        o.allocator_ = AllocatorMode::Caching;
-      } else if (s.value == "expandable") {
-        o.allocator_ = AllocatorMode::Expandable;
-      } else if (s.value == "raw") {
-        o.allocator_ = AllocatorMode::Raw;
-      } else {
+      if (!pick(s.value, {AllocatorMode::Caching, AllocatorMode::Expandable, AllocatorMode::Raw},
+                o.allocator_)) {
         error = cat("use caching, expandable or raw (the default is ",
                     to_string(kDefaultAllocatorMode), ")");
       }
@@ -122,13 +129,8 @@ RuntimeOptions RuntimeOptions::parse(const Lookup& lookup) {
         known = known || s.value == l;
       if (!known) error = "use trace, debug, info, warn, error or off";
     } else if (s.set && name == "EMBER_KEY_EXCHANGE") {
-      if (s.value == "auto") {
-        o.key_exchange_ = KeyExchangeMode::Auto;
-      } else if (s.value == "host") {
-        o.key_exchange_ = KeyExchangeMode::Host;
-      } else if (s.value == "mpi") {
-        o.key_exchange_ = KeyExchangeMode::Mpi;
-      } else {
+      if (!pick(s.value, {KeyExchangeMode::Auto, KeyExchangeMode::Host, KeyExchangeMode::Mpi},
+                o.key_exchange_)) {
         error = "use auto, host or mpi (the default is auto)";
       }
     }

@@ -438,7 +438,8 @@ void Session::TrainingLoop::prefetch_next(bool stop_at_max_iter) {
 std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
   for (;;) {
     std::optional<data::Batch> batch = pipeline_.next();
-    if (batch && batch->global_size == s_.batchsize) {
+    if (!batch) return batch;
+    if (batch->global_size == s_.batchsize) {
       // Every process takes the same batches, so the ranks gather their keys together.
       if (batch->devices.front().keys_from_ranks) {
         m_.team->run([&](int r) {
@@ -448,7 +449,6 @@ std::optional<data::Batch> Session::TrainingLoop::pull_batch() {
       }
       return batch;
     }
-    if (!batch) return batch;
     consumed_samples_ += batch->global_size;  // passed over, but read
     // Shapes are fixed per network, so the partial last batch of an epoch is not trained on.
     log_once("partial-batch", spdlog::level::info,
