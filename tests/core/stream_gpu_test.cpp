@@ -30,6 +30,23 @@ TEST(StreamGpu, OneComputeAndOneCopyStreamPerDevice) {
   EXPECT_THROW(default_stream(kMaxDevices), Error);
 }
 
+// The compute stream runs above new streams (background work, such as batches prepared ahead),
+// and collectives' transfers above the compute stream, on a device with that many priorities
+// (H100 and H200 have six).
+TEST(StreamGpu, PrioritiesPutTransfersAboveTheStepAboveBackgroundWork) {
+  EMBER_REQUIRE_GPU();
+  static_assert(kTransferPriority < kHostWaitPriority && kHostWaitPriority < kStepPriority &&
+                kStepPriority < kBackgroundPriority);
+  for (int d = 0; d < cuda_device_count(); ++d) {
+    const Stream background = Stream::create(d);
+    const Stream transfers = Stream::create(d, kTransferPriority);
+    const int step = stream_priority(default_stream(d));
+    EXPECT_LT(step, stream_priority(background.handle())) << "device " << d;
+    EXPECT_LT(stream_priority(transfers.handle()), step) << "device " << d;
+    EXPECT_EQ(stream_priority(copy_stream(d)), stream_priority(background.handle()));
+  }
+}
+
 TEST(StreamGpu, PeerMatrixHasATrueDiagonal) {
   EMBER_REQUIRE_GPU();
   const int n = cuda_device_count();

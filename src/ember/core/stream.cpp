@@ -139,26 +139,36 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
 }
 
 namespace {
-// A process-wide non-blocking stream of one device (per_device.hpp: never destroyed).
-std::unique_ptr<Stream> make_process_stream(int device) {
-  return std::make_unique<Stream>(Stream::create(device));
+// The process-wide non-blocking streams of one device (per_device.hpp: never destroyed): the
+// compute stream, where the training step runs, and the copy stream.
+std::unique_ptr<Stream> make_compute_stream(int device) {
+  return std::make_unique<Stream>(Stream::create(device, kStepPriority));
+}
+std::unique_ptr<Stream> make_copy_stream(int device) {
+  return std::make_unique<Stream>(Stream::create(device, kBackgroundPriority));
 }
 }  // namespace
 
 StreamHandle default_stream(int device) {
   require_cuda_device(device, "default_stream");
-  static PerDevice<Stream> streams(make_process_stream);
+  static PerDevice<Stream> streams(make_compute_stream);
   return streams.get(device).handle();
 }
 
 StreamHandle copy_stream(int device) {
   require_cuda_device(device, "copy_stream");
-  static PerDevice<Stream> streams(make_process_stream);
+  static PerDevice<Stream> streams(make_copy_stream);
   return streams.get(device).handle();
 }
 
 void synchronize_stream(StreamHandle stream) {
   EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+int stream_priority(StreamHandle stream) {
+  int priority = 0;
+  EMBER_CUDA_CHECK(cudaStreamGetPriority(stream, &priority));
+  return priority;
 }
 
 void wait_for_stream(StreamHandle waiter, StreamHandle first, int device) {
@@ -216,6 +226,9 @@ StreamHandle copy_stream(int) {
 }
 void synchronize_stream(StreamHandle) {
   throw_cuda_unavailable("synchronize_stream");
+}
+int stream_priority(StreamHandle) {
+  throw_cuda_unavailable("stream_priority");
 }
 
 #endif

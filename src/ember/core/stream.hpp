@@ -2,7 +2,8 @@
 //
 // Work Ember launches without naming a stream goes to current_stream(device): by default one
 // non-blocking stream per device that lives for the whole process (never the legacy default
-// stream, which would serialise everything); StreamGuard switches it for the current thread.
+// stream, which would serialise everything), of kStepPriority; StreamGuard switches it for the
+// current thread.
 #pragma once
 
 #include <utility>
@@ -11,11 +12,28 @@
 
 namespace ember {
 
+// Stream priorities. CUDA hands free multiprocessors to the waiting blocks of the highest-priority
+// stream first (lower numbers first; 0, the default, is the lowest; values beyond the device's
+// range are clamped), so a kernel of many blocks on a low-priority stream no longer holds up a
+// small kernel that the step waits for. From the highest:
+//   kTransferPriority: collectives' kernels. An NCCL kernel that waits for free multiprocessors
+//     holds up every rank; queued behind the pooling of the next batch's 1.7 M rows it started
+//     only when that pooling ended (docs/performance.md, "A kernel timeline of the 2-GPU step").
+//   kHostWaitPriority: small kernels the host waits for (a host-backed table's distinct rows).
+//   kStepPriority: the training step's own streams, each device's process stream (the compute
+//     stream) and the embeddings' stream beside it: the step's path goes through both.
+//   kBackgroundPriority: work with slack, such as the next batch prepared ahead during a step
+//     (it has the whole step to finish), and copies.
+inline constexpr int kTransferPriority = -3;
+inline constexpr int kHostWaitPriority = -2;
+inline constexpr int kStepPriority = -1;
+inline constexpr int kBackgroundPriority = 0;
+
 class Stream {
  public:
   Stream() = default;
-  // A new non-blocking stream on `device`. Lower priority numbers run first (CUDA's convention).
-  static Stream create(int device, int priority = 0);
+  // A new non-blocking stream on `device` (priorities above).
+  static Stream create(int device, int priority = kBackgroundPriority);
   ~Stream();
   Stream(Stream&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
@@ -78,6 +96,8 @@ StreamHandle default_stream(int device);
 // compute stream's kernels (the input pipeline's batch copies go here).
 StreamHandle copy_stream(int device);
 void synchronize_stream(StreamHandle stream);
+// The priority `stream` runs at: the one it was created with, clamped to the device's range.
+int stream_priority(StreamHandle stream);
 // Makes `waiter` wait, on the device, for the work queued on `first` so far (nothing when either
 // is null or they are the same stream). What a stream needs before it touches memory just
 // allocated from another stream's pool: the caching device allocator gives a block freed on

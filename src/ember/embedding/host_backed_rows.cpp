@@ -20,12 +20,11 @@ constexpr std::size_t kAlign = 256;
 // Rows per chunk of whole-table work (saving, catching up): 64 Ki rows, some 32-100 MB.
 constexpr std::int64_t kChunkRows = 65536;
 constexpr std::size_t kStallPairs = 8;
-// The prepare stream's priority, above the compute stream's (0): the host waits for the distinct
+// The prepare stream's priority is above the compute stream's: the host waits for the distinct
 // rows of the batch prepared ahead (SparseEmbedding::read_unique_rows) while the step before it
 // runs; at equal priority the few small kernels that find them queue behind that step's kernels,
-// and the host's bookkeeping would start only when the step is nearly over. -1 is a valid
-// priority on every GPU with priorities (CUDA clamps values outside the device's range anyway).
-constexpr int kPreparePriority = -1;
+// and the host's bookkeeping would start only when the step is nearly over.
+constexpr int kPreparePriority = kHostWaitPriority;
 
 std::size_t align_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;

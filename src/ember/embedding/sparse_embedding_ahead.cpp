@@ -51,7 +51,7 @@ void SparseEmbedding::forget_prepared() {
 StreamHandle SparseEmbedding::prepare_stream() {
   if (host_rows_) return host_rows_->prepare_stream();
   if (!place_.is_cuda()) return nullptr;
-  if (!ahead_stream_) ahead_stream_ = Stream::create(place_.device());
+  if (!ahead_stream_) ahead_stream_ = Stream::create(place_.device(), kBackgroundPriority);
   return ahead_stream_.handle();
 }
 

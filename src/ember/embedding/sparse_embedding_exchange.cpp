@@ -52,7 +52,7 @@ void SparseEmbedding::set_exchange_overlap(bool on) {
   exchange_overlap_ = on && place_.is_cuda() && D > 1 &&
                       (hybrid_ != nullptr || (D == 2 && is_localized(config_.type)));
   if (exchange_overlap_ && !exchange_stream_) {
-    exchange_stream_ = Stream::create(place_.device());
+    exchange_stream_ = Stream::create(place_.device(), kTransferPriority);
     exchange_block_ready_ = Event::create(place_.device());
     exchange_done_ = Event::create(place_.device());
   }

@@ -38,7 +38,7 @@ struct Replica::Overlap {
   Event updated;           // on the embeddings' stream: the rows updated
 
   explicit Overlap(int device)
-      : stream(Stream::create(device)),
+      : stream(Stream::create(device, kStepPriority)),
         step_start(Event::create(device)),
         embeddings_ready(Event::create(device)),
         gradients_ready(Event::create(device)),
