@@ -14,11 +14,9 @@
 // Ends with SUMMARY lines.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <mutex>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -26,6 +24,7 @@
 
 #include "ember/data/host_batch.hpp"
 #include "ember/data/key_exchange.hpp"
+#include "ember/data/thread_exchange.hpp"
 #include "ember/distributed/node_shared_gather.hpp"
 #include "ember/distributed/process_channel.hpp"
 #include "ember/distributed/process_world.hpp"
@@ -35,75 +34,6 @@ namespace {
 using namespace ember;
 using namespace ember::data;
 using Clock = std::chrono::steady_clock;
-
-// An all-gather among n threads: each call returns once every thread has made its own. Each
-// message is copied in once (the sender's) and out once per receiver, as a shared-memory
-// transport copies it in and out.
-class Hub {
- public:
-  explicit Hub(int n) : n_(n), pending_(static_cast<std::size_t>(n)) {}
-  std::vector<std::vector<std::byte>> all_gather(int p, const std::vector<std::byte>& mine) {
-    return arrive(p, mine);
-  }
-  // The messages back to back into `all`, whose memory the caller keeps.
-  void all_gather_into(int p, const std::vector<std::byte>& mine, GatheredMessages& all) {
-    const std::vector<std::vector<std::byte>>& round = arrive(p, mine);
-    all.offsets.assign(1, 0);
-    for (const auto& m : round)
-      all.offsets.push_back(all.offsets.back() + static_cast<std::int64_t>(m.size()));
-    all.bytes.resize(static_cast<std::size_t>(all.offsets.back()));
-    for (std::size_t q = 0; q < round.size(); ++q) {
-      if (!round[q].empty())
-        std::memcpy(all.bytes.data() + all.offsets[q], round[q].data(), round[q].size());
-    }
-  }
-
- private:
-  // This round's messages, once every thread has sent its own. They stay until this thread has
-  // read them: the next round cannot complete before this thread arrives at it.
-  const std::vector<std::vector<std::byte>>& arrive(int p, const std::vector<std::byte>& mine) {
-    std::unique_lock lock(mutex_);
-    const std::int64_t generation = generation_;
-    pending_[static_cast<std::size_t>(p)] = mine;
-    if (++arrived_ == n_) {
-      done_ = std::move(pending_);
-      pending_.assign(static_cast<std::size_t>(n_), {});
-      arrived_ = 0;
-      ++generation_;
-      changed_.notify_all();
-    } else {
-      changed_.wait(lock, [&] { return generation_ != generation; });
-    }
-    return done_;
-  }
-
- private:
-  int n_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::vector<std::byte>> pending_, done_;
-  int arrived_ = 0;
-  std::int64_t generation_ = 0;
-};
-
-class HubExchange final : public ProcessExchange {
- public:
-  HubExchange(Hub& hub, int p, int n) : hub_(hub), p_(p), n_(n) {}
-  int process() const override { return p_; }
-  int processes() const override { return n_; }
-  std::vector<std::vector<std::byte>> all_gather(const std::vector<std::byte>& mine) override {
-    return hub_.all_gather(p_, mine);
-  }
-  // As the MPI channel does: the messages land back to back in a buffer kept from batch to
-  // batch (one copy out of the hub, as a shared-memory transport copies them out).
-  void all_gather_into(const std::vector<std::byte>& mine, GatheredMessages& all) override {
-    hub_.all_gather_into(p_, mine, all);
-  }
-
- private:
-  Hub& hub_;
-  int p_, n_;
-};
 
 BatchLayout kaggle_layout(DType keys) {
   BatchLayout layout;
@@ -153,7 +83,7 @@ double median_of_slowest(const std::vector<std::vector<double>>& ms, int reps) {
 // Median ms per exchange of one batch of `samples` among `processes` threads.
 double time_exchange(std::int64_t samples, int processes, DType keys, int reps) {
   const BatchLayout layout = kaggle_layout(keys);
-  Hub hub(processes);
+  auto hub = std::make_shared<ThreadRendezvous>(processes);
   std::vector<std::vector<double>> ms(static_cast<std::size_t>(processes));
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(processes));
   std::vector<std::thread> threads;
@@ -163,7 +93,7 @@ double time_exchange(std::int64_t samples, int processes, DType keys, int reps) 
         const Share window = process_window(samples, {processes, p}, 1);
         HostBatch batch(layout, samples);
         fill_batch(batch, window, samples, p);
-        HubExchange exchange(hub, p, processes);
+        ThreadExchange exchange(hub, p);
         KeyExchangeBuffers buffers;  // the pipeline's collector keeps them
         for (int rep = 0; rep < reps + 2; ++rep) {
           const auto t0 = Clock::now();

@@ -27,10 +27,8 @@
 namespace ember::data {
 namespace {
 
-using datatest::Rendezvous;
 using datatest::Sample;
 using datatest::SampleShape;
-using datatest::ThreadExchange;
 
 SampleShape shape_for(bool one_hot) {
   SampleShape shape;
@@ -381,11 +379,11 @@ TEST(SharedReading, ProcessesWithDifferentBatchesAreADataError) {
   auto rng = testing::make_rng();
   const SampleShape shape = shape_for(false);
   const BatchLayout layout = datatest::layout_for(shape, DType::U32);
-  auto hub = std::make_shared<Rendezvous>(2);
+  auto hub = std::make_shared<ThreadRendezvous>(2);
   std::vector<std::future<void>> done;
   for (int p = 0; p < 2; ++p) {
     done.push_back(std::async(std::launch::async, [&, p] {
-      ThreadExchange exchange(hub, p, 2);
+      ThreadExchange exchange(hub, p);
       HostBatch batch(layout, 8);
       batch.add_rows_parsed_elsewhere(8);
       // Process 1 thinks the batch came from other readers.
@@ -505,7 +503,7 @@ TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
       const auto read = read_norm_batch(rng, shape, n, n);
       const HostBatch& whole = *read;
       for (int processes : {1, 2, 4}) {
-        auto hub = std::make_shared<Rendezvous>(processes);
+        auto hub = std::make_shared<ThreadRendezvous>(processes);
         std::vector<std::future<std::vector<Sample>>> got;
         for (int p = 0; p < processes; ++p) {
           got.push_back(std::async(std::launch::async, [&, p] {
@@ -514,7 +512,7 @@ TEST(SharedReading, KeysOfEveryWindowComeBackInSampleOrder) {
             mine.add_rows_parsed_elsewhere(w.offset);
             mine.append(whole, w.offset, w.offset + w.size);
             mine.add_rows_parsed_elsewhere(n - w.offset - w.size);
-            ThreadExchange exchange(hub, p, processes);
+            ThreadExchange exchange(hub, p);
             KeyExchangeBuffers buffers;
             exchange_batch_keys(mine, w, {0, n, 1}, exchange, &buffers);
             // Again over the same buffers (the collector's next batch): the same keys.
@@ -558,7 +556,7 @@ TEST(SharedReading, RanksGatherOneHotKeysInEqualBlocks) {
       for (int processes : {2, 3, 4}) {
         SCOPED_TRACE(
             cat("nnz ", min_nnz, "..", max_nnz, ", ", n, " samples, ", processes, " processes"));
-        auto hub = std::make_shared<Rendezvous>(processes);
+        auto hub = std::make_shared<ThreadRendezvous>(processes);
         std::vector<std::unique_ptr<HostBatch>> mine;
         for (int p = 0; p < processes; ++p)
           mine.push_back(std::make_unique<HostBatch>(layout, n));
@@ -570,7 +568,7 @@ TEST(SharedReading, RanksGatherOneHotKeysInEqualBlocks) {
             b.add_rows_parsed_elsewhere(w.offset);
             b.append(whole, w.offset, w.offset + w.size);
             b.add_rows_parsed_elsewhere(n - w.offset - w.size);
-            ThreadExchange exchange(hub, p, processes);
+            ThreadExchange exchange(hub, p);
             return exchange_batch_keys(b, w, {0, n, 1}, exchange, nullptr, processes);
           }));
         }
@@ -676,7 +674,7 @@ TEST(SharedReading, PipelinesLeaveOneHotKeysToTheRanks) {
   }
   // Host ranks sharing one process's batch cannot each gather into it.
   PipelineOptions o = options_for(PipelineMode::Epochs, 2, {4, 0}, 1);
-  o.exchange = std::make_shared<ThreadExchange>(std::make_shared<Rendezvous>(2), 0, 2);
+  o.exchange = std::make_shared<ThreadExchange>(std::make_shared<ThreadRendezvous>(2), 0);
   o.ranks_gather_keys = true;
   EXPECT_THROW(Pipeline(cases.front().source(), o), Error);
 }
@@ -713,7 +711,7 @@ TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
        {std::pair<std::int64_t, const char*>{
             2, "key counts of sparse input 0 add up to 24, not its 12"},
         {std::int64_t{1} << 40, "says every row of sparse input 0 holds 1099511627776 keys"}}) {
-    auto hub = std::make_shared<Rendezvous>(2);
+    auto hub = std::make_shared<ThreadRendezvous>(2);
     std::vector<std::future<void>> done;
     for (int p = 0; p < 2; ++p) {
       done.push_back(std::async(std::launch::async, [&, p] {
@@ -722,7 +720,7 @@ TEST(SharedReading, AMessageWhoseUniformCountLiesIsADataError) {
         mine.add_rows_parsed_elsewhere(w.offset);
         mine.append(whole, w.offset, w.offset + w.size);
         mine.add_rows_parsed_elsewhere(n - w.offset - w.size);
-        ThreadExchange plain(hub, p, 2);
+        ThreadExchange plain(hub, p);
         Tampering tampering(plain, count);
         exchange_batch_keys(mine, w, {0, n, 1}, tampering);
       }));
