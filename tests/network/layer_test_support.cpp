@@ -100,8 +100,12 @@ void Graph::forward(bool training) {
     l->forward(training);
     if (storage_of_ != nullptr) {
       if (plain_products_.count(l->name()) > 0) redo_as_plain_product(*l);
-      for (const auto& t : l->tops())
+      for (const auto& t : l->tops()) {
+        if (storage_of_->blobs_.count(l->name() + "/" + t->name() + "/f32") > 0) {
+          f32_tops_[t->name()] = t->value().clone();
+        }
         round_like_device(t, false);
+      }
     }
   }
   if (place_.is_cuda()) synchronize_device(place_.device());
@@ -110,6 +114,10 @@ void Graph::forward(bool training) {
 void Graph::backward() {
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) {
     if (!(*it)->needs_backward()) continue;
+    for (const auto& t : (*it)->tops()) {
+      const auto kept = f32_tops_.find(t->name());
+      if (kept != f32_tops_.end()) t->value().copy_from(kept->second);
+    }
     (*it)->backward();
     if (storage_of_ != nullptr) {
       for (const auto& b : (*it)->bottoms()) {

@@ -45,8 +45,11 @@ class Graph {
   // layer's forward every top the device stores in 16 bits is rounded to 16 bits, and after each
   // layer's backward so is every bottom gradient the device stores in 16 bits. The reference then
   // sees, at every layer boundary, exactly the values the device computes from; only the arithmetic
-  // inside a layer differs (summation order). `device` must outlive this graph's use of it; names
-  // must match.
+  // inside a layer differs (summation order). A layer the device computes in f32 between casts
+  // (its top "<layer>/<top>/f32" cast to the 16-bit "<top>") keeps its own top in f32 there: its
+  // backward (a GRU's, which reads its outputs as the previous steps' states) sees the unrounded
+  // top here too, while the layers after it see the rounded one. `device` must outlive this
+  // graph's use of it; names must match.
   void emulate_storage_of(const Graph& device);
   // With emulate_storage_of: the FC layers named here run on the device in the plain form (the
   // product stored in 16 bits, then Ember's bias/ReLU kernel adds the bias in f32 and rounds
@@ -87,6 +90,8 @@ class Graph {
   std::vector<LayerPtr> layers_;
   const Graph* storage_of_ = nullptr;     // see emulate_storage_of
   std::set<std::string> plain_products_;  // see model_plain_products
+  // Tops of layers the device computes in f32 between casts, before their rounding, by blob name.
+  std::map<std::string, Tensor> f32_tops_;
   void round_like_device(const BlobPtr& blob, bool gradient) const;
   void redo_as_plain_product(const Layer& fc) const;
 };
