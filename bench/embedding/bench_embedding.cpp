@@ -8,16 +8,20 @@
 //       and PyTorch's nn.EmbeddingBag (sparse gradients) on the same shapes (torch_embedding.py);
 //   (c) the one-hot layer of configs/dlrm_criteo_kaggle.json (the same 26 tables as one-hot
 //       slots, 23.8 M rows): its training forward written into an f32 or f16 network input and
-//       its backward + update from that dtype's gradient, f32 and f16 tables, in ms and GB/s.
+//       its backward + update from that dtype's gradient, f32 and f16 tables, in ms and GB/s;
+//   (d) one entry per bag (one-hot slots, the hybrid's pooling): the short-bag kernel with and
+//       without offsets against pool8, same rows, a table in L2 and one far larger.
 //
 // Usage: bench_embedding            (GPU: the full run, SUMMARY lines last)
 //        bench_embedding --quick    (CPU: tiny sizes, checks the code paths in seconds)
 //        bench_embedding --no-torch (GPU without the PyTorch peer)
+//        bench_embedding --short-bags (GPU: (d) alone)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -324,7 +328,7 @@ StepResult bench_step(bool cuda, int device, const StepShape& shape, optim::Opti
   const kernels::KernelTable& steps = kernels::on(place);
   auto pool = [&] {
     steps.pool(b0.row_offsets().data<std::int64_t>(), rows.data<std::int64_t>(),
-               scale.data<float>(), bags, kernels::Values{values.data<float>()}, V,
+               scale.data<float>(), bags, n, kernels::Values{values.data<float>()}, V,
                out.data<float>(), kernels::ValueType::F32, s);
   };
   r.pool_ms = time_ms(cuda, device, 2, cuda ? 20 : 2, pool);
@@ -629,18 +633,96 @@ void bench_onehot(bool cuda, int device, const StepShape& base, double copy_gbs,
   }
 }
 
+// ---- (d) one entry per bag: the short-bag kernel against the multi-entry one ---------------
+
+// One-hot slots (DLRM) and the hybrid's frequent rows and sent rows pool one entry per bag. The
+// pool kernels pick by the bags' mean entries: one or fewer take the short-bag kernel (four bags'
+// first rows a thread in flight), more take pool8 (rows of one bag in flight). All three ways
+// run here on the same one-entry bags: pool8 (told two entries a bag, to force it), the
+// short-bag kernel with offsets (DLRM's one-hot layer) and without (the hybrid). Rows are
+// random over a table of 32,768 rows (about the hybrid's frequent table on DLRM-Kaggle: it fits
+// in L2) and of 4,194,304 rows (it does not), into f32 and f16 outputs; the three must give the
+// same bytes. Bytes: every row read (f32) and every output value written.
+void bench_short_bags(bool cuda, int device, const StepShape& base, double copy_gbs) {
+  const std::int64_t bags = base.batch * static_cast<std::int64_t>(base.sizes.size());
+  const std::int64_t V = base.dim;
+  std::printf("\n(d) one entry per bag: %lld bags, dim %lld, f32 table\n",
+              static_cast<long long>(bags), static_cast<long long>(V));
+  const Place place = cuda ? Place::cuda(device) : Place::host();
+  const StreamHandle s = cuda ? current_stream(device) : nullptr;
+  const kernels::KernelTable& steps = kernels::on(place);
+  std::vector<std::int64_t> iota(bags + 1);
+  for (std::int64_t i = 0; i <= bags; ++i)
+    iota[i] = i;
+  const Tensor offsets = Tensor::from_vector(iota).to(place);
+  const Tensor ones = Tensor::ones({bags}, DType::F32, place);
+  std::mt19937_64 rng(7);
+  for (const std::int64_t table_rows : {std::int64_t{32768}, std::int64_t{4194304}}) {
+    const std::int64_t R = cuda ? table_rows : std::min<std::int64_t>(table_rows, 1000);
+    std::vector<std::int64_t> r(bags);
+    std::uniform_int_distribution<std::int64_t> pick(0, R - 1);
+    for (auto& x : r)
+      x = pick(rng);
+    const Tensor rows = Tensor::from_vector(r).to(place);
+    const Tensor values = Tensor::uniform({R, V}, -1, 1, 11, DType::F32, place);
+    for (const DType out_dtype : {DType::F32, DType::F16}) {
+      const kernels::ValueType type =
+          out_dtype == DType::F32 ? kernels::ValueType::F32 : kernels::ValueType::F16;
+      struct Way {
+        const char* name;
+        bool offsets;
+        std::int64_t entries;
+      };
+      const Way ways[] = {
+          {"pool8", true, 2 * bags}, {"short, offsets", true, bags}, {"short, none", false, bags}};
+      double ms[3];
+      std::vector<std::uint8_t> first;
+      for (int w = 0; w < 3; ++w) {
+        const Tensor out = Tensor::empty({bags, V}, out_dtype, place);
+        ms[w] = time_ms(cuda, device, 2, cuda ? 20 : 2, [&] {
+          steps.pool(ways[w].offsets ? offsets.data<std::int64_t>() : nullptr,
+                     rows.data<std::int64_t>(), ways[w].offsets ? ones.data<float>() : nullptr,
+                     bags, ways[w].entries, kernels::Values{values.data<float>()}, V, out.data(),
+                     type, s);
+        });
+        const Tensor h = out.to(Place::host());
+        const auto* p = static_cast<const std::uint8_t*>(h.data());
+        const std::vector<std::uint8_t> got(p, p + h.nbytes());
+        if (w == 0) first = got;
+        if (got != first) {
+          throw Error(std::string("bench_short_bags: ") + ways[w].name +
+                      "'s output differs from pool8's");
+        }
+      }
+      const double bytes = static_cast<double>(bags) * V * (4.0 + dtype_size(out_dtype));
+      auto pct = [&](double t) { return cuda ? 100.0 * bytes / (t * 1e-3) / 1e9 / copy_gbs : 0.0; };
+      const std::string tag = std::to_string(R) + " rows -> " + std::string(dtype_name(out_dtype));
+      std::printf("    %-22s", tag.c_str());
+      for (int w = 0; w < 3; ++w)
+        std::printf("  %s %6.3f ms (%4.0f%%)", ways[w].name, ms[w], pct(ms[w]));
+      std::printf("\n");
+      if (!cuda) continue;
+      summary("one entry per bag, " + tag + ": short-bag kernel (ms)", ms[1], 3, "-", "-");
+      summary("one entry per bag, " + tag + ": no offsets (ms)", ms[2], 3, "-", "-");
+      summary("one entry per bag, " + tag + ": pool8 (ms)", ms[0], 3, "-", "-");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, torch = true;
+  bool quick = false, torch = true, short_bags_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick")
       quick = true;
     else if (a == "--no-torch")
       torch = false;
+    else if (a == "--short-bags")
+      short_bags_only = true;
     else {
-      std::fprintf(stderr, "usage: bench_embedding [--quick] [--no-torch]\n");
+      std::fprintf(stderr, "usage: bench_embedding [--quick] [--no-torch] [--short-bags]\n");
       return 2;
     }
   }
@@ -661,6 +743,7 @@ int main(int argc, char** argv) {
       s.dim = 16;
       bench_dlrm(false, 0, s, 0, false, script);
       bench_onehot(false, 0, s, 0, *distributed::make_solo_communicator(Place::host()));
+      bench_short_bags(false, 0, s, 0);
       std::printf("\nquick CPU mode: no SUMMARY figures (they are measured on the GPU)\n");
       return 0;
     }
@@ -668,16 +751,20 @@ int main(int argc, char** argv) {
     const double copy_gbs = copy_bandwidth_gbs(device);
     std::printf("device copy bandwidth (read + write): %.1f GB/s\n", copy_gbs);
     summary("device copy bandwidth (GB/s)", copy_gbs, 0, "-", "-");
-    bench_hash_table(true, device, std::int64_t{1} << 27, copy_gbs);
-    bench_row_init(true, device, copy_gbs);
     StepShape s;
     s.sizes = kCriteoKaggleSizes;
     s.batch = 65536;
     s.dim = 128;
-    bench_dlrm(true, device, s, copy_gbs, torch, script);
-    release_cached_memory(device);
-    bench_onehot(true, device, s, copy_gbs,
-                 *distributed::make_solo_communicator(Place::cuda(device)));
+    if (!short_bags_only) {
+      bench_hash_table(true, device, std::int64_t{1} << 27, copy_gbs);
+      bench_row_init(true, device, copy_gbs);
+      bench_dlrm(true, device, s, copy_gbs, torch, script);
+      release_cached_memory(device);
+      bench_onehot(true, device, s, copy_gbs,
+                   *distributed::make_solo_communicator(Place::cuda(device)));
+      release_cached_memory(device);
+    }
+    bench_short_bags(true, device, s, copy_gbs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_embedding failed: %s\n", e.what());
     return 1;

@@ -29,6 +29,47 @@ TEST(EmbeddingKernels, OnePlacePicksEveryStep) {
 #endif
 }
 
+TEST(EmbeddingKernels, PoolWithoutOffsetsGathersOneRowPerBag) {
+  // Without offsets bag i pools rows[i] alone; without scales each scale is 1. Absent rows give
+  // +0, and so does a row of -0 (the sum starts from 0), as with offsets 0, 1, 2, ...
+  auto rng = ember::testing::make_rng();
+  for (const std::int64_t bags : {0, 1, 7, 1023}) {
+    const std::int64_t V = 1 + static_cast<std::int64_t>(rng() % 20), rows = 50;
+    std::vector<float> table(rows * V);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (auto& x : table)
+      x = dist(rng);
+    std::fill(table.begin(), table.begin() + V, -0.0f);  // row 0
+    std::vector<std::int64_t> entries(bags), offsets(bags + 1);
+    std::vector<float> scale(bags);
+    for (std::int64_t b = 0; b < bags; ++b) {
+      entries[b] = rng() % 9 == 0 ? -1 : static_cast<std::int64_t>(rng() % rows);
+      offsets[b + 1] = b + 1;
+      scale[b] = static_cast<float>(rng() % 100) / 40.0f;
+    }
+    for (const bool scaled : {false, true}) {
+      const std::vector<float> ones(bags, 1.0f);
+      std::vector<float> with(bags * V, -9.0f), without(bags * V, -7.0f);
+      const auto& k = kernels::on(Place::host());
+      k.pool(offsets.data(), entries.data(), scaled ? scale.data() : ones.data(), bags, bags,
+             kernels::Values{table.data()}, V, with.data(), kernels::ValueType::F32, nullptr);
+      k.pool(nullptr, entries.data(), scaled ? scale.data() : nullptr, bags, bags,
+             kernels::Values{table.data()}, V, without.data(), kernels::ValueType::F32, nullptr);
+      for (std::int64_t b = 0; b < bags; ++b) {
+        for (std::int64_t c = 0; c < V; ++c) {
+          const float row = entries[b] < 0 ? 0.0f : table[entries[b] * V + c];
+          const float want = (0.0f + row) * (scaled ? scale[b] : 1.0f);
+          EXPECT_TRUE(same_bits(without[b * V + c], want)) << b << "," << c;
+          EXPECT_TRUE(same_bits(without[b * V + c], with[b * V + c])) << b << "," << c;
+          if (entries[b] == 0) {
+            EXPECT_FALSE(std::signbit(without[b * V + c])) << b;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(EmbeddingKernels, HoistedRowInitIsInitialValueBitwise) {
   auto rng = ember::testing::make_rng();
   for (int i = 0; i < 20000; ++i) {

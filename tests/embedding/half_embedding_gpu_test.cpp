@@ -79,7 +79,8 @@ Run run_half(const testing::UpdateBatch& b, DType dtype, Rounding rounding,
       Tensor::from_vector(bag_rows.empty() ? std::vector<std::int64_t>{0} : bag_rows, place);
   Tensor pooled = Tensor::empty({b.bags, V}, DType::F32, place);
   steps.pool(pool_offsets.data<std::int64_t>(), pool_rows.data<std::int64_t>(), scale.data<float>(),
-             b.bags, table, V, pooled.data<float>(), ValueType::F32, s);
+             b.bags, static_cast<std::int64_t>(bag_rows.size()), table, V, pooled.data<float>(),
+             ValueType::F32, s);
   steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
                  sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);

@@ -168,7 +168,7 @@ TEST(HalfEmbeddingKernels, PoolWidensAndSumsInEntryOrder) {
   const std::vector<float> scale = {1.0f, 0.0f, 0.25f};
   std::vector<float> out(3 * V_, -9.0f);
   kernels::on(Place::host())
-      .pool(offsets.data(), entries.data(), scale.data(), 3,
+      .pool(offsets.data(), entries.data(), scale.data(), 3, 7,
             kernels::Values{table.data(), ValueType::F16}, V_, out.data(), ValueType::F32, nullptr);
   for (std::int64_t bag = 0; bag < 3; ++bag) {
     for (std::int64_t c = 0; c < V_; ++c) {

@@ -1,8 +1,9 @@
 // The GPU's pooling into f32 / f16 / bf16 outputs and its update from 16-bit output gradients,
-// against the CPU: one-hot bags (DLRM's gather: the 8-columns-a-thread kernel) and multi-hot
-// bags, every table x output type, odd and empty batches, and the widths that take the other
-// kernels; the update from a 16-bit gradient bit for bit what its f32 copy gives; the layer
-// (forward_into, backward with a 16-bit gradient, update) against the CPU layer.
+// against the CPU: one-hot bags (DLRM's gather: the 8-columns-a-thread kernel), multi-hot bags
+// and one entry per bag without offsets (the hybrid's gather kernel, with and without scales),
+// every table x output type, odd and empty batches, and the widths that take the other kernels; the
+// update from a 16-bit gradient bit for bit what its f32 copy gives; the layer (forward_into,
+// backward with a 16-bit gradient, update) against the CPU layer.
 #include <gtest/gtest.h>
 #include <algorithm>
 
@@ -40,12 +41,25 @@ struct PoolCase {
   std::vector<float> scale;
 };
 
-// bags one-hot bags (one row each, a few absent: -1) or multi-hot ones (0..5 rows, mean).
-PoolCase pool_case(std::int64_t bags, std::int64_t table_rows, bool onehot, std::mt19937_64& rng) {
+// The bags: one-hot (one row each, a few absent: -1; the short-bag kernel), multi-hot (0..5
+// rows, mean: pool8 and the others), sparse (0 to 3 rows, 0.9 a bag on average, mean: the
+// short-bag kernel's further entries), and one-hot without offsets, without scales too unless
+// scaled (the hybrid's gather).
+enum class Bags { OneHot, MultiHot, Sparse, NoOffsets, NoOffsetsScaled };
+
+std::int64_t entries_of_bag(Bags kind, std::mt19937_64& rng) {
+  if (kind == Bags::MultiHot) return static_cast<std::int64_t>(rng() % 6);
+  if (kind != Bags::Sparse) return 1;
+  const int u = static_cast<int>(rng() % 10);
+  return u < 4 ? 0 : (u < 8 ? 1 : 2 + u % 2);
+}
+
+PoolCase pool_case(std::int64_t bags, std::int64_t table_rows, Bags kind, std::mt19937_64& rng) {
   PoolCase c;
   c.offsets.push_back(0);
+  const bool onehot = kind != Bags::MultiHot && kind != Bags::Sparse;
   for (std::int64_t b = 0; b < bags; ++b) {
-    const std::int64_t n = onehot ? 1 : static_cast<std::int64_t>(rng() % 6);
+    const std::int64_t n = entries_of_bag(kind, rng);
     for (std::int64_t k = 0; k < n; ++k) {
       const bool absent = rng() % 50 == 0;
       c.rows.push_back(absent ? -1 : static_cast<std::int64_t>(rng() % table_rows));
@@ -59,7 +73,7 @@ PoolCase pool_case(std::int64_t bags, std::int64_t table_rows, bool onehot, std:
 // The pooled output of `c` at `place`, written `shift` elements into its buffer (a shift moves
 // the output off the 16-byte alignment the widest kernel needs).
 std::vector<std::uint8_t> pool_at(const PoolCase& c, std::int64_t bags, const Tensor& host_table,
-                                  DType out_dtype, std::int64_t shift, Place place) {
+                                  DType out_dtype, std::int64_t shift, Place place, Bags kind) {
   const std::int64_t V = host_table.size(1);
   const Tensor table = host_table.to(place);
   const Tensor offsets = Tensor::from_vector(c.offsets, place);
@@ -69,35 +83,49 @@ std::vector<std::uint8_t> pool_at(const PoolCase& c, std::int64_t bags, const Te
       Tensor::from_vector(c.scale.empty() ? std::vector<float>{0.0f} : c.scale, place);
   const Tensor buffer = Tensor::full({bags * V + shift}, -7.0, out_dtype, place);
   const Tensor out = buffer.slice(0, shift, shift + bags * V);
-  kernels::on(place).pool(offsets.data<std::int64_t>(), rows.data<std::int64_t>(),
-                          scale.data<float>(), bags,
+  const bool no_offsets = kind == Bags::NoOffsets || kind == Bags::NoOffsetsScaled;
+  kernels::on(place).pool(no_offsets ? nullptr : offsets.data<std::int64_t>(),
+                          rows.data<std::int64_t>(),
+                          kind == Bags::NoOffsets ? nullptr : scale.data<float>(), bags,
+                          static_cast<std::int64_t>(c.rows.size()),
                           kernels::Values{table.data(), testing::value_type_of(table.dtype())}, V,
                           out.data(), testing::value_type_of(out_dtype),
                           place.is_cuda() ? current_stream(place.device()) : nullptr);
   return bytes_of(out);
 }
 
-void check_pool(bool onehot) {
-  auto rng = ember::testing::make_rng(onehot ? 1 : 2);
+void check_pool(Bags kind) {
+  auto rng = ember::testing::make_rng(static_cast<int>(kind) + 1);
   const std::int64_t table_rows = 5000;
   // 128: 8 or 16 columns a thread; 12: 4 columns a lane; 11 (DeepFM's), 7 and 1: a thread per
   // column of the flattened output.
   for (std::int64_t dim : {128, 64, 8, 12, 11, 7, 1}) {
     for (DType table_dtype : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random_table(table_rows, dim, table_dtype, rng(), Place::host());
+      // Row 0 is -0 throughout: a bag of it alone pools to +0 (a sum from 0), on both sides.
+      table.slice(0, 0, 1).copy_from(Tensor::full({1, dim}, -0.0, table_dtype, Place::host()));
       for (std::int64_t bags : {0, 1, 7, 1023, 65537}) {
         // The other widths: the small batches, and 11 at a full batch.
         if (dim != 128 && dim != 11 && bags == 65537) continue;
-        const PoolCase c = pool_case(bags, table_rows, onehot, rng);
+        PoolCase c = pool_case(bags, table_rows, kind, rng);
+        if (kind == Bags::NoOffsetsScaled) {
+          for (auto& x : c.scale)
+            x = static_cast<float>(rng() % 1000) / 250.0f;
+        }
+        if (kind != Bags::MultiHot && kind != Bags::Sparse) {
+          for (std::size_t i = 0; i < c.rows.size(); i += 97)
+            c.rows[i] = c.rows[i] < 0 ? -1 : 0;  // row 0's -0
+        }
         for (DType out : {DType::F32, DType::F16, DType::BF16}) {
           for (std::int64_t shift : {0, 4}) {
-            const std::string what = std::string(onehot ? "one-hot" : "multi-hot") + ", dim " +
-                                     std::to_string(dim) + ", " +
-                                     std::string(dtype_name(table_dtype)) + " table, " +
-                                     std::string(dtype_name(out)) + " output, " +
-                                     std::to_string(bags) + " bags, shift " + std::to_string(shift);
-            const auto gpu = pool_at(c, bags, table, out, shift, Place::cuda(0));
-            const auto cpu = pool_at(c, bags, table, out, shift, Place::host());
+            const char* names[] = {"one-hot", "multi-hot", "sparse", "no offsets",
+                                   "no offsets, scaled"};
+            const std::string what =
+                std::string(names[static_cast<int>(kind)]) + ", dim " + std::to_string(dim) + ", " +
+                std::string(dtype_name(table_dtype)) + " table, " + std::string(dtype_name(out)) +
+                " output, " + std::to_string(bags) + " bags, shift " + std::to_string(shift);
+            const auto gpu = pool_at(c, bags, table, out, shift, Place::cuda(0), kind);
+            const auto cpu = pool_at(c, bags, table, out, shift, Place::host(), kind);
             ASSERT_EQ(gpu.size(), cpu.size()) << what;
             // Entry order and one rounding on both sides: the same bits.
             EXPECT_TRUE(gpu == cpu) << what;
@@ -110,12 +138,19 @@ void check_pool(bool onehot) {
 
 TEST(VectorDtypesGpu, OneHotPoolingMatchesTheCpuBitwise) {
   EMBER_REQUIRE_GPU();
-  check_pool(true);
+  check_pool(Bags::OneHot);
 }
 
 TEST(VectorDtypesGpu, MultiHotPoolingMatchesTheCpuBitwise) {
   EMBER_REQUIRE_GPU();
-  check_pool(false);
+  check_pool(Bags::MultiHot);
+  check_pool(Bags::Sparse);
+}
+
+TEST(VectorDtypesGpu, PoolingWithoutOffsetsMatchesTheCpuBitwise) {
+  EMBER_REQUIRE_GPU();
+  check_pool(Bags::NoOffsets);
+  check_pool(Bags::NoOffsetsScaled);
 }
 
 // update_rows on one batch at `place`, the gradient a tensor of grad_dtype; returns the table.

@@ -2,11 +2,13 @@
 // entry order in f32, as the CPU does, and writes its vector once, in the output's own type (f32,
 // or f16 / bf16 rounded to nearest even: the network's mixed-precision input, with no f32 copy
 // and cast pass between). The kernel is chosen by what the width and the pointers allow:
+//  - short_bags: one entry a bag or fewer on average (or no offsets), 32-byte row pieces
+//    (vec_size % 8 == 0 for f32, % 16 for a 16-bit table; 16-byte aligned): four bags' first
+//    rows a thread in flight;
 //  - pool8: 8 columns a thread (vec_size % 8 == 0, 16-byte aligned table and output), 16 for a
 //    16-bit table whose width allows it: a thread per (bag, piece), each reading its row piece
 //    with two 16-byte loads (one for a 16-bit table's 8 columns) and writing 16 to 64 bytes; up
-//    to 4 rows of a bag in flight. A one-hot bag (DLRM) is then a plain gather: a 128-wide f32
-//    row is 16 threads, a 16-bit one 8.
+//    to 4 rows of a bag in flight (more than one entry a bag on average);
 //  - pool4: a warp per group of bags, 4 columns a lane (vec_size % 4 == 0);
 //  - pool_columns: any vec_size, a thread per (bag, column) over the flattened output (pool1, a
 //    warp per bag, past 2^31 output values).
@@ -22,6 +24,16 @@ __device__ inline void add4(float4& acc, const float4& v) {
   acc.y += v.y;
   acc.z += v.z;
   acc.w += v.w;
+}
+
+// A bag's entries: [offsets[bag], offsets[bag + 1]), or the one entry `bag` without offsets.
+__device__ inline void bag_range(const std::int64_t* offsets, std::int64_t bag, std::int64_t& begin,
+                                 std::int64_t& end) {
+  begin = offsets == nullptr ? bag : __ldg(offsets + bag);
+  end = offsets == nullptr ? bag + 1 : __ldg(offsets + bag + 1);
+}
+__device__ inline float bag_scale(const float* scale, std::int64_t bag) {
+  return scale == nullptr ? 1.f : __ldg(scale + bag);
 }
 
 template <class V>
@@ -97,7 +109,8 @@ __global__ void pool8_kernel(const std::int64_t* __restrict__ offsets,
   for (std::int64_t i = global_thread(); i < items; i += thread_count()) {
     const std::int64_t bag = i / pieces;
     const std::int64_t c = (i - bag * pieces) * (8 * P);
-    const std::int64_t begin = __ldg(offsets + bag), end = __ldg(offsets + bag + 1);
+    std::int64_t begin = 0, end = 0;
+    bag_range(offsets, bag, begin, end);
     float acc[P][8];
 #pragma unroll
     for (int p = 0; p < P; ++p)
@@ -127,13 +140,131 @@ __global__ void pool8_kernel(const std::int64_t* __restrict__ offsets,
             acc[p][k] += v[q][p][k];
       }
     }
-    const float s = __ldg(scale + bag);
+    const float s = bag_scale(scale, bag);
 #pragma unroll
     for (int p = 0; p < P; ++p) {
 #pragma unroll
       for (int k = 0; k < 8; ++k)
         acc[p][k] *= s;
       store8(out + bag * vec_size + c + 8 * p, acc[p]);
+    }
+  }
+}
+
+// Items (bag, 32-byte row piece) a thread of short_bags_kernel keeps in flight.
+constexpr int kShortBagItems = 4;
+
+// A 32-byte row piece (two 16-byte loads) as f32: 8 columns of an f32 table, 16 of a 16-bit one.
+template <class V>
+__device__ inline void widen_piece(const uint4 (&raw)[2], float (&v)[32 / sizeof(V)]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const unsigned words[4] = {raw[h].x, raw[h].y, raw[h].z, raw[h].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (sizeof(V) == 4) {
+        v[4 * h + i] = __uint_as_float(words[i]);
+      } else {
+        v[8 * h + 2 * i] = static_cast<float>(V::from_bits(words[i] & 0xffffu));
+        v[8 * h + 2 * i + 1] = static_cast<float>(V::from_bits(words[i] >> 16));
+      }
+    }
+  }
+}
+
+// store8 with the streaming (evict-first) hint: the pooled output is written once and is far
+// larger than L2 (hundreds of MB a batch), so its lines should be the ones L2 drops, not a small
+// table's rows that the next bags read again.
+template <class O>
+__device__ inline void store8_streaming(O* p, const float* v) {
+  if constexpr (sizeof(O) == 4) {
+    __stcs(reinterpret_cast<float4*>(p), make_float4(v[0], v[1], v[2], v[3]));
+    __stcs(reinterpret_cast<float4*>(p) + 1, make_float4(v[4], v[5], v[6], v[7]));
+  } else {
+    unsigned words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      words[i] = O(v[2 * i]).bits | (static_cast<unsigned>(O(v[2 * i + 1]).bits) << 16);
+    }
+    __stcs(reinterpret_cast<uint4*>(p), make_uint4(words[0], words[1], words[2], words[3]));
+  }
+}
+
+// Bags of one entry or fewer on average (one-hot slots, the hybrid's frequent rows and the rows
+// it sends; no offsets: bag i's one entry is i). pool8 spends 64 registers on a bag's rows in
+// flight, so at pooling 1 a thread has one 32-byte piece in flight at half occupancy and the
+// kernel runs at the pace of its chain of loads (offsets -> row index -> row) whatever the bytes.
+// Here a thread takes kShortBagItems items (bag, 32-byte piece) a grid apart (each coalesced over
+// the grid): their offsets are loaded together, then their first row indices, then those rows
+// (raw, 8 registers each), so four pieces per thread are in flight. A bag's further entries
+// follow one by one, in entry order, from the sum of the first (rare at this pooling). `pieces`
+// divides the item index (items < 2^31; the caller checks). As in pool, the sum starts from 0:
+// absent rows (-1) are skipped and a lone -0 gives +0.
+template <class V, class O>
+__global__ void __launch_bounds__(kThreads)
+    short_bags_kernel(const std::int64_t* __restrict__ offsets,
+                      const std::int64_t* __restrict__ rows, const float* __restrict__ scale,
+                      std::uint32_t items, const V* __restrict__ values, std::int64_t vec_size,
+                      FastDivmod pieces, O* __restrict__ out) {
+  constexpr int kCols = 32 / sizeof(V);  // a 32-byte piece: 8 f32 or 16 16-bit columns
+  const std::uint32_t stride = gridDim.x * blockDim.x;
+  for (std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x; first < items;
+       first += stride * kShortBagItems) {
+    std::uint32_t bag[kShortBagItems], piece[kShortBagItems];
+    std::int64_t begin[kShortBagItems], end[kShortBagItems], r[kShortBagItems];
+#pragma unroll
+    for (int q = 0; q < kShortBagItems; ++q) {
+      const std::uint32_t i = first + q * stride;
+      bag[q] = 0;
+      piece[q] = 0;
+      begin[q] = end[q] = 0;
+      if (i < items) {
+        pieces.divmod(i, bag[q], piece[q]);
+        bag_range(offsets, bag[q], begin[q], end[q]);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kShortBagItems; ++q)
+      r[q] = begin[q] < end[q] ? __ldg(rows + begin[q]) : -1;
+    uint4 raw[kShortBagItems][2];
+#pragma unroll
+    for (int q = 0; q < kShortBagItems; ++q) {
+      raw[q][0] = raw[q][1] = make_uint4(0u, 0u, 0u, 0u);
+      if (r[q] >= 0) {
+        const uint4* p =
+            reinterpret_cast<const uint4*>(values + r[q] * vec_size + piece[q] * kCols);
+        raw[q][0] = __ldg(p);
+        raw[q][1] = __ldg(p + 1);
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kShortBagItems; ++q) {
+      if (first + q * stride >= items) continue;
+      const std::int64_t column = static_cast<std::int64_t>(piece[q]) * kCols;
+      float acc[kCols];
+      widen_piece<V>(raw[q], acc);
+#pragma unroll
+      for (int k = 0; k < kCols; ++k)
+        acc[k] = r[q] >= 0 ? 0.f + acc[k] : 0.f;
+      for (std::int64_t e = begin[q] + 1; e < end[q]; ++e) {
+        const std::int64_t row = __ldg(rows + e);
+        if (row < 0) continue;
+        const uint4* p = reinterpret_cast<const uint4*>(values + row * vec_size + column);
+        const uint4 more[2] = {__ldg(p), __ldg(p + 1)};
+        float v[kCols];
+        widen_piece<V>(more, v);
+#pragma unroll
+        for (int k = 0; k < kCols; ++k)
+          acc[k] += v[k];
+      }
+      const float s = bag_scale(scale, bag[q]);
+#pragma unroll
+      for (int k = 0; k < kCols; ++k)
+        acc[k] *= s;
+      O* o = out + static_cast<std::int64_t>(bag[q]) * vec_size + column;
+#pragma unroll
+      for (int h = 0; h < kCols / 8; ++h)
+        store8_streaming(o + 8 * h, acc + 8 * h);
     }
   }
 }
@@ -161,9 +292,11 @@ __global__ void pool4_kernel(const std::int64_t* __restrict__ offsets,
     for (int q = 0; q < G; ++q) {
       const std::int64_t bag = group * G + q;
       const bool valid = bag < bags;
-      begin[q] = valid ? offsets[bag] : 0;
-      count[q] = valid ? offsets[bag + 1] - begin[q] : 0;
-      s[q] = valid ? scale[bag] : 0.f;
+      std::int64_t end = 0;
+      begin[q] = 0;
+      if (valid) bag_range(offsets, bag, begin[q], end);
+      count[q] = end - begin[q];
+      s[q] = valid ? bag_scale(scale, bag) : 0.f;
     }
     for (std::int64_t pass = 0; pass < passes; ++pass) {
       const std::int64_t c = 4 * lane + 128 * pass;
@@ -233,7 +366,8 @@ __global__ void pool_columns_kernel(const std::int64_t* __restrict__ offsets,
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += stride) {
     std::uint32_t bag = 0, c = 0;
     cols.divmod(i, bag, c);
-    const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
+    std::int64_t begin = 0, end = 0;
+    bag_range(offsets, bag, begin, end);
     float acc = 0.f;
     std::int64_t e = begin;
     // Two rows in flight: their loads do not wait on each other.
@@ -248,7 +382,7 @@ __global__ void pool_columns_kernel(const std::int64_t* __restrict__ offsets,
       const std::int64_t r = rows[e];
       if (r >= 0) acc += ldg1(values + r * cols.divisor + c);
     }
-    out[i] = O(acc * scale[bag]);
+    out[i] = O(acc * bag_scale(scale, bag));
   }
 }
 
@@ -261,8 +395,9 @@ __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
                              O* __restrict__ out) {
   const int lane = threadIdx.x & 31;
   for (std::int64_t bag = global_warp(); bag < bags; bag += warp_count()) {
-    const std::int64_t begin = offsets[bag], end = offsets[bag + 1];
-    const float s = scale[bag];
+    std::int64_t begin = 0, end = 0;
+    bag_range(offsets, bag, begin, end);
+    const float s = bag_scale(scale, bag);
     for (std::int64_t c = lane; c < vec_size; c += 32) {
       float acc = 0.f;
       for (std::int64_t e = begin; e < end; ++e) {
@@ -286,8 +421,8 @@ int blocks_for_items(std::int64_t items) {
 }  // namespace
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
-          ValueType out_type, StreamHandle stream) {
+          std::int64_t bags, std::int64_t entries, const Values& values, std::int64_t vec_size,
+          void* out, ValueType out_type, StreamHandle stream) {
   if (bags == 0 || vec_size == 0) return;
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
@@ -295,7 +430,16 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
       using O = decltype(out_tag);
       const V* table = static_cast<const V*>(values.data);
       O* o = static_cast<O*>(out);
-      if (sizeof(V) == 2 && vec_size % 16 == 0 && aligned16(table) && aligned16(o)) {
+      constexpr std::int64_t kPieceCols = 32 / sizeof(V);
+      const bool short_bags = local_offsets == nullptr || entries <= bags;
+      if (short_bags && vec_size % kPieceCols == 0 && aligned16(table) && aligned16(o) &&
+          bags * (vec_size / kPieceCols) <= FastDivmod::kMaxNumerator) {
+        const std::int64_t items = bags * (vec_size / kPieceCols);
+        short_bags_kernel<V, O><<<blocks_for_items((items + kShortBagItems - 1) / kShortBagItems),
+                                  kThreads, 0, stream>>>(
+            local_offsets, rows, scale, static_cast<std::uint32_t>(items), table, vec_size,
+            FastDivmod(static_cast<std::uint32_t>(vec_size / kPieceCols)), o);
+      } else if (sizeof(V) == 2 && vec_size % 16 == 0 && aligned16(table) && aligned16(o)) {
         pool8_kernel<V, O, 2><<<blocks_for_items(bags * (vec_size / 16)), kThreads, 0, stream>>>(
             local_offsets, rows, scale, bags, table, vec_size, o);
       } else if (vec_size % 8 == 0 && aligned16(table) && aligned16(o)) {

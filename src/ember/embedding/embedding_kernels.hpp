@@ -282,9 +282,13 @@ struct KernelTable {
   // summed in f32 in entry order whatever the table's value type, then written as out_type
   // ([bags, vec_size]; a 16-bit output is the f32 result rounded to nearest even, so the network
   // reads its mixed-precision input straight from here, with no f32 copy and cast between).
+  // Without local_offsets (null) bag i's one entry is i (a gather of rows, as the hybrid's
+  // frequent rows are pooled); without scale (null) every scale is 1. `entries` is how many
+  // entries the bags hold in all (bags without offsets); it only picks the CUDA kernel (bags of
+  // one entry or fewer on average are gathered four a thread).
   void (*pool)(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-               std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
-               ValueType out_type, StreamHandle stream);
+               std::int64_t bags, std::int64_t entries, const Values& values, std::int64_t vec_size,
+               void* out, ValueType out_type, StreamHandle stream);
   // Groups the n entries by row (see Segments): sorted_bags [n], unique_rows [n], offsets
   // [n + 1] and *count (one i64). Bags must be < 2^31, rows < capacity. Nothing waits.
   void (*segments)(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,

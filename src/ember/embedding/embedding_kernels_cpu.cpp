@@ -195,8 +195,8 @@ float* row_of(float* base, std::int64_t row, std::int64_t vec_size) {
 }
 
 void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
-          std::int64_t bags, const Values& values, std::int64_t vec_size, void* out,
-          ValueType out_type, StreamHandle) {
+          std::int64_t bags, std::int64_t /*entries: picks a CUDA kernel*/, const Values& values,
+          std::int64_t vec_size, void* out, ValueType out_type, StreamHandle) {
   with_value_type(values.type, [&](auto tag) {
     using V = decltype(tag);
     with_value_type(out_type, [&](auto out_tag) {
@@ -208,13 +208,15 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
 #pragma omp for schedule(static)
         for (std::int64_t bag = 0; bag < bags; ++bag) {
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (std::int64_t e = local_offsets[bag]; e < local_offsets[bag + 1]; ++e) {
+          const std::int64_t begin = local_offsets == nullptr ? bag : local_offsets[bag];
+          const std::int64_t end = local_offsets == nullptr ? bag + 1 : local_offsets[bag + 1];
+          for (std::int64_t e = begin; e < end; ++e) {
             if (rows[e] < 0) continue;
             const V* v = table + rows[e] * vec_size;
             for (std::int64_t c = 0; c < vec_size; ++c)
               acc[c] += static_cast<float>(v[c]);
           }
-          const float s = scale[bag];
+          const float s = scale == nullptr ? 1.0f : scale[bag];
           O* o = static_cast<O*>(out) + bag * vec_size;
           for (std::int64_t c = 0; c < vec_size; ++c)
             o[c] = O(acc[c] * s);

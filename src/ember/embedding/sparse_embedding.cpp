@@ -371,8 +371,8 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
         direct ? out : scratch(tag + "pooled", b->bags * V, exchange_dtype(out.dtype(), true));
     if (b->bags > 0) {
       kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
-                               b->scale.data<float>(), b->bags, table_values(), V, pooled.data(),
-                               vector_type(pooled.dtype()), stream());
+                               b->scale.data<float>(), b->bags, b->entries, table_values(), V,
+                               pooled.data(), vector_type(pooled.dtype()), stream());
     }
     if (!direct) exchange_forward(pooled, out);
   }

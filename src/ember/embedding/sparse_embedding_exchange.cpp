@@ -114,12 +114,14 @@ void SparseEmbedding::pool_and_exchange(const Batch& b, const std::string& tag, 
   // Received from peer p: its slots for this rank's samples, at recv_first_[p] rows.
   const Tensor recv = scratch("a2a_recv", Bl * S * V, out.dtype());
   const kernels::KernelTable& k = kernels::on(place_);
-  // Bags first ... first + count - 1 into dst.
+  // Bags first ... first + count - 1 into dst (their entries taken as the batch's mean: the
+  // count only picks the kernel).
   auto pool_bags = [&](std::int64_t first, std::int64_t count, void* dst) {
     if (count == 0) return;
+    const std::int64_t entries = b.bags == 0 ? 0 : b.entries * count / b.bags;
     k.pool(b.local_offsets.data<std::int64_t>() + first,
            b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr, b.scale.data<float>() + first,
-           count, table_values(), V, dst, vector_type(out.dtype()), stream());
+           count, entries, table_values(), V, dst, vector_type(out.dtype()), stream());
   };
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {

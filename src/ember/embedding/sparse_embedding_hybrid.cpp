@@ -358,7 +358,7 @@ void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool train
     }
   }
 
-  // Pooling (one entry per bag: offsets 0, 1, 2, ...) and the exchange of infrequent vectors, in
+  // Pooling (one entry per bag: no offsets, a gather) and the exchange of infrequent vectors, in
   // the dtype they move in (exchange_dtype: out's, or f32 for an odd 16-bit width, rounded into
   // out at the end).
   const std::int64_t M =
@@ -369,8 +369,8 @@ void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool train
   const kernels::ValueType type = vector_type(moved);
   const Tensor send = scratch(tag + "send", N * V, moved);
   if (N > 0) {
-    k.pool(h.iota64.data<std::int64_t>(), b->rows.data<std::int64_t>(), h.ones.data<float>(), N,
-           table_values(), V, send.data(), type, s);
+    k.pool(nullptr, b->rows.data<std::int64_t>(), nullptr, N, N, table_values(), V, send.data(),
+           type, s);
   }
   const Tensor recv = scratch(tag + "recv", M * V, moved);
   std::vector<std::int64_t> send_counts = hb.send_counts, recv_counts = hb.recv_counts;
@@ -385,8 +385,8 @@ void SparseEmbedding::finish_hybrid_forward(std::unique_ptr<Batch> b, bool train
   if (hb.local_bags > 0) {
     kernels::Values frequent_values = table_values();
     frequent_values.data = h.values.defined() ? h.values.data() : nullptr;
-    k.pool(h.iota64.data<std::int64_t>(), hb.frequent_rows.data<std::int64_t>(),
-           h.ones.data<float>(), hb.local_bags, frequent_values, V, target.data(), type, s);
+    k.pool(nullptr, hb.frequent_rows.data<std::int64_t>(), nullptr, hb.local_bags, hb.local_bags,
+           frequent_values, V, target.data(), type, s);
   }
   join.now();
   if (M > 0) {
