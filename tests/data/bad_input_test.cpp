@@ -44,12 +44,7 @@ void flip_byte(const std::string& path, std::uint64_t offset) {
 }
 
 SampleShape one_hot_shape() {
-  SampleShape shape;
-  shape.label_dim = 1;
-  shape.dense_dim = 2;
-  shape.slots_per_input = {3};
-  shape.min_nnz = shape.max_nnz = 1;
-  return shape;
+  return datatest::one_hot_shape(2, {3});
 }
 
 TEST(BadInput, ChecksumMismatchDropsAndCountsTheSample) {

@@ -34,12 +34,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 SampleShape small_shape() {
-  SampleShape shape;
-  shape.label_dim = 1;
-  shape.dense_dim = 3;
-  shape.slots_per_input = {2};
-  shape.min_nnz = shape.max_nnz = 1;
-  return shape;
+  return datatest::one_hot_shape(3, {2});
 }
 
 LabelRange binary_labels() {

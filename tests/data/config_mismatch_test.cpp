@@ -73,10 +73,7 @@ TEST(ConfigMismatch, KeyWidthOfATinyFileIsNamedAtItsEnd) {
   // One one-hot sample of 64-bit keys (small values) reads as 32-bit keys without a parse error:
   // each key's high half looks like an empty slot. Only the bytes left over at the end tell.
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.dense_dim = 2;
-  shape.slots_per_input = {4};
-  shape.min_nnz = shape.max_nnz = 1;
+  const SampleShape shape = datatest::one_hot_shape(2, {4});
   const std::vector<Sample> samples{{{1.0f}, {0.5f, 2.0f}, {{3}, {17}, {40}, {5}}}};
   const std::string path = dir / "tiny.data";
   datatest::write_norm(path, samples, shape, CheckMode::None, DType::I64);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "ember/data/data_source.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/norm_writer.hpp"
@@ -25,6 +27,16 @@ std::ostream& operator<<(std::ostream& os, const Sample& s) {
     os << ']';
   }
   return os << '}';
+}
+
+SampleShape one_hot_shape(std::int64_t dense_dim, std::vector<std::int64_t> slots_per_input,
+                          std::int64_t max_key) {
+  SampleShape shape;
+  shape.dense_dim = dense_dim;
+  shape.slots_per_input = std::move(slots_per_input);
+  shape.min_nnz = shape.max_nnz = 1;
+  shape.max_key = max_key;
+  return shape;
 }
 
 std::int64_t SampleShape::total_slots() const {

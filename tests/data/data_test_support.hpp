@@ -42,6 +42,11 @@ struct SampleShape {
   std::int64_t total_slots() const;
 };
 
+// One key in every slot (Raw data, DLRM's inputs): `dense_dim` dense values, the slots of each
+// input, keys in [0, max_key).
+SampleShape one_hot_shape(std::int64_t dense_dim, std::vector<std::int64_t> slots_per_input,
+                          std::int64_t max_key = 1000);
+
 std::vector<Sample> random_samples(std::mt19937_64& rng, std::int64_t n, const SampleShape& shape);
 
 // A layout for `shape` whose key budgets hold any sample random_samples draws.

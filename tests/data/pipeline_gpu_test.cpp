@@ -118,11 +118,7 @@ TEST(PipelineGpu, RepeatModeAndRawMatchTheHost) {
   EMBER_REQUIRE_GPU();
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.dense_dim = 13;
-  shape.slots_per_input = {26};
-  shape.min_nnz = shape.max_nnz = 1;
-  shape.max_key = 1000;
+  const SampleShape shape = datatest::one_hot_shape(13, {26});
   RawOptions raw = datatest::write_raw_dataset(dir / "r.bin", rng, shape, 5003);
   raw.slot_size_array.assign(26, 1000);
   raw.shuffle = true;
@@ -147,11 +143,7 @@ TEST(PipelineGpu, SharedReadingCopiesOnlyThisProcesssKeysForTheRanksToGather) {
   EMBER_REQUIRE_GPU();
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.dense_dim = 3;
-  shape.slots_per_input = {26, 3};
-  shape.min_nnz = shape.max_nnz = 1;
-  shape.max_key = 1000;
+  const SampleShape shape = datatest::one_hot_shape(3, {26, 3});
   const std::int64_t n = 4099;
   const RawOptions raw = datatest::write_raw_dataset(dir / "r.bin", rng, shape, n);
   const auto source = std::make_shared<RawSource>(raw, datatest::layout_for(shape, DType::U32));

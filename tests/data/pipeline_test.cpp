@@ -26,10 +26,7 @@ using datatest::SampleShape;
 // An Int-mode Raw file of 25 random one-hot samples (3 slots, 2 dense values) and its source.
 std::shared_ptr<RawSource> int_raw_source(const std::string& path) {
   auto rng = testing::make_rng();
-  SampleShape shape;
-  shape.dense_dim = 2;
-  shape.slots_per_input = {3};
-  shape.min_nnz = shape.max_nnz = 1;
+  const SampleShape shape = datatest::one_hot_shape(2, {3});
   auto samples = datatest::random_samples(rng, 25, shape);
   // Int-mode dense values are counts (the reader takes log(v + 1); a negative one is a bad
   // sample).
@@ -496,12 +493,7 @@ TEST(Pipeline, ChecksumDropsAreCountedNotDelivered) {
 TEST(Pipeline, RawEpochsShuffleChunksAndMergeThePartialOne) {
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
-  SampleShape shape;
-  shape.label_dim = 1;
-  shape.dense_dim = 3;
-  shape.slots_per_input = {2, 3};
-  shape.min_nnz = shape.max_nnz = 1;
-  shape.max_key = 50;
+  const SampleShape shape = datatest::one_hot_shape(3, {2, 3}, 50);
   const auto samples = datatest::random_samples(rng, 103, shape);
   const std::string path = dir / "train.bin";
   datatest::write_raw(path, samples, shape, true);
