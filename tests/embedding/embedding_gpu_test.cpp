@@ -184,7 +184,8 @@ TEST(HashTableGpu, AsyncInsertReportsAFullTableAtTheNextCheck) {
 }
 
 #if EMBER_WITH_CUDA
-// Runs kernels::segments and kernels::update_rows on a batch on the CPU and on the GPU.
+// Runs kernels::segments and kernels::update_rows on a batch on the CPU and on the GPU (with
+// the batch's scale, or with none: every factor 1).
 struct UpdateRun {
   std::vector<std::int32_t> sorted_bags;
   std::vector<std::int64_t> unique_rows, offsets, last_step;
@@ -195,7 +196,7 @@ struct UpdateRun {
 UpdateRun run_update(const testing::UpdateBatch& b, const optim::UpdateStep& u,
                      const kernels::LazyParams* lazy, const std::vector<float>& values,
                      const std::vector<float>& state, const std::vector<std::int64_t>& last_step,
-                     std::int64_t step, bool cuda) {
+                     std::int64_t step, bool cuda, bool no_scale = false) {
   const Place place = cuda ? Place::cuda(0) : Place::host();
   const auto n = static_cast<std::int64_t>(b.rows.size());
   const Tensor rows = Tensor::from_vector(b.rows, place);
@@ -218,8 +219,9 @@ UpdateRun run_update(const testing::UpdateBatch& b, const optim::UpdateStep& u,
                  offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
   steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
                                       offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    scale.data<float>(), grad.data<float>(), kernels::ValueType::F32,
-                    kernels::Values{w.data<float>()}, b.vec_size, st, step, u, lazy, s);
+                    no_scale ? nullptr : scale.data<float>(), grad.data<float>(),
+                    kernels::ValueType::F32, kernels::Values{w.data<float>()}, b.vec_size, st, step,
+                    u, lazy, s);
   UpdateRun run;
   run.count = count.to_vector<std::int64_t>()[0];
   const auto all_sorted = sorted.to_vector<std::int32_t>();
@@ -282,6 +284,15 @@ TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
         << what << ": gradient sums differ from the CPU's";
     const UpdateRun again = run_update(b, plain, nullptr, zeros, zeros, steps, 1, true);
     EXPECT_TRUE(same_bits(again.values, gpu.values)) << what << ": two GPU runs differ";
+    // No scale (sum combiners, the hybrid): the sums of a scale of ones, on both places.
+    testing::UpdateBatch ones = b;
+    std::fill(ones.scale.begin(), ones.scale.end(), 1.0f);
+    const UpdateRun cpu_ones = run_update(ones, plain, nullptr, zeros, zeros, steps, 1, false);
+    const UpdateRun cpu_unit = run_update(b, plain, nullptr, zeros, zeros, steps, 1, false, true);
+    const UpdateRun gpu_unit = run_update(b, plain, nullptr, zeros, zeros, steps, 1, true, true);
+    EXPECT_TRUE(same_bits(cpu_unit.values, cpu_ones.values)) << what << ": CPU, no scale";
+    EXPECT_TRUE(same_bits(gpu_unit.values, cpu_ones.values)) << what << ": GPU, no scale";
+    EXPECT_FALSE(same_bits(cpu_unit.values, cpu.values)) << what << ": the scale was all ones";
 
     // AdaGrad from random weights; LazyGlobal momentum with rows behind by up to 5 steps.
     std::vector<float> w = testing::random_grad(rows * V, rng), acc(rows * V);

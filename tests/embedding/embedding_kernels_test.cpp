@@ -185,6 +185,18 @@ TEST(EmbeddingKernels, UpdateSumsGradientsInTheChunkOrder) {
             << "row " << r << " column " << c;
       }
     }
+    // Without a scale every factor is 1: the chunk order's sums of the unscaled gradients.
+    testing::UpdateBatch ones = b;
+    std::fill(ones.scale.begin(), ones.scale.end(), 1.0f);
+    std::fill(values.begin(), values.end(), 0.0f);
+    kernels::on(Place::host())
+        .update_rows(kernels::Segments{sorted.data(), unique.data(), offsets.data(), &count, n},
+                     nullptr, b.grad.data(), kernels::ValueType::F32,
+                     kernels::Values{values.data()}, V, kernels::RowStates{}, 1, u, nullptr,
+                     nullptr);
+    const std::vector<float> unscaled = testing::chunked_gradient_sums(ones);
+    for (std::int64_t i = 0; i < b.rows_in_table * V; ++i)
+      ASSERT_EQ(-values[i], unscaled[i]) << "no scale: value " << i << ", dim " << V;
   }
 }
 

@@ -299,9 +299,9 @@ struct KernelTable {
   void (*catch_up_rows)(const std::int64_t* rows, std::int64_t bound, const std::int64_t* count,
                         const Values& values, std::int64_t vec_size, RowStates states,
                         std::int64_t target, const LazyParams& lazy, StreamHandle stream);
-  // Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag] in the
-  // kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up when lazy is
-  // set); last_step[row] = step. 16-bit values are stepped in f32 and rounded once
+  // Each touched row once: gradient = sum over its entries of grad[bag] * scale[bag] (a null
+  // scale is 1) in the kGradientChunk order, then the optimizer step (after a LazyGlobal catch-up
+  // when lazy is set); last_step[row] = step. 16-bit values are stepped in f32 and rounded once
   // (embedding_values.hpp). grad is [bags, vec_size] of grad_type: a 16-bit output gradient
   // (mixed precision) is widened as it is read (exactly), so the sums are those of its f32 copy.
   void (*update_rows)(const Segments& seg, const float* scale, const void* grad,

@@ -274,7 +274,7 @@ void gradient_sum(const Segments& seg, std::int64_t k, const float* scale, const
     std::fill(chunk.begin(), chunk.end(), 0.0f);
     for (std::int64_t i = first; i < last; ++i) {
       const std::int64_t bag = seg.sorted_bags[i];
-      const float s = scale[bag];
+      const float s = scale != nullptr ? scale[bag] : 1.0f;
       const G* gb = grad + bag * vec_size;
       for (std::int64_t c = 0; c < vec_size; ++c)
         chunk[c] += static_cast<float>(gb[c]) * s;

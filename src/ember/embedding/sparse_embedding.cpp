@@ -330,6 +330,7 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
         a, keys.data<Key>(), b->local_offsets.data<std::int64_t>(), b->local_keys.data<Key>(),
         b->entry_bag.data<std::int64_t>(), b->scale.data<float>(), stream);
   });
+  if (config_.combiner != Combiner::Mean) b->scale = Tensor();  // every factor is 1
   b->rows = scratch(tag + "rows", b->entries, DType::I64, stream);
   lookup(*b, training, stream, start_rows, errors);
 
@@ -371,7 +372,7 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
         direct ? out : scratch(tag + "pooled", b->bags * V, exchange_dtype(out.dtype(), true));
     if (b->bags > 0) {
       kernels::on(place_).pool(b->local_offsets.data<std::int64_t>(), ptr<std::int64_t>(b->rows),
-                               b->scale.data<float>(), b->bags, b->entries, table_values(), V,
+                               b->bag_scale(), b->bags, b->entries, table_values(), V,
                                pooled.data(), vector_type(pooled.dtype()), stream());
     }
     if (!direct) exchange_forward(pooled, out);
@@ -574,7 +575,7 @@ void SparseEmbedding::update(float loss_scaler) {
   const kernels::LazyParams lp = lazy ? lazy_params(t) : kernels::LazyParams{};
   const Batch& b = *batch_;
   if (b.entries > 0) {
-    kernels::on(place_).update_rows(b.segments(), b.scale.data<float>(), b.grad.data(),
+    kernels::on(place_).update_rows(b.segments(), b.bag_scale(), b.grad.data(),
                                     vector_type(b.grad.dtype()), table_values(), config_.vec_size,
                                     st, t, u, lazy ? &lp : nullptr, stream());
   }

@@ -58,8 +58,8 @@ struct SparseEmbedding::Hybrid {
   std::int64_t owned = 0;
   // Per rank, the frequent indices of the keys it owns, in the order of its owned_index.
   std::vector<std::vector<std::int64_t>> index_by_owner;
-  // Constants grown on demand: 0, 1, 2, ... as i64 and i32, and ones (f32).
-  Tensor iota64, iota32, ones;
+  // Constants grown on demand: 0, 1, 2, ... as i64 and i32.
+  Tensor iota64, iota32;
   // The all-to-all selections' segment bounds for a local batch of bounds_for samples.
   Tensor send_bounds, recv_bounds;
   std::int64_t bounds_for = -1;
@@ -82,7 +82,12 @@ struct SparseEmbedding::Batch {
     }
   }
   std::int64_t global_batch = 0, local_size = 0, bags = 0, entries = 0;
+  // scale: each bag's factor (mean: 1 / its entries); undefined where every one is 1 (sum, or
+  // one entry a bag), which spares the kernels a load per bag.
   Tensor local_offsets, local_keys, entry_bag, scale, rows;
+  const float* bag_scale(std::int64_t first = 0) const {
+    return scale.defined() ? scale.data<float>() + first : nullptr;
+  }
   // The entries grouped by row (kernels::segments); the distinct-row count is a word at the
   // rank's place, so nothing waits for it.
   Tensor sorted_bags, unique_rows, segment_offsets, unique_count;

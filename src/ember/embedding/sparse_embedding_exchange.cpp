@@ -120,8 +120,8 @@ void SparseEmbedding::pool_and_exchange(const Batch& b, const std::string& tag, 
     if (count == 0) return;
     const std::int64_t entries = b.bags == 0 ? 0 : b.entries * count / b.bags;
     k.pool(b.local_offsets.data<std::int64_t>() + first,
-           b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr, b.scale.data<float>() + first,
-           count, entries, table_values(), V, dst, vector_type(out.dtype()), stream());
+           b.rows.defined() ? b.rows.data<std::int64_t>() : nullptr, b.bag_scale(first), count,
+           entries, table_values(), V, dst, vector_type(out.dtype()), stream());
   };
   JoinOnExit join([this] { join_exchange(); });
   if (D == 2) {

@@ -53,16 +53,14 @@ T* ptr(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-// The first n entries of 0, 1, 2, ... (i64 or i32), or of ones (f32), kept in `kept` and grown
+// The first n entries of 0, 1, 2, ... (i64 or i32), kept in `kept` and grown
 // when too short. `user`: a stream that may still read the old one (see SparseEmbedding::scratch).
 Tensor sequence(Tensor& kept, std::int64_t n, DType dtype, Place place,
                 StreamHandle user = nullptr) {
   if (!kept.defined() || kept.numel() < n) {
     if (user != nullptr && kept.defined()) default_allocator(place).record_use(kept.data(), user);
     const std::int64_t m = std::max<std::int64_t>(n + n / 4, 1);
-    if (dtype == DType::F32) {
-      kept = Tensor::full({m}, 1.0, DType::F32, place);
-    } else if (dtype == DType::I32) {
+    if (dtype == DType::I32) {
       std::vector<std::int32_t> v(static_cast<std::size_t>(m));
       std::iota(v.begin(), v.end(), 0);
       kept = Tensor::from_vector(v, place);
@@ -174,8 +172,8 @@ std::int64_t SparseEmbedding::hybrid_constants_for(std::int64_t global_batch,
 bool SparseEmbedding::hybrid_sized_for(std::int64_t global_batch, std::int64_t local_size) const {
   const Hybrid& h = *hybrid_;
   const std::int64_t most = hybrid_constants_for(global_batch, local_size);
-  return h.iota64.defined() && h.iota64.numel() > most && h.ones.defined() &&
-         h.ones.numel() >= most && h.bounds_for == local_size && index_local_batch_ == local_size;
+  return h.iota64.defined() && h.iota64.numel() > most && h.bounds_for == local_size &&
+         index_local_batch_ == local_size;
 }
 
 std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_hybrid(
@@ -198,8 +196,6 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_hybrid(
   const std::int64_t most = hybrid_constants_for(B, local_size);
   const StreamHandle ahead = ahead_stream_ ? ahead_stream_.handle() : nullptr;
   sequence(h.iota64, most + 1, DType::I64, place_, ahead);
-  sequence(h.ones, most, DType::F32, place_, ahead);
-  b->scale = h.ones;
   find_hybrid_rows(batch, local_offset, *b, training, tag, stream, errors);
   plan_hybrid_exchange(*b, tag, stream);
   group_hybrid_rows(*b, training, tag, stream);
@@ -440,10 +436,9 @@ void SparseEmbedding::sum_local_frequent_gradients() {
   // In the order one-hot sums a row (entries by bag).
   kernels::Values sum_table{hb.sums.data(), kernels::ValueType::F32};
   if (hb.local_bags > 0) {
-    kernels::on(place_).update_rows(hb.segments(), batch_->scale.data<float>(),
-                                    hb.local_grad.data(), vector_type(hb.local_grad.dtype()),
-                                    sum_table, V, kernels::RowStates{}, step_ + 1, store_sum(),
-                                    nullptr, s);
+    kernels::on(place_).update_rows(hb.segments(), nullptr, hb.local_grad.data(),
+                                    vector_type(hb.local_grad.dtype()), sum_table, V,
+                                    kernels::RowStates{}, step_ + 1, store_sum(), nullptr, s);
   }
   ops::copy(hb.sums.slice(0, F * V, F * V + F), hb.local_used, s);
 }
@@ -475,9 +470,8 @@ void SparseEmbedding::update_frequent(std::int64_t step, const optim::UpdateStep
   values.data = h.values.data();
   const kernels::RowStates states{ptr<float>(h.state0), ptr<float>(h.state1),
                                   ptr<std::int64_t>(h.last_step)};
-  const Tensor ones = sequence(h.ones, F, DType::F32, place_);
-  k.update_rows(seg, ones.data<float>(), hb.sums.data<float>(), kernels::ValueType::F32, values, V,
-                states, step, u, lazy, s);
+  k.update_rows(seg, nullptr, hb.sums.data<float>(), kernels::ValueType::F32, values, V, states,
+                step, u, lazy, s);
   if (optimizer_.update_type == optim::UpdateType::Global) {
     k.update_untouched(F, nullptr, values, V, states, step, u, s);
   }
