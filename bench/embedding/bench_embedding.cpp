@@ -10,12 +10,15 @@
 //       slots, 23.8 M rows): its training forward written into an f32 or f16 network input and
 //       its backward + update from that dtype's gradient, f32 and f16 tables, in ms and GB/s;
 //   (d) one entry per bag (one-hot slots, the hybrid's pooling): the short-bag kernel with and
-//       without offsets against pool8, same rows, a table in L2 and one far larger.
+//       without offsets against pool8, same rows, a table in L2 and one far larger;
+//   (e) the hybrid's frequent rows' gradient sums on one of 2 ranks (datagen's keys, the traffic
+//       rule's frequent set): the update kernels that sum a rank's 1.7 M entries into the
+//       frequent rows, from an f16 and an f32 gradient, in ms and GB/s.
 //
 // Usage: bench_embedding            (GPU: the full run, SUMMARY lines last)
 //        bench_embedding --quick    (CPU: tiny sizes, checks the code paths in seconds)
 //        bench_embedding --no-torch (GPU without the PyTorch peer)
-//        bench_embedding --short-bags (GPU: (d) alone)
+//        bench_embedding --only c,d,e (GPU: those sections alone; --short-bags is --only d)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -38,6 +41,7 @@
 #include "ember/embedding/hash_table.hpp"
 #include "ember/embedding/hash_table_slots.hpp"
 #include "ember/embedding/sparse_embedding.hpp"
+#include "ember/tensor/ops.hpp"
 #include "ember/tensor/random.hpp"
 
 namespace {
@@ -709,23 +713,188 @@ void bench_short_bags(bool cuda, int device, const StepShape& base, double copy_
   }
 }
 
+// ---- (e) the hybrid's frequent rows' gradient sums ---------------------------------------------
+
+// HybridSparseEmbedding on 2 ranks sums each rank's gradients of the frequent rows before their
+// all-reduce (sum_local_frequent_gradients): an update_rows call that stores each row's sum in
+// the kGradientChunk order into a zeroed F x V table (SGD at rate -1). Keys as `ember datagen`
+// draws them (power law, alpha 1.1, over the Kaggle slot sizes); the frequent rows are those
+// looked up at least 6 times in the global batch (2 x batch samples), about the traffic rule's
+// threshold on 2 GPUs in mixed precision (2 D x 1.46); the rank's own batch is the first half.
+// Bytes: each frequent entry's gradient row read, each sum row read and written. The GPU's sums
+// must equal the CPU's bit for bit.
+void bench_frequent_sums(bool cuda, int device, const StepShape& base, double copy_gbs) {
+  const std::int64_t S = static_cast<std::int64_t>(base.sizes.size()), V = base.dim;
+  const std::int64_t B = base.batch, n = B * S;
+  // Rank r of a slot of V ids with density (r + 1)^-1.1, by inverting the continuous CDF over
+  // [1, V + 1), the law of data/power_law.hpp (this layer's benchmark does not link the data
+  // layer); ranks are scattered over the ids as make_batch does.
+  const double alpha = 1.1;
+  auto draw = [&](std::int64_t t, double u) {
+    const double top = std::pow(static_cast<double>(base.sizes[t]) + 1.0, 1.0 - alpha) - 1.0;
+    const auto rank = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::pow(1.0 + u * top, 1.0 / (1.0 - alpha))) - 1, 0,
+        base.sizes[t] - 1);
+    return static_cast<std::int64_t>(random::mix64(static_cast<std::uint64_t>(rank)) %
+                                     static_cast<std::uint64_t>(base.sizes[t]));
+  };
+  // Key (slot, id) of bag i of the global batch (2 B samples); the rank's bags are the first n.
+  std::vector<std::int64_t> begin(S + 1, 0);
+  for (std::int64_t t = 0; t < S; ++t)
+    begin[t + 1] = begin[t] + base.sizes[t];
+  std::vector<std::int64_t> keys(2 * n);
+  for (std::int64_t i = 0; i < 2 * n; ++i) {
+    const std::int64_t t = i % S;
+    keys[i] = begin[t] + draw(t, random::uniform01(17, static_cast<std::uint64_t>(i)));
+  }
+  std::vector<std::int64_t> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  std::map<std::int64_t, std::int64_t> frequent;  // key -> frequent index
+  for (std::size_t i = 0; i < sorted.size();) {
+    std::size_t j = i;
+    while (j < sorted.size() && sorted[j] == sorted[i])
+      ++j;
+    if (j - i >= 6) frequent.emplace(sorted[i], static_cast<std::int64_t>(frequent.size()));
+    i = j;
+  }
+  const auto F = static_cast<std::int64_t>(frequent.size());
+  std::vector<std::int64_t> rows(n), per_row(F, 0);
+  std::int64_t frequent_entries = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto it = frequent.find(keys[i]);
+    rows[i] = it == frequent.end() ? -1 : it->second;
+    if (rows[i] >= 0) {
+      ++frequent_entries;
+      ++per_row[rows[i]];
+    }
+  }
+  std::int64_t hot_rows = 0, hot_entries = 0;
+  for (const std::int64_t c : per_row) {
+    if (c > kernels::kGradientChunk) {
+      ++hot_rows;
+      hot_entries += c;
+    }
+  }
+  std::printf(
+      "\n(e) the hybrid's frequent rows' gradient sums (rank 0 of 2): %lld bags, dim %lld, %lld "
+      "frequent rows, %lld entries in them (%.1f %%), %lld rows of more than %lld entries hold "
+      "%.1f %% of those\n",
+      static_cast<long long>(n), static_cast<long long>(V), static_cast<long long>(F),
+      static_cast<long long>(frequent_entries),
+      100.0 * frequent_entries / std::max<std::int64_t>(n, 1), static_cast<long long>(hot_rows),
+      static_cast<long long>(kernels::kGradientChunk),
+      100.0 * hot_entries / std::max<std::int64_t>(frequent_entries, 1));
+  const Place place = cuda ? Place::cuda(device) : Place::host();
+  const StreamHandle s = cuda ? current_stream(device) : nullptr;
+  std::vector<std::int64_t> iota(n + 1);
+  for (std::int64_t i = 0; i <= n; ++i)
+    iota[i] = i;
+  // The segments, on the host and on the device (the same function of the same rows).
+  struct Plan {
+    Tensor sorted_bags, unique_rows, offsets, count;
+    kernels::Segments seg() const {
+      return {sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
+              offsets.data<std::int64_t>(), count.data<std::int64_t>(), sorted_bags.numel()};
+    }
+  };
+  auto plan_at = [&](Place at, StreamHandle st) {
+    Plan p;
+    const Tensor r = Tensor::from_vector(rows, at), bag = Tensor::from_vector(iota, at);
+    p.sorted_bags = Tensor::empty({n}, DType::I32, at);
+    p.unique_rows = Tensor::empty({n}, DType::I64, at);
+    p.offsets = Tensor::empty({n + 1}, DType::I64, at);
+    p.count = Tensor::empty({1}, DType::I64, at);
+    kernels::on(at).segments(r.data<std::int64_t>(), bag.data<std::int64_t>(), n, F,
+                             p.sorted_bags.data<std::int32_t>(), p.unique_rows.data<std::int64_t>(),
+                             p.offsets.data<std::int64_t>(), p.count.data<std::int64_t>(), st);
+    if (st != nullptr) synchronize_stream(st);  // before r and bag go
+    return p;
+  };
+  const Plan plan = plan_at(place, s);
+  optim::UpdateStep store_sum;  // w = 0 - (-1 x g): the sum itself
+  store_sum.type = optim::OptimizerType::SGD;
+  store_sum.lr = -1.0f;
+  const Tensor grad32 = Tensor::uniform({n, V}, -1, 1, 23, DType::F32, place);
+  for (const DType g : {DType::F16, DType::F32}) {
+    const Tensor grad = grad32.to(g);
+    const kernels::ValueType type =
+        g == DType::F32 ? kernels::ValueType::F32 : kernels::ValueType::F16;
+    const Tensor sums = Tensor::zeros({std::max<std::int64_t>(F, 1), V}, DType::F32, place);
+    auto run = [&](const kernels::KernelTable& k, const kernels::Segments& seg, const Tensor& gr,
+                   const Tensor& out, StreamHandle st) {
+      k.update_rows(seg, nullptr, gr.data(), type, kernels::Values{out.data<float>()}, V,
+                    kernels::RowStates{}, 1, store_sum, nullptr, st);
+    };
+    const double fill_ms =
+        time_ms(cuda, device, 2, cuda ? 20 : 2, [&] { ops::fill(sums, 0.0, s); });
+    // The sums of the last run stay in `sums` for the check below.
+    const double ms = time_ms(cuda, device, 2, cuda ? 20 : 2, [&] {
+      ops::fill(sums, 0.0, s);
+      run(kernels::on(place), plan.seg(), grad, sums, s);
+    });
+    // The CPU's sums from the same inputs, bit for bit.
+    if (cuda) {
+      const Plan host_plan = plan_at(Place::host(), nullptr);
+      const Tensor host_sums =
+          Tensor::zeros({std::max<std::int64_t>(F, 1), V}, DType::F32, Place::host());
+      run(kernels::on(Place::host()), host_plan.seg(), grad.to(Place::host()), host_sums, nullptr);
+      const std::vector<float> got = sums.to_vector<float>(), want = host_sums.to_vector<float>();
+      std::int64_t differ = 0, first = -1;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) {
+          first = static_cast<std::int64_t>(i);
+        }
+      }
+      if (differ > 0) {
+        const std::int64_t r = first / V;
+        throw Error("bench_frequent_sums: " + std::to_string(differ) + " of the GPU's " +
+                    std::string(dtype_name(g)) + " sums differ from the CPU's; the first: row " +
+                    std::to_string(r) + " (" + std::to_string(per_row[r]) + " entries), column " +
+                    std::to_string(first % V) + ", " + std::to_string(got[first]) + " against " +
+                    std::to_string(want[first]));
+      }
+    }
+    const double bytes =
+        static_cast<double>(frequent_entries) * V * static_cast<double>(dtype_size(g)) +
+        2.0 * static_cast<double>(F) * V * 4.0;
+    const double t = ms - fill_ms;
+    const double gbs = bytes / (t * 1e-3) / 1e9;
+    const double pct = cuda ? 100.0 * gbs / copy_gbs : 0.0;
+    const std::string tag = std::string(dtype_name(g)) + " gradient";
+    std::printf(
+        "    %-14s %8.3f ms (plan + sums; the zero fill %.3f ms apart) %8.1f GB/s %5.0f%% of "
+        "copy\n",
+        tag.c_str(), t, fill_ms, gbs, pct);
+    if (!cuda) continue;
+    summary("frequent rows' gradient sums, " + tag + " (ms)", t, 3, "-", "-");
+    summary("frequent rows' gradient sums, " + tag + " (% of copy)", pct, 0, "-", "-");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, torch = true, short_bags_only = false;
+  bool quick = false, torch = true;
+  std::string only;  // sections to run alone (letters), or all
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick")
+    if (a == "--quick") {
       quick = true;
-    else if (a == "--no-torch")
+    } else if (a == "--no-torch") {
       torch = false;
-    else if (a == "--short-bags")
-      short_bags_only = true;
-    else {
-      std::fprintf(stderr, "usage: bench_embedding [--quick] [--no-torch] [--short-bags]\n");
+    } else if (a == "--short-bags") {
+      only += "d";
+    } else if (a == "--only" && i + 1 < argc) {
+      only += argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_embedding [--quick] [--no-torch] [--only c,d,e] [--short-bags]\n");
       return 2;
     }
   }
+  auto wanted = [&](char section) {
+    return only.empty() || only.find(section) != std::string::npos;
+  };
   // The peer script sits next to this source file in the checkout.
   const std::string script = std::string(EMBER_BENCH_SOURCE_DIR) + "/torch_embedding.py";
   try {
@@ -744,6 +913,7 @@ int main(int argc, char** argv) {
       bench_dlrm(false, 0, s, 0, false, script);
       bench_onehot(false, 0, s, 0, *distributed::make_solo_communicator(Place::host()));
       bench_short_bags(false, 0, s, 0);
+      bench_frequent_sums(false, 0, s, 0);
       std::printf("\nquick CPU mode: no SUMMARY figures (they are measured on the GPU)\n");
       return 0;
     }
@@ -755,16 +925,20 @@ int main(int argc, char** argv) {
     s.sizes = kCriteoKaggleSizes;
     s.batch = 65536;
     s.dim = 128;
-    if (!short_bags_only) {
+    if (wanted('a')) {
       bench_hash_table(true, device, std::int64_t{1} << 27, copy_gbs);
       bench_row_init(true, device, copy_gbs);
-      bench_dlrm(true, device, s, copy_gbs, torch, script);
-      release_cached_memory(device);
+    }
+    if (wanted('b')) bench_dlrm(true, device, s, copy_gbs, torch, script);
+    release_cached_memory(device);
+    if (wanted('c')) {
       bench_onehot(true, device, s, copy_gbs,
                    *distributed::make_solo_communicator(Place::cuda(device)));
-      release_cached_memory(device);
     }
-    bench_short_bags(true, device, s, copy_gbs);
+    release_cached_memory(device);
+    if (wanted('d')) bench_short_bags(true, device, s, copy_gbs);
+    release_cached_memory(device);
+    if (wanted('e')) bench_frequent_sums(true, device, s, copy_gbs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_embedding failed: %s\n", e.what());
     return 1;

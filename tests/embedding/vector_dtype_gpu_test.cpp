@@ -6,6 +6,7 @@
 // backward with a 16-bit gradient, update) against the CPU layer.
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <numeric>
 
 #include <cstring>
 
@@ -210,6 +211,68 @@ TEST(VectorDtypesGpu, UpdateFromA16BitGradientIsItsF32CopysBitwiseAndTheCpus) {
         testing::expect_same_bits(gpu, gpu_copy, what + " (GPU: 16-bit vs its f32 copy)");
         // The sums are the CPU's bit for bit; the step may fuse a multiply-add.
         EXPECT_LE(testing::max_relative_error(gpu, cpu), 1e-5) << what;
+      }
+    }
+  }
+}
+
+// update_rows as the hybrid sums its frequent rows' gradients: SGD at rate -1 on a zeroed table
+// stores each row's gradient sum (exactly: no step rounds it), with the batch's scale or none.
+std::vector<float> gradient_sums_at(const testing::UpdateBatch& b, DType grad_dtype, bool no_scale,
+                                    Place place) {
+  const auto n = static_cast<std::int64_t>(b.rows.size());
+  const StreamHandle s = place.is_cuda() ? current_stream(place.device()) : nullptr;
+  const Tensor rows = Tensor::from_vector(b.rows, place);
+  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
+  const Tensor scale = Tensor::from_vector(b.scale, place);
+  const Tensor g = Tensor::from_vector(b.grad).to(grad_dtype).to(place);
+  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
+  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
+  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
+  Tensor count = Tensor::empty({1}, DType::I64, place);
+  Tensor sums = Tensor::zeros({b.rows_in_table, b.vec_size}, DType::F32, place);
+  optim::UpdateStep store;
+  store.type = optim::OptimizerType::SGD;
+  store.lr = -1.0f;
+  const kernels::KernelTable& steps = kernels::on(place);
+  steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
+                 sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
+                 offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
+  steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
+                                      offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
+                    no_scale ? nullptr : scale.data<float>(), g.data(),
+                    testing::value_type_of(grad_dtype), kernels::Values{sums.data<float>()},
+                    b.vec_size, kernels::RowStates{}, 1, store, nullptr, s);
+  return sums.to_vector<float>();
+}
+
+// The hybrid's frequent rows' sums (rows of thousands of entries, one entry a bag, no scale)
+// and a scaled multi-hot batch, from f32, f16 and bf16 gradients: the GPU's are the CPU's bit
+// for bit.
+TEST(VectorDtypesGpu, GradientSumsAreTheCpusBitwise) {
+  EMBER_REQUIRE_GPU();
+  auto rng = ember::testing::make_rng();
+  const std::int64_t C = kernels::kGradientChunk;
+  const std::vector<std::int64_t> lengths = {1, 2, 7, C, C + 1, 2 * C + 1, 4097, 30011, 65537};
+  for (std::int64_t dim : {128, 7}) {
+    std::int64_t entries = 1000;  // absent (infrequent) entries
+    for (const std::int64_t l : lengths)
+      entries += l;
+    // One entry a bag (the hybrid), and several (a multi-hot batch).
+    for (const std::int64_t bags : {entries, std::int64_t{1023}}) {
+      testing::UpdateBatch b = testing::random_update_batch(lengths, 1000, bags, dim, rng);
+      if (bags == entries) {
+        std::iota(b.entry_bag.begin(), b.entry_bag.end(), std::int64_t{0});
+      }
+      for (DType grad : {DType::F32, DType::F16, DType::BF16}) {
+        for (const bool no_scale : {true, false}) {
+          const std::string what = "dim " + std::to_string(dim) + ", " + std::to_string(bags) +
+                                   " bags, " + std::string(dtype_name(grad)) + " gradient" +
+                                   (no_scale ? ", no scale" : ", scaled");
+          const auto gpu = gradient_sums_at(b, grad, no_scale, Place::cuda(0));
+          const auto cpu = gradient_sums_at(b, grad, no_scale, Place::host());
+          testing::expect_same_bits(gpu, cpu, what);
+        }
       }
     }
   }

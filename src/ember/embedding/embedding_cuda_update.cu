@@ -101,13 +101,27 @@ constexpr int kLoadsInFlight = 4;
 // batch (hot chunks are the first items).
 constexpr int kPartialsInFlight = 4;
 
+__device__ inline void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// Whether sum_entries asks L2 for a batch's 32 gradient rows before it loads them
+// kLoadsInFlight at a time. Measured on an H200 (bench_embedding sections (c) and (e),
+// docs/performance.md): it gains 8-13 % where a 16-bit gradient updates an f32 table (mixed
+// precision's default, and the hybrid's frequent sums) and loses 0-7 % elsewhere (f32
+// gradients, 16-bit tables), where the kernel is closer to the bandwidth.
+template <class V, class G>
+constexpr bool prefetch_gradient_rows() {
+  return sizeof(G) == 2 && sizeof(V) == 4;
+}
+
 // The sum from zero, in entry order, of grad[bag] * scale[bag] (grad of type G, widened to f32
-// as it is read) over sorted entries
-// [first, last), for this lane's columns c .. c + W - 1. The entries' bags and scales are fetched
-// 32 at a time (a lane each) and shuffled out; the first entry's bag and scale may come known
-// (first_bag >= 0), which spares a one-entry row two dependent loads before its gradient row.
-// Every lane of the warp must call it.
-template <int W, class G>
+// as it is read; a null scale is 1, which spares a dependent load per 32 entries) over sorted
+// entries [first, last), for this lane's columns c .. c + W - 1. The entries' bags (and scales)
+// are fetched 32 at a time (a lane each) and shuffled out; the first entry's bag and scale may
+// come known (first_bag >= 0), which spares a one-entry row two dependent loads before its
+// gradient row. Every lane of the warp must call it.
+template <int W, class G, bool Prefetch>
 __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bags,
                                             const float* __restrict__ scale,
                                             const G* __restrict__ grad, std::int64_t vec_size,
@@ -119,13 +133,31 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
   for (std::int64_t base = first; base < last; base += 32) {
     const int m = static_cast<int>(last - base < 32 ? last - base : 32);
     int my_bag = 0;
-    float my_scale = 0.f;
+    float my_scale = 1.f;
     if (base == first && lane == 0 && first_bag >= 0) {
       my_bag = first_bag;
       my_scale = first_scale;
     } else if (lane < m) {
       my_bag = bags[base + lane];
-      my_scale = scale[my_bag];
+    }
+    // With Prefetch each lane asks L2 for its entry's row piece of this pass (kColumns columns),
+    // and lane 0 for the next 32 entries' bags, so that the loads below wait for L2 rather than
+    // for HBM: a warp then has 32 rows coming instead of kLoadsInFlight, at no register cost.
+    if (lane < m) {
+      if constexpr (Prefetch) {
+        const std::int64_t c0 = c - W * lane;  // the pass's first column
+        const char* row =
+            reinterpret_cast<const char*>(grad + static_cast<std::int64_t>(my_bag) * vec_size + c0);
+        const std::int64_t row_bytes = (vec_size - c0) * static_cast<std::int64_t>(sizeof(G));
+#pragma unroll
+        for (int k = 0; k < (L::kColumns * static_cast<int>(sizeof(G)) + 127) / 128; ++k) {
+          if (k * 128 < row_bytes) prefetch_l2(row + k * 128);
+        }
+        if (lane == 0 && base + 32 < last) prefetch_l2(bags + base + 32);
+      }
+      if (scale != nullptr && !(base == first && lane == 0 && first_bag >= 0)) {
+        my_scale = scale[my_bag];
+      }
     }
     for (int j = 0; j < m; j += kLoadsInFlight) {
       int b[kLoadsInFlight];
@@ -149,10 +181,6 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
     }
   }
   return g;
-}
-
-__device__ inline void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
 // One optimizer step on row r: the gradient of each 128- (or 32-) column pass comes from
@@ -237,7 +265,7 @@ __global__ void plan_kernel(Segments seg, const float* __restrict__ scale,
     e.first = static_cast<std::int32_t>(begin);
     e.count = static_cast<std::int32_t>(end - begin);
     e.first_bag = seg.sorted_bags[begin];
-    e.first_scale = scale[e.first_bag];
+    e.first_scale = scale != nullptr ? scale[e.first_bag] : 1.f;
     rows[k] = e;
     if (r < 0 || end - begin <= kGradientChunk) continue;
     const int chunks = static_cast<int>((end - begin + kGradientChunk - 1) / kGradientChunk);
@@ -295,6 +323,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
                   const G* __restrict__ grad, Values values, std::int64_t vec_size, RowStates st,
                   std::int64_t step, optim::UpdateStep u) {
   using L = Lanes<W>;
+  constexpr bool kPrefetch = prefetch_gradient_rows<V, G>();
   const int lane = threadIdx.x & 31;
   const std::int64_t hot_count = *plan.hot_count;
   const std::int64_t items = hot_count + *seg.count;
@@ -303,8 +332,8 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       const HotChunk h = plan.hot[item];
       for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
         const bool active = c < vec_size;
-        const typename L::T p = sum_entries<W, G>(seg.sorted_bags, scale, grad, vec_size, c, active,
-                                                  h.begin, h.end, -1, 0.f, lane);
+        const typename L::T p = sum_entries<W, G, kPrefetch>(
+            seg.sorted_bags, scale, grad, vec_size, c, active, h.begin, h.end, -1, 0.f, lane);
         if (active) L::store_l2(plan.partials + item * vec_size + c, p);
       }
       // Publish the partial sum, then count the chunk in; the warp that brings the count to
@@ -335,9 +364,9 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       step_row<W, V>(
           r,
           [&](std::int64_t c, bool active) {
-            return sum_entries<W, G>(seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
-                                     static_cast<std::int64_t>(e.first) + e.count, e.first_bag,
-                                     e.first_scale, lane);
+            return sum_entries<W, G, kPrefetch>(
+                seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
+                static_cast<std::int64_t>(e.first) + e.count, e.first_bag, e.first_scale, lane);
           },
           values, vec_size, st, step, u, lane);
     }
