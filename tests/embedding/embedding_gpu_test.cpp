@@ -199,36 +199,25 @@ UpdateRun run_update(const testing::UpdateBatch& b, const optim::UpdateStep& u,
                      std::int64_t step, bool cuda, bool no_scale = false) {
   const Place place = cuda ? Place::cuda(0) : Place::host();
   const auto n = static_cast<std::int64_t>(b.rows.size());
-  const Tensor rows = Tensor::from_vector(b.rows, place);
-  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
   const Tensor scale = Tensor::from_vector(b.scale, place);
   const Tensor grad = Tensor::from_vector(b.grad, place);
-  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
-  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
-  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
-  Tensor count = Tensor::empty({1}, DType::I64, place);
   Tensor w = Tensor::from_vector(values, place);
   Tensor s0 = Tensor::from_vector(state, place);
   Tensor last = Tensor::from_vector(last_step, place);
   const kernels::RowStates st{u.type == optim::OptimizerType::SGD ? nullptr : s0.data<float>(),
                               nullptr, lazy != nullptr ? last.data<std::int64_t>() : nullptr};
   const StreamHandle s = cuda ? current_stream(0) : nullptr;
-  const kernels::KernelTable& steps = kernels::on(place);
-  steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
-                 sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                 offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
-  steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                                      offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    no_scale ? nullptr : scale.data<float>(), grad.data<float>(),
-                    kernels::ValueType::F32, kernels::Values{w.data<float>()}, b.vec_size, st, step,
-                    u, lazy, s);
+  const testing::SegmentedBatch seg = testing::segment_batch(b, place, s);
+  kernels::on(place).update_rows(
+      seg.segments(), no_scale ? nullptr : scale.data<float>(), grad.data<float>(),
+      kernels::ValueType::F32, kernels::Values{w.data<float>()}, b.vec_size, st, step, u, lazy, s);
   UpdateRun run;
-  run.count = count.to_vector<std::int64_t>()[0];
-  const auto all_sorted = sorted.to_vector<std::int32_t>();
+  run.count = seg.count.to_vector<std::int64_t>()[0];
+  const auto all_sorted = seg.sorted_bags.to_vector<std::int32_t>();
   run.sorted_bags.assign(all_sorted.begin(), all_sorted.begin() + n);
-  const auto all_unique = unique.to_vector<std::int64_t>();
+  const auto all_unique = seg.unique_rows.to_vector<std::int64_t>();
   run.unique_rows.assign(all_unique.begin(), all_unique.begin() + run.count);
-  const auto all_offsets = offsets.to_vector<std::int64_t>();
+  const auto all_offsets = seg.offsets.to_vector<std::int64_t>();
   run.offsets.assign(all_offsets.begin(), all_offsets.begin() + run.count + 1);
   run.values = w.to_vector<float>();
   run.state = s0.to_vector<float>();

@@ -462,6 +462,25 @@ UpdateBatch random_update_batch(const std::vector<std::int64_t>& lengths, std::i
   return b;
 }
 
+SegmentedBatch segment_batch(const UpdateBatch& b, Place place, StreamHandle stream) {
+  const auto n = static_cast<std::int64_t>(b.rows.size());
+  const Tensor rows = Tensor::from_vector(b.rows, place);
+  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
+  SegmentedBatch s;
+  s.entries = n;
+  s.sorted_bags = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
+  s.unique_rows = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
+  s.offsets = Tensor::empty({n + 1}, DType::I64, place);
+  s.count = Tensor::empty({1}, DType::I64, place);
+  kernels::on(place).segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n,
+                              b.rows_in_table, s.sorted_bags.data<std::int32_t>(),
+                              s.unique_rows.data<std::int64_t>(), s.offsets.data<std::int64_t>(),
+                              s.count.data<std::int64_t>(), stream);
+  // rows and entry_bag go with this scope: the segments must be done with them.
+  if (stream != nullptr) synchronize_stream(stream);
+  return s;
+}
+
 std::vector<float> chunked_gradient_sums(const UpdateBatch& b) {
   const std::int64_t V = b.vec_size;
   std::vector<float> g(b.rows_in_table * V, 0.0f), chunk(V);

@@ -123,6 +123,18 @@ struct UpdateBatch {
 UpdateBatch random_update_batch(const std::vector<std::int64_t>& lengths, std::int64_t absent,
                                 std::int64_t bags, std::int64_t vec_size, std::mt19937_64& rng);
 
+// A batch's entries grouped by row at a place (kernels::segments, queued on `stream`), for
+// kernels::update_rows.
+struct SegmentedBatch {
+  Tensor sorted_bags, unique_rows, offsets, count;
+  std::int64_t entries = 0;
+  kernels::Segments segments() const {
+    return {sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
+            offsets.data<std::int64_t>(), count.data<std::int64_t>(), entries};
+  }
+};
+SegmentedBatch segment_batch(const UpdateBatch& b, Place place, StreamHandle stream);
+
 // Row r's gradient in the kGradientChunk order, by a plain loop over the entries (no sort):
 // chunks of kGradientChunk consecutive occurrences in entry order, each summed from zero, the
 // chunk sums added from zero. [rows_in_table, vec_size].

@@ -158,32 +158,21 @@ TEST(VectorDtypesGpu, PoolingWithoutOffsetsMatchesTheCpuBitwise) {
 std::vector<float> update_at(const testing::UpdateBatch& b, const std::vector<float>& grad,
                              DType grad_dtype, const std::vector<float>& table,
                              optim::OptimizerType type, Place place) {
-  const auto n = static_cast<std::int64_t>(b.rows.size());
   const StreamHandle s = place.is_cuda() ? current_stream(place.device()) : nullptr;
-  const Tensor rows = Tensor::from_vector(b.rows, place);
-  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
   const Tensor scale = Tensor::from_vector(b.scale, place);
   const Tensor g = Tensor::from_vector(grad).to(grad_dtype).to(place);
-  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
-  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
-  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
-  Tensor count = Tensor::empty({1}, DType::I64, place);
   Tensor w = Tensor::from_vector(table, place);
   Tensor s0 = Tensor::full({b.rows_in_table * b.vec_size}, 0.1, DType::F32, place);
   optim::OptimizerConfig o;
   o.type = type;
   o.initial_accu_value = 0.1f;
   const optim::UpdateStep u = optim::make_update_step(o, 1e-2f, 1, 8.0f);
-  const kernels::KernelTable& steps = kernels::on(place);
-  steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
-                 sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                 offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
+  const testing::SegmentedBatch seg = testing::segment_batch(b, place, s);
   const kernels::RowStates st{type == optim::OptimizerType::SGD ? nullptr : s0.data<float>(),
                               nullptr, nullptr};
-  steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                                      offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    scale.data<float>(), g.data(), testing::value_type_of(grad_dtype),
-                    kernels::Values{w.data<float>()}, b.vec_size, st, 1, u, nullptr, s);
+  kernels::on(place).update_rows(
+      seg.segments(), scale.data<float>(), g.data(), testing::value_type_of(grad_dtype),
+      kernels::Values{w.data<float>()}, b.vec_size, st, 1, u, nullptr, s);
   return w.to_vector<float>();
 }
 
@@ -220,29 +209,18 @@ TEST(VectorDtypesGpu, UpdateFromA16BitGradientIsItsF32CopysBitwiseAndTheCpus) {
 // stores each row's gradient sum (exactly: no step rounds it), with the batch's scale or none.
 std::vector<float> gradient_sums_at(const testing::UpdateBatch& b, DType grad_dtype, bool no_scale,
                                     Place place) {
-  const auto n = static_cast<std::int64_t>(b.rows.size());
   const StreamHandle s = place.is_cuda() ? current_stream(place.device()) : nullptr;
-  const Tensor rows = Tensor::from_vector(b.rows, place);
-  const Tensor entry_bag = Tensor::from_vector(b.entry_bag, place);
   const Tensor scale = Tensor::from_vector(b.scale, place);
   const Tensor g = Tensor::from_vector(b.grad).to(grad_dtype).to(place);
-  Tensor sorted = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I32, place);
-  Tensor unique = Tensor::empty({std::max<std::int64_t>(n, 1)}, DType::I64, place);
-  Tensor offsets = Tensor::empty({n + 1}, DType::I64, place);
-  Tensor count = Tensor::empty({1}, DType::I64, place);
   Tensor sums = Tensor::zeros({b.rows_in_table, b.vec_size}, DType::F32, place);
   optim::UpdateStep store;
   store.type = optim::OptimizerType::SGD;
   store.lr = -1.0f;
-  const kernels::KernelTable& steps = kernels::on(place);
-  steps.segments(rows.data<std::int64_t>(), entry_bag.data<std::int64_t>(), n, b.rows_in_table,
-                 sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                 offsets.data<std::int64_t>(), count.data<std::int64_t>(), s);
-  steps.update_rows(kernels::Segments{sorted.data<std::int32_t>(), unique.data<std::int64_t>(),
-                                      offsets.data<std::int64_t>(), count.data<std::int64_t>(), n},
-                    no_scale ? nullptr : scale.data<float>(), g.data(),
-                    testing::value_type_of(grad_dtype), kernels::Values{sums.data<float>()},
-                    b.vec_size, kernels::RowStates{}, 1, store, nullptr, s);
+  const testing::SegmentedBatch seg = testing::segment_batch(b, place, s);
+  kernels::on(place).update_rows(seg.segments(), no_scale ? nullptr : scale.data<float>(), g.data(),
+                                 testing::value_type_of(grad_dtype),
+                                 kernels::Values{sums.data<float>()}, b.vec_size,
+                                 kernels::RowStates{}, 1, store, nullptr, s);
   return sums.to_vector<float>();
 }
 
