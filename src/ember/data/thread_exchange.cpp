@@ -25,7 +25,12 @@ const std::vector<std::vector<std::byte>>& ThreadRendezvous::arrive(
     ++generation_;
     changed_.notify_all();
   } else if (!changed_.wait_for(lock, timeout_, [&] { return generation_ != generation; })) {
-    EMBER_THROW("simulated process ", p, ": ", n_ - arrived_, " of ", n_,
+    // Take the arrival back, so that a later round cannot complete with this participant counted
+    // twice and another one's message missing.
+    const int missing = n_ - arrived_;
+    --arrived_;
+    pending_[static_cast<std::size_t>(p)].clear();
+    EMBER_THROW("simulated process ", p, ": ", missing, " of ", n_,
                 " processes never reached the exchange (waited ", timeout_.count(), " s)");
   }
   return done_;

@@ -24,7 +24,8 @@ class ThreadRendezvous {
   explicit ThreadRendezvous(int n, std::chrono::seconds timeout = std::chrono::seconds(60));
   int size() const { return n_; }
   // This round's messages in participant order, once every participant has sent its own. They
-  // stay valid until participant `p` arrives again: no later round can complete without it.
+  // stay valid until participant `p` arrives again: no later round can complete without it. An
+  // arrival that times out is taken back (the round still waits for it).
   const std::vector<std::vector<std::byte>>& arrive(int p, const std::vector<std::byte>& mine);
 
  private:
