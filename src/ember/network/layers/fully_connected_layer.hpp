@@ -145,6 +145,7 @@ class FullyConnectedLayer : public Layer {
   // Operand pointers of the products (the padded copies where the layer pads).
   const void* forward_weights() const;
   const void* forward_input() const;
+  void* wgrad_output() const;
   void* dgrad_output() const;
   // Milliseconds of Ember's element-wise kernels on this layer's output shape (cached).
   double kernel_ms(const char* kernel, StreamHandle stream) const;
@@ -163,6 +164,7 @@ class FullyConnectedLayer : public Layer {
   // Padded input width: x [rows, in_ld], W [in_ld, out], dX [rows, in_ld] (with a gradient).
   TensorSlot x_pad_slot_, w_pad_slot_, dx_pad_slot_;
   Tensor x_pad_, w_pad_, dx_pad_;
+  Tensor dw_pad_;  // the weight gradient over the padded width, [in_ld, out] (with a gradient)
   bool single_output_ = false;               // CUDA, one output, no ReLU: Ember's kernels
   bool writes_mask_ = false;                 // producer side of a chain
   bool relu_grad_in_consumer_ = false;       // a Dropout consumer applies the ReLU gradient

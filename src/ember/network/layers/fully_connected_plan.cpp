@@ -68,13 +68,13 @@ cuda::MatmulProblem FullyConnectedLayer::forward_problem(cuda::Epilogue e) const
 }
 
 // dW [in, out] = x^T dZ is column-major dW^T [out, in] = dZ^T x: A is dZ (column-major
-// [out, rows]), B is x transposed (column-major [in, rows] read as [rows, in]); only the in_
-// real columns of a padded x are used, so dW keeps its shape.
+// [out, rows]), B is x transposed (column-major [in, rows] read as [rows, in]). A padded x gives
+// a padded dW [in_ld, out] (wgrad_output), whose first in_ rows are the layer's gradient.
 cuda::MatmulProblem FullyConnectedLayer::wgrad_problem(cuda::Epilogue e) const {
   const std::int64_t n = config_.num_output;
   return {.transpose_b = true,
           .m = n,
-          .n = in_,
+          .n = dw_pad_.defined() ? in_ld_ : in_,
           .k = rows_,
           .lda = n,
           .ldb = in_ld_,
@@ -305,7 +305,7 @@ void FullyConnectedLayer::plan_weight_gradient(const PlanSearch& s) {
   using When = ProductForm::When;
   const void* dz = top(0).grad().data();
   const void* x = forward_input();
-  void* dw = weight_->grad().data();
+  void* dw = wgrad_output();
   void* db = bias_->grad().data();
   // In the order of WgradForm.
   const std::vector<ProductForm> forms = {
