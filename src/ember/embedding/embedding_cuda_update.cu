@@ -134,7 +134,8 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
     const int m = static_cast<int>(last - base < 32 ? last - base : 32);
     int my_bag = 0;
     float my_scale = 1.f;
-    if (base == first && lane == 0 && first_bag >= 0) {
+    const bool known = base == first && lane == 0 && first_bag >= 0;
+    if (known) {
       my_bag = first_bag;
       my_scale = first_scale;
     } else if (lane < m) {
@@ -155,9 +156,7 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
         }
         if (lane == 0 && base + 32 < last) prefetch_l2(bags + base + 32);
       }
-      if (scale != nullptr && !(base == first && lane == 0 && first_bag >= 0)) {
-        my_scale = scale[my_bag];
-      }
+      if (scale != nullptr && !known) my_scale = scale[my_bag];
     }
     for (int j = 0; j < m; j += kLoadsInFlight) {
       int b[kLoadsInFlight];

@@ -57,6 +57,10 @@ T* ptr(const Tensor& t) {
 // when too short. `user`: a stream that may still read the old one (see SparseEmbedding::scratch).
 Tensor sequence(Tensor& kept, std::int64_t n, DType dtype, Place place,
                 StreamHandle user = nullptr) {
+  EMBER_CHECK(
+      (dtype == DType::I32 || dtype == DType::I64) && (!kept.defined() || kept.dtype() == dtype),
+      "hybrid embedding: a sequence of ", dtype_name(dtype),
+      " asked for (i32 or i64, as the kept one)");
   if (!kept.defined() || kept.numel() < n) {
     if (user != nullptr && kept.defined()) default_allocator(place).record_use(kept.data(), user);
     const std::int64_t m = std::max<std::int64_t>(n + n / 4, 1);
