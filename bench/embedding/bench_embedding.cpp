@@ -811,9 +811,7 @@ void bench_frequent_sums(bool cuda, int device, const StepShape& base, double co
     return p;
   };
   const Plan plan = plan_at(place, s);
-  optim::UpdateStep store_sum;  // w = 0 - (-1 x g): the sum itself
-  store_sum.type = optim::OptimizerType::SGD;
-  store_sum.lr = -1.0f;
+  const optim::UpdateStep store_sum = optim::store_sum_step();
   const Tensor grad32 = Tensor::uniform({n, V}, -1, 1, 23, DType::F32, place);
   for (const DType g : {DType::F16, DType::F32}) {
     const Tensor grad = grad32.to(g);

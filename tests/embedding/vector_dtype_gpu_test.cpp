@@ -205,22 +205,19 @@ TEST(VectorDtypesGpu, UpdateFromA16BitGradientIsItsF32CopysBitwiseAndTheCpus) {
   }
 }
 
-// update_rows as the hybrid sums its frequent rows' gradients: SGD at rate -1 on a zeroed table
-// stores each row's gradient sum (exactly: no step rounds it), with the batch's scale or none.
+// update_rows as the hybrid sums its frequent rows' gradients (optim::store_sum_step on a zeroed
+// table: each row's gradient sum, exactly), with the batch's scale or none.
 std::vector<float> gradient_sums_at(const testing::UpdateBatch& b, DType grad_dtype, bool no_scale,
                                     Place place) {
   const StreamHandle s = place.is_cuda() ? current_stream(place.device()) : nullptr;
   const Tensor scale = Tensor::from_vector(b.scale, place);
   const Tensor g = Tensor::from_vector(b.grad).to(grad_dtype).to(place);
   Tensor sums = Tensor::zeros({b.rows_in_table, b.vec_size}, DType::F32, place);
-  optim::UpdateStep store;
-  store.type = optim::OptimizerType::SGD;
-  store.lr = -1.0f;
   const testing::SegmentedBatch seg = testing::segment_batch(b, place, s);
   kernels::on(place).update_rows(seg.segments(), no_scale ? nullptr : scale.data<float>(), g.data(),
                                  testing::value_type_of(grad_dtype),
                                  kernels::Values{sums.data<float>()}, b.vec_size,
-                                 kernels::RowStates{}, 1, store, nullptr, s);
+                                 kernels::RowStates{}, 1, optim::store_sum_step(), nullptr, s);
   return sums.to_vector<float>();
 }
 

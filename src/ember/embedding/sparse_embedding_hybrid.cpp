@@ -77,17 +77,6 @@ Tensor sequence(Tensor& kept, std::int64_t n, DType dtype, Place place,
   return kept.slice(0, 0, n);
 }
 
-// What turns the frequent update's sum into a plain store: SGD with a rate of -1 on a zeroed
-// table computes w = 0 - (-1 * g) = g exactly, so update_rows writes each row's gradient sum in
-// the kGradientChunk order (with its GPU plan for hot rows) without stepping anything.
-optim::UpdateStep store_sum() {
-  optim::UpdateStep u;
-  u.type = optim::OptimizerType::SGD;
-  u.lr = -1.0f;
-  u.inv_scaler = 1.0f;
-  return u;
-}
-
 }  // namespace
 
 void SparseEmbedding::make_hybrid() {
@@ -440,9 +429,9 @@ void SparseEmbedding::sum_local_frequent_gradients() {
   // In the order one-hot sums a row (entries by bag).
   kernels::Values sum_table{hb.sums.data(), kernels::ValueType::F32};
   if (hb.local_bags > 0) {
-    kernels::on(place_).update_rows(hb.segments(), nullptr, hb.local_grad.data(),
-                                    vector_type(hb.local_grad.dtype()), sum_table, V,
-                                    kernels::RowStates{}, step_ + 1, store_sum(), nullptr, s);
+    kernels::on(place_).update_rows(
+        hb.segments(), nullptr, hb.local_grad.data(), vector_type(hb.local_grad.dtype()), sum_table,
+        V, kernels::RowStates{}, step_ + 1, optim::store_sum_step(), nullptr, s);
   }
   ops::copy(hb.sums.slice(0, F * V, F * V + F), hb.local_used, s);
 }

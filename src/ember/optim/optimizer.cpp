@@ -116,6 +116,14 @@ float LearningRateSchedule::at(std::int64_t step) const {
   return std::max(lr, c.end_lr);
 }
 
+UpdateStep store_sum_step() {
+  UpdateStep u;
+  u.type = OptimizerType::SGD;
+  u.lr = -1.0f;
+  u.inv_scaler = 1.0f;
+  return u;
+}
+
 UpdateStep make_update_step(const OptimizerConfig& config, float lr, std::int64_t t, float scaler) {
   EMBER_CHECK(t >= 1, "optimizer step numbers start at 1, got ", t);
   EMBER_CHECK(scaler > 0, "loss scaler must be positive, got ", scaler);

@@ -121,6 +121,11 @@ struct UpdateStep {
 UpdateStep make_update_step(const OptimizerConfig& config, float lr, std::int64_t t,
                             float scaler = 1.0f);
 
+// SGD at rate -1: on a zeroed table w = 0 - (-1 * g) = g exactly, so an update with it writes
+// each row's gradient sum (in the update's summation order) and steps nothing. The hybrid
+// embedding sums its frequent rows' gradients this way, with the update's GPU plan for hot rows.
+UpdateStep store_sum_step();
+
 // Ftrl's terms that depend on the rate, computed the same way wherever they are needed (the step
 // and the LazyGlobal catch-up), so both give the same bits.
 EMBER_HOST_DEVICE inline void ftrl_rate_terms(float lr, float beta, float lambda2, float& inv_lr,
