@@ -539,8 +539,10 @@ TEST(FullyConnectedOnCuda, EpiloguesWithoutSearchMatchTheCpu) {
 }
 
 // Whatever algorithm the search settles on must be correct: every candidate the heuristics
-// offer, with epilogues (chained) and with plain products, padded and unpadded inputs, and on a
-// batch far deeper than the layers are wide (the weight gradients' split-K candidates).
+// offer, with epilogues (chained), with plain products, and with fusion auto untimed (every ReLU
+// layer unchained, its ReLU gradient summing the bias gradient's columns before a plain weight
+// gradient), padded and unpadded inputs, and on a batch far deeper than the layers are wide (the
+// weight gradients' split-K candidates).
 TEST(FullyConnectedOnCuda, EveryCandidateAlgorithmMatchesTheCpu) {
   EMBER_REQUIRE_GPU();
   auto rng = ember::testing::make_rng();
@@ -554,7 +556,7 @@ TEST(FullyConnectedOnCuda, EveryCandidateAlgorithmMatchesTheCpu) {
   ASSERT_EQ(cases.size(), 5u);
   for (const auto& c : cases) {
     for (DType dtype : kAllDtypes) {
-      for (FcFusion fusion : {FcFusion::Epilogues, FcFusion::Plain}) {
+      for (FcFusion fusion : {FcFusion::Epilogues, FcFusion::Plain, FcFusion::Auto}) {
         int offered = cuda::kSearchCandidates;
         for (int candidate = 0; candidate < offered; ++candidate) {
           RunOptions o;
@@ -567,14 +569,22 @@ TEST(FullyConnectedOnCuda, EveryCandidateAlgorithmMatchesTheCpu) {
           // Past the most candidates any product has, every product repeats its last one.
           o.check = [&](const Graph&, const Graph& gpu) {
             int most = 0;
-            for_each_fc(
-                gpu, [&](FullyConnectedLayer& fc) { most = std::max(most, fc.candidate_count()); });
+            for_each_fc(gpu, [&](FullyConnectedLayer& fc) {
+              most = std::max(most, fc.candidate_count());
+              if (fusion == FcFusion::Auto && fc.relu()) {
+                EXPECT_NE(fc.plan_summary().find("ReLU gradient with column sums"),
+                          std::string::npos)
+                    << case_name(c, dtype) << " " << fc.name() << ": " << fc.plan_summary();
+              }
+            });
             EXPECT_GT(most, 0);
             offered = most;
           };
-          run_and_compare(
-              c, dtype, o, rng,
-              cat(case_name(c, dtype), " ", fusion_name(fusion), " candidate ", candidate));
+          const std::string what =
+              cat(case_name(c, dtype), " ", fusion_name(fusion), " candidate ", candidate);
+          const int chained = run_and_compare(c, dtype, o, rng, what);
+          // No one-output layer here: untimed, auto chains no pair.
+          if (fusion == FcFusion::Auto) EXPECT_EQ(chained, 0) << what;
         }
       }
     }

@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "ember/core/log.hpp"
 #include "ember/network/layers/dropout_layer.hpp"
 #include "ember/network/layers/fully_connected_layer.hpp"
 
@@ -44,7 +45,11 @@ int chain_fully_connected_layers(const std::vector<Layer*>& layers, StreamHandle
     dropout->apply_relu_gradient_of_bottom();
   }
   for (Layer* layer : layers) {
-    if (auto* fc = dynamic_cast<FullyConnectedLayer*>(layer)) fc->plan(stream);
+    auto* fc = dynamic_cast<FullyConnectedLayer*>(layer);
+    if (fc == nullptr) continue;
+    fc->plan(stream);
+    // What each product runs as, and what the search compared (EMBER_LOG_LEVEL=debug).
+    if (fc->place().is_cuda()) EMBER_LOG_DEBUG("{}: {}", fc->name(), fc->plan_summary());
   }
   return chained;
 }

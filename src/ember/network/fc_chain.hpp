@@ -14,10 +14,12 @@
 // DenseNetwork::bind does). A pair is chained when: both run on CUDA in the same dtype, the
 // producer is a ReLU FC layer whose only consumer is the second FC layer, that input needs a
 // gradient, neither layer is set to plain products, cuBLASLt has algorithms for both chained
-// epilogues, and, under BuildOptions::algorithm_search, the chained products are faster than
-// the unchained ones plus the ReLU-gradient pass they save (timed on the real shapes). Anything
-// else stays unchained (and correct). Every FC layer on CUDA is then planned, so the search's
-// timing (and its host synchronisation) happens here rather than in the first forward.
+// epilogues, and, under BuildOptions::algorithm_search, the chained products (with the
+// producer's fastest weight-gradient form that has no ReLU work) are faster than the unchained
+// ones with the producer's ReLU and weight-gradient work as it runs them unchained (timed on the
+// real shapes). Anything else stays unchained (and correct). Every FC layer on CUDA is then
+// planned, so the search's timing (and its host synchronisation) happens here rather than in the
+// first forward.
 #pragma once
 
 #include <vector>

@@ -2,6 +2,7 @@
 // operands, the Scale layer's repetition, bias + activation, column sums.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -259,6 +260,88 @@ __global__ void relu_backward_packed_kernel(std::int64_t n, const T* y, const T*
   }
 }
 
+// Column sums of [rows, cols] in 16-byte packs; with kRelu, the FC layer's ReLU and bias
+// gradients in one pass: dx = dy * (y > 0) (dx may alias dy), summed. A (32 x 8)-thread block
+// covers 32 packs of columns and one chunk of rows, as column_partial_kernel does for one column
+// each: a pack a thread keeps the loads 16 bytes wide, which a pass over 16-bit values needs to
+// approach the memory's bandwidth. kPackedSumRowsInFlight rows are loaded before any is used;
+// the sums run in a fixed order (a thread's rows, then the 8 row lanes, then the chunks), so
+// they are run-to-run deterministic.
+inline constexpr int kPackedSumRowsInFlight = 4;
+
+template <class T, bool kRelu>
+__global__ void column_sum_packed_kernel(std::int64_t rows, std::int64_t packs,
+                                         std::int64_t chunk_rows, const T* y, const T* dy, T* dx,
+                                         float* partial, float* out) {
+  constexpr int V = Pack<T>::kSize;
+  // [row lane][element of the pack][pack], padded so that neither the stores (a warp's packs)
+  // nor the block's column reads fall on one bank.
+  __shared__ float red[8 * V][33];
+  const std::int64_t p = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * chunk_rows;
+  const std::int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  const auto* yp = reinterpret_cast<const Pack<T>*>(y);
+  const auto* gp = reinterpret_cast<const Pack<T>*>(dy);
+  auto* dp = reinterpret_cast<Pack<T>*>(dx);
+  float acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    acc[j] = 0.0f;
+  // Row r's pack: the ReLU gradient applied and stored (kRelu), then added to the sums.
+  const auto load = [&](std::int64_t r, Pack<T>& a, Pack<T>& g) {
+    if constexpr (kRelu) a = yp[r * packs + p];
+    g = gp[r * packs + p];
+  };
+  const auto apply = [&](std::int64_t r, const Pack<T>& a, Pack<T>& g) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if constexpr (kRelu) {
+        if (!(to_f(a.v[j]) > 0.0f)) g.v[j] = from_f<T>(0.0f);
+      }
+      acc[j] += to_f(g.v[j]);
+    }
+    if constexpr (kRelu) dp[r * packs + p] = g;
+  };
+  if (p < packs) {
+    constexpr int K = kPackedSumRowsInFlight;
+    std::int64_t r = r0 + threadIdx.y;
+    for (; r + 8 * (K - 1) < r1; r += 8 * K) {
+      Pack<T> a[K], g[K];
+#pragma unroll
+      for (int u = 0; u < K; ++u)
+        load(r + 8 * u, a[u], g[u]);
+#pragma unroll
+      for (int u = 0; u < K; ++u)
+        apply(r + 8 * u, a[u], g[u]);
+    }
+    for (; r < r1; r += 8) {
+      Pack<T> a, g;
+      load(r, a, g);
+      apply(r, a, g);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    red[threadIdx.y * V + j][threadIdx.x] = acc[j];
+  __syncthreads();
+  // The block's 32 * V columns, one a thread (twice for f16 and bf16's 256 on 256 threads).
+  const std::int64_t cols = packs * V;
+  for (int q = static_cast<int>(threadIdx.y * 32 + threadIdx.x); q < 32 * V; q += 256) {
+    const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 * V + q;
+    if (c >= cols) break;
+    const int j = q % V, pack = q / V;
+    float s = 0.0f;
+#pragma unroll
+    for (int lane = 0; lane < 8; ++lane)
+      s += red[lane * V + j][pack];
+    if (gridDim.y == 1) {
+      out[c] = s;
+    } else {
+      partial[static_cast<std::int64_t>(blockIdx.y) * cols + c] = s;
+    }
+  }
+}
+
 template <class T>
 struct ReadColumn {
   const T* in;
@@ -428,13 +511,62 @@ void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const vo
   });
 }
 
+namespace {
+
+// column_sum_packed_kernel and, with several chunks, the chunks' sums in order.
+template <class T, bool kRelu>
+void launch_packed_column_sum(std::int64_t rows, std::int64_t cols, const T* y, const T* dy, T* dx,
+                              float* sums, float* workspace, StreamHandle stream) {
+  const std::int64_t chunks = column_chunks(rows);
+  const std::int64_t chunk_rows = std::max<std::int64_t>((rows + chunks - 1) / chunks, 1);
+  const std::int64_t packs = cols / Pack<T>::kSize;
+  const dim3 grid(static_cast<unsigned>((packs + 31) / 32), static_cast<unsigned>(chunks));
+  column_sum_packed_kernel<T, kRelu>
+      <<<grid, dim3(32, 8), 0, stream>>>(rows, packs, chunk_rows, y, dy, dx, workspace, sums);
+  EMBER_CUDA_CHECK_LAUNCH();
+  if (chunks > 1) {
+    column_final_kernel<1>
+        <<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, workspace, sums, nullptr);
+    EMBER_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <class T>
+bool packs_fit(std::int64_t cols) {
+  return cols % Pack<T>::kSize == 0;
+}
+
+}  // namespace
+
 void column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* in, float* out,
                 float* workspace, StreamHandle stream) {
   if (cols <= 0) return;
   dispatch_act(dtype, "column sum", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    detail::column_reduce<1>(rows, cols, ReadColumn<T>{static_cast<const T*>(in), cols}, out,
-                             nullptr, workspace, stream);
+    const T* x = static_cast<const T*>(in);
+    if (packs_fit<T>(cols) && aligned16(in)) {
+      launch_packed_column_sum<T, false>(rows, cols, nullptr, x, nullptr, out, workspace, stream);
+      return;
+    }
+    detail::column_reduce<1>(rows, cols, ReadColumn<T>{x, cols}, out, nullptr, workspace, stream);
+  });
+}
+
+void relu_backward_column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                              const void* dy, void* dx, float* sums, float* workspace,
+                              StreamHandle stream) {
+  if (cols <= 0) return;
+  dispatch_act(dtype, "ReLU gradient with column sums", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (!packs_fit<T>(cols) || !aligned16(y) || !aligned16(dy) || !aligned16(dx)) {
+      // Rows that do not split into packs: the two passes.
+      activation_backward(Activation::Relu, dtype, rows * cols, nullptr, y, dy, dx, 0.0f, stream);
+      column_sum(dtype, rows, cols, dx, sums, workspace, stream);
+      return;
+    }
+    launch_packed_column_sum<T, true>(rows, cols, static_cast<const T*>(y),
+                                      static_cast<const T*>(dy), static_cast<T*>(dx), sums,
+                                      workspace, stream);
   });
 }
 

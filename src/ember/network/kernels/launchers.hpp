@@ -54,7 +54,8 @@ void bias_activation(DType dtype, std::int64_t rows, std::int64_t cols, const vo
                      void* out, StreamHandle stream);
 // out[c] = sum_r in[r, c] (f32 result, f32 accumulation), deterministic. `workspace` holds
 // column_sum_workspace(rows, cols) floats. Rows are summed in chunks of kColumnChunkRows, then
-// the chunks' partial sums.
+// the chunks' partial sums; in 16-byte packs where cols is a multiple of 16 bytes and `in` is
+// 16-byte aligned.
 inline constexpr std::int64_t kColumnChunkRows = 256;
 inline constexpr std::int64_t kMaxColumnChunks = 256;
 inline std::int64_t column_chunks(std::int64_t rows) {
@@ -66,6 +67,13 @@ inline std::int64_t column_sum_workspace(std::int64_t rows, std::int64_t cols) {
 }
 void column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* in, float* out,
                 float* workspace, StreamHandle stream);
+// The FC layer's ReLU and bias gradients in one pass: dx = dy * (y > 0) (dx may alias dy) and
+// sums[c] = sum_r dx[r, c] (f32, deterministic, workspace as column_sum's). 16-byte packs where
+// cols is a multiple of 16 bytes and the pointers are 16-byte aligned; else the ReLU-gradient
+// pass and column_sum.
+void relu_backward_column_sum(DType dtype, std::int64_t rows, std::int64_t cols, const void* y,
+                              const void* dy, void* dx, float* sums, float* workspace,
+                              StreamHandle stream);
 
 // ---- copies between layouts (shape_ops.cu) ---------------------------------------------------
 // For b < batch, r < rows, c < cols:

@@ -243,18 +243,22 @@ void FullyConnectedLayer::backward_cuda(StreamHandle stream) {
         bias_->grad().data<float>(), colsum_slot_.tensor().data<float>(), stream);
     return;
   }
-  if (config_.relu && !writes_mask_ && !relu_grad_in_consumer_) {
-    // dZ = dY * (y > 0), in place: this layer is the only reader of its top's gradient.
+  // dZ = dY * (y > 0), in place: this layer is the only reader of its top's gradient.
+  float* db = bias_->grad().data<float>();
+  float* colsum_workspace = colsum_slot_.tensor().data<float>();
+  if (wgrad_form_ == WgradForm::ReluColumnSumThenPlain) {
+    cuda::relu_backward_column_sum(t, rows_, n, top(0).value().data(), dz, dz, db, colsum_workspace,
+                                   stream);
+  } else if (runs_relu_gradient()) {
     cuda::activation_backward(cuda::Activation::Relu, t, rows_ * n, nullptr, top(0).value().data(),
                               dz, dz, 0.0f, stream);
   }
-  float* db = bias_->grad().data<float>();
-  const bool fused_db = wgrad_form_ == WgradForm::Epilogue;
-  wgrad_->run(dz, forward_input(), wgrad_output(), fused_db ? db : nullptr, nullptr, 1.0f, 0.0f,
+  const bool epilogue_db = wgrad_form_ == WgradForm::Epilogue;
+  wgrad_->run(dz, forward_input(), wgrad_output(), epilogue_db ? db : nullptr, nullptr, 1.0f, 0.0f,
               stream);
   if (dw_pad_.defined()) ops::copy(weight_->grad(), dw_pad_.slice(0, 0, in_), stream);
-  if (!fused_db) {
-    cuda::column_sum(t, rows_, n, dz, db, colsum_slot_.tensor().data<float>(), stream);
+  if (wgrad_form_ == WgradForm::PlainThenColumnSum) {
+    cuda::column_sum(t, rows_, n, dz, db, colsum_workspace, stream);
   }
   if (dgrad_) {
     dgrad_->run(weight_->compute(t).data(), dz, dgrad_output(), nullptr,

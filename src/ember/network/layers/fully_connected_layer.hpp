@@ -11,7 +11,11 @@
 //             (the first layer)
 // With ReLU, dZ = dY * (y > 0) is one pass over the output (in place in the top's gradient),
 // unless the layer is chained (fc_chain.hpp): then the next FC layer computes dZ in its own dX
-// product (ReLU-gradient epilogue, from a bit mask this layer's forward writes).
+// product (ReLU-gradient epilogue, from a bit mask this layer's forward writes). With
+// FcFusion::Auto that pass also sums db's columns as it goes (one kernel) before a plain dW
+// product, where the search does not time something faster: on the H200, cuBLASLt's
+// bias-gradient epilogue made DLRM's 65536-row 16-bit weight gradients 35-115 % slower than plain
+// ones, and a separate column sum reads dZ once more.
 //
 // Which form runs (FcFusion::Auto; the plan and its search are fully_connected_plan.cpp): with
 // BuildOptions::algorithm_search every form is timed on the real shapes once
@@ -48,7 +52,8 @@ enum class Epilogue : std::uint8_t;
 
 // How an FC layer's CUDA products are fused with the bias, ReLU and bias-gradient work.
 enum class FcFusion : std::uint8_t {
-  Auto,       // with the algorithm search the fastest form; without it the epilogues
+  Auto,       // with the algorithm search the fastest form; without it the epilogues, save
+              // where Ember's fused kernel measured faster (the ReLU gradient with db's sums)
   Epilogues,  // cuBLASLt epilogues wherever cuBLASLt has them (chaining allowed)
   Plain,      // plain products and Ember's kernels (the unfused baseline; never chained)
 };
@@ -86,7 +91,9 @@ class FullyConnectedLayer : public Layer {
   // Makes this layer compute `producer`'s dZ in its dX product. Returns false (and changes
   // nothing) when cuBLASLt has no algorithm for the chained epilogues.
   // Under an algorithm search with FcFusion::Auto the pair is chained only when the chained
-  // products beat the unchained ones plus the ReLU-gradient pass they save.
+  // products beat the unchained ones, the producer's ReLU and weight-gradient work counted on
+  // both sides; with Auto and no search it is not chained (the producer's ReLU gradient with
+  // column sums measured faster), unless this layer is a one-output layer.
   bool chain_from(FullyConnectedLayer& producer, StreamHandle stream = nullptr);
   bool chained_to_consumer() const { return writes_mask_; }
   bool chained_from_producer() const { return producer_ != nullptr; }
@@ -130,7 +137,7 @@ class FullyConnectedLayer : public Layer {
   // The forms of the forward and weight-gradient products, in order of preference (the order
   // of the forms the plan search compares).
   enum class ForwardForm : std::uint8_t { Epilogue, BiasEpilogueThenRelu, PlainThenKernel };
-  enum class WgradForm : std::uint8_t { Epilogue, PlainThenColumnSum };
+  enum class WgradForm : std::uint8_t { ReluColumnSumThenPlain, Epilogue, PlainThenColumnSum };
   struct PlanSearch;
 
   void plan_cuda(StreamHandle stream);
@@ -147,6 +154,11 @@ class FullyConnectedLayer : public Layer {
   const void* forward_input() const;
   void* wgrad_output() const;
   void* dgrad_output() const;
+  // Whether backward runs the ReLU gradient itself (a ReLU layer neither chained to its
+  // consumer nor leaving it to a Dropout).
+  bool runs_relu_gradient() const {
+    return config_.relu && !writes_mask_ && !relu_grad_in_consumer_;
+  }
   // Milliseconds of Ember's element-wise kernels on this layer's output shape (cached).
   double kernel_ms(const char* kernel, StreamHandle stream) const;
   void forward_cpu();
@@ -176,8 +188,12 @@ class FullyConnectedLayer : public Layer {
   ForwardForm fwd_form_ = ForwardForm::Epilogue;
   WgradForm wgrad_form_ = WgradForm::Epilogue;
   // Costs measured by the search (NaN when not searched): the chosen forward, weight-gradient
-  // and input-gradient work, and the ReLU-gradient pass over the output.
+  // and input-gradient work, and the ReLU-gradient pass over the output. wgrad_ms_ leaves out a
+  // separate ReLU-gradient pass; backward_ms_ is the ReLU and weight-gradient work together, as
+  // the layer runs it, and chained_backward_ms_ the fastest weight-gradient form it would run
+  // as a chained producer (no ReLU work): what chain_from weighs.
   double fwd_ms_ = 0, wgrad_ms_ = 0, dgrad_ms_ = 0, relu_grad_ms_ = 0;
+  double backward_ms_ = 0, chained_backward_ms_ = 0;
   std::string plan_notes_;  // what the search compared, for plan_summary()
   std::string chain_note_;  // why a chain with the producer was or was not made
 };

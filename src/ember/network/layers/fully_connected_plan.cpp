@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ember/core/allocation.hpp"
@@ -20,6 +21,9 @@
 namespace ember::network {
 
 namespace {
+
+// The ReLU gradient with the bias gradient's column sums, one pass (kernel_ms's name).
+constexpr const char* kReluColumnSumKernel = "relu-gradient-column-sum";
 
 std::string ms_text(double ms) {
   if (!std::isfinite(ms)) return "untimed";
@@ -141,6 +145,8 @@ double FullyConnectedLayer::kernel_ms(const char* kernel, StreamHandle stream) c
     } else if (name == "relu-gradient") {
       cuda::activation_backward(cuda::Activation::Relu, t, rows_ * n, nullptr, y, dy, dy, 0.0f,
                                 stream);
+    } else if (name == kReluColumnSumKernel) {
+      cuda::relu_backward_column_sum(t, rows_, n, y, dy, dy, colsum_out, workspace, stream);
     } else {
       EMBER_CHECK(name == "column-sum", "FC layer: no kernel '", name, "' to time");
       cuda::column_sum(t, rows_, n, dy, colsum_out, workspace, stream);
@@ -161,9 +167,11 @@ struct FullyConnectedLayer::PlanSearch {
   StreamHandle stream = nullptr;
   cuda::PlanRequest request;
   // Under a search with fusion Auto, every form of a product is timed and the fastest runs;
-  // otherwise the epilogue form is preferred (unless the fusion is Plain).
+  // otherwise the epilogue form is preferred (unless the fusion is Plain), or with fusion Auto
+  // the forms that the measurements put before it (ProductForm::When::Auto).
   bool compare = false;
   bool epilogues = true;
+  bool auto_fusion = false;
 };
 
 namespace {
@@ -172,9 +180,12 @@ namespace {
 // completes it (timed and added to its cost when forms are compared), and when it is planned.
 struct ProductForm {
   enum class When : std::uint8_t {
+    Auto,       // with FcFusion::Auto: Ember's fused kernel that beat the epilogue wherever it
+                // was measured, preferred over it (first in the list)
     Epilogues,  // whenever epilogues are allowed: the preferred form, first in the list
     Compared,   // when epilogues are allowed and forms are compared
-    Fallback,   // when epilogues are not allowed, forms are compared or the first is unsupported
+    Fallback,   // when epilogues are not allowed, forms are compared or no earlier form is
+                // supported
     Never,      // not a form of this layer
   };
   const char* name;  // in plan_summary's notes
@@ -187,31 +198,36 @@ struct ChosenForm {
   int index = -1;  // into the forms; -1 when cuBLASLt supports none
   std::unique_ptr<cuda::LtMatmul> product;
   double ms = std::numeric_limits<double>::quiet_NaN();  // what the form costs
-  std::string notes;  // what was compared (empty unless forms are compared)
+  std::string notes;                          // what was compared (empty unless forms are compared)
+  std::vector<PlanAlternative> alternatives;  // every form's cost, in the forms' order
 };
 
 // The one search of the forward and the weight-gradient products: plans each form of `forms`
 // (plan_with(epilogue) plans the product) when its `when` says so, and keeps the one
-// pick_alternative chooses.
+// pick_alternative chooses. When forms are compared, a form's cost is its product's time plus
+// kernel_ms(form.kernel) (kernel_ms takes nullptr too: the work every form shares, if any).
 template <class PlanWith, class KernelMs>
 ChosenForm choose_form(const std::vector<ProductForm>& forms, bool compare, bool epilogues,
-                       const PlanWith& plan_with, const KernelMs& kernel_ms) {
+                       bool auto_fusion, const PlanWith& plan_with, const KernelMs& kernel_ms) {
   using When = ProductForm::When;
   std::vector<std::unique_ptr<cuda::LtMatmul>> planned(forms.size());
   std::vector<PlanAlternative> alts(forms.size());
   std::vector<const char*> names;
+  bool any_supported = false;
   for (std::size_t i = 0; i < forms.size(); ++i) {
     const ProductForm& f = forms[i];
     names.push_back(f.name);
-    const bool wanted = f.when == When::Epilogues  ? epilogues
-                        : f.when == When::Compared ? epilogues && compare
-                        : f.when == When::Fallback ? !epilogues || compare || !alts[0].supported
-                                                   : false;
+    const bool wanted = f.when == When::Auto        ? epilogues && auto_fusion
+                        : f.when == When::Epilogues ? epilogues
+                        : f.when == When::Compared  ? epilogues && compare
+                        : f.when == When::Fallback  ? !epilogues || compare || !any_supported
+                                                    : false;
     if (!wanted) continue;
     planned[i] = plan_with(f.epilogue);
     double ms = planned[i]->time_ms();
-    if (compare && f.kernel != nullptr) ms += kernel_ms(f.kernel);
+    if (compare) ms += kernel_ms(f.kernel);
     alts[i] = {planned[i]->supported(), ms};
+    any_supported = any_supported || alts[i].supported;
   }
   ChosenForm chosen;
   chosen.index = pick_alternative(alts);
@@ -220,6 +236,7 @@ ChosenForm choose_form(const std::vector<ProductForm>& forms, bool compare, bool
   chosen.product = std::move(planned[i]);
   chosen.ms = compare ? alts[i].ms : chosen.product->time_ms();
   if (compare) chosen.notes = alternatives_text(alts, names);
+  chosen.alternatives = std::move(alts);
   return chosen;
 }
 
@@ -233,6 +250,7 @@ void FullyConnectedLayer::plan_cuda(StreamHandle stream) {
     plan_notes_.clear();
     const double untimed = std::numeric_limits<double>::quiet_NaN();
     fwd_ms_ = wgrad_ms_ = dgrad_ms_ = relu_grad_ms_ = untimed;
+    backward_ms_ = chained_backward_ms_ = untimed;
     planned_ = true;
     return;
   }
@@ -242,12 +260,13 @@ void FullyConnectedLayer::plan_cuda(StreamHandle stream) {
   s.request = plan_request(s.stream);
   s.compare = s.request.search && fusion_ == FcFusion::Auto;
   s.epilogues = fusion_ != FcFusion::Plain;
+  s.auto_fusion = fusion_ == FcFusion::Auto;
   plan_notes_.clear();
   plan_forward(s);
 
   const double untimed = std::numeric_limits<double>::quiet_NaN();
   relu_grad_ms_ = untimed;
-  wgrad_ms_ = untimed;
+  wgrad_ms_ = backward_ms_ = chained_backward_ms_ = untimed;
   dgrad_ms_ = untimed;
   if (!top(0).requires_grad()) {
     wgrad_.reset();
@@ -285,12 +304,12 @@ void FullyConnectedLayer::plan_forward(const PlanSearch& s) {
       {"bias epilogue + ReLU", Epilogue::Bias, "relu", config_.relu ? When::Compared : When::Never},
       {"plain + kernel", Epilogue::None, config_.relu ? "bias+relu" : "bias", When::Fallback}};
   ChosenForm c = choose_form(
-      forms, s.compare, s.epilogues,
+      forms, s.compare, s.epilogues, s.auto_fusion,
       [&](Epilogue e) {
         return cuda::LtMatmul::plan(forward_problem(e), s.device, w, x, y,
                                     e == Epilogue::None ? nullptr : b, nullptr, s.request);
       },
-      [&](const char* kernel) { return kernel_ms(kernel, s.stream); });
+      [&](const char* kernel) { return kernel != nullptr ? kernel_ms(kernel, s.stream) : 0.0; });
   EMBER_CHECK(c.index >= 0, "layer ", describe(), ": cuBLASLt has no algorithm for a ",
               dtype_name(t), " product ", rows_, "x", in_ld_, " by ", in_ld_, "x",
               config_.num_output);
@@ -307,23 +326,46 @@ void FullyConnectedLayer::plan_weight_gradient(const PlanSearch& s) {
   const void* x = forward_input();
   void* dw = wgrad_output();
   void* db = bias_->grad().data();
+  // A layer that runs its ReLU gradient can sum db's columns in that pass (the first form);
+  // the other forms pay for the pass on their own, so their costs include it.
+  const bool relu_pass = runs_relu_gradient();
   // In the order of WgradForm.
   const std::vector<ProductForm> forms = {
+      {"ReLU gradient with column sums + plain", Epilogue::None, kReluColumnSumKernel,
+       relu_pass ? When::Auto : When::Never},
       {"epilogue", Epilogue::BiasGradA, nullptr, When::Epilogues},
       {"plain + column sum", Epilogue::None, "column-sum", When::Fallback}};
+  const double pass_ms = relu_pass ? relu_grad_ms_ : 0.0;
   ChosenForm c = choose_form(
-      forms, s.compare, s.epilogues,
+      forms, s.compare, s.epilogues, s.auto_fusion,
       [&](Epilogue e) {
         return cuda::LtMatmul::plan(wgrad_problem(e), s.device, dz, x, dw,
                                     e == Epilogue::None ? nullptr : db, nullptr, s.request);
       },
-      [&](const char* kernel) { return kernel_ms(kernel, s.stream); });
+      [&](const char* kernel) {
+        if (kernel != nullptr && std::string_view(kernel) == kReluColumnSumKernel) {
+          return kernel_ms(kernel, s.stream);
+        }
+        return pass_ms + (kernel != nullptr ? kernel_ms(kernel, s.stream) : 0.0);
+      });
   EMBER_CHECK(c.index >= 0, "layer ", describe(),
               ": cuBLASLt has no algorithm for the weight-gradient product");
   wgrad_form_ = static_cast<WgradForm>(c.index);
   wgrad_ = std::move(c.product);
-  wgrad_ms_ = c.ms;
-  if (s.compare) plan_notes_ += cat("; weight grad: ", c.notes);
+  const bool separate_pass = wgrad_form_ != WgradForm::ReluColumnSumThenPlain;
+  backward_ms_ = c.ms;
+  wgrad_ms_ = s.compare && separate_pass ? c.ms - pass_ms : c.ms;
+  // As a chained producer the layer runs no ReLU work: the two other forms, without the pass.
+  chained_backward_ms_ = std::numeric_limits<double>::quiet_NaN();
+  if (s.compare) {
+    plan_notes_ += cat("; weight grad: ", c.notes);
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto form : {WgradForm::Epilogue, WgradForm::PlainThenColumnSum}) {
+      const PlanAlternative& a = c.alternatives[static_cast<std::size_t>(form)];
+      if (a.supported && a.ms - pass_ms < best) best = a.ms - pass_ms;
+    }
+    if (std::isfinite(best)) chained_backward_ms_ = best;
+  }
 }
 
 void FullyConnectedLayer::plan_input_gradient(const PlanSearch& s) {
@@ -401,6 +443,13 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle
     planned_ = false;
     return true;
   }
+  if (!req.search && fusion_ == FcFusion::Auto && producer.fusion_ == FcFusion::Auto) {
+    // Untimed, Auto keeps the producer's ReLU gradient with its column sums: on every DLRM pair
+    // measured (H200, 16-bit, 65536 rows) that beat the chained epilogues with the producer's
+    // bias gradient left to do.
+    chain_note_ = "not chained: fusion auto prefers the producer's ReLU gradient with column sums";
+    return false;
+  }
   auto dgrad = cuda::LtMatmul::plan(dgrad_problem(cuda::Epilogue::Drelu), device,
                                     weight_->compute(t).data(), top(0).grad().data(),
                                     dgrad_output(), nullptr, producer.mask_.data(), req);
@@ -412,8 +461,10 @@ bool FullyConnectedLayer::chain_from(FullyConnectedLayer& producer, StreamHandle
     // Unchained costs: both layers planned as they stand (neither is chained to the other).
     if (!producer.planned_) producer.plan_cuda(stream);
     if (!planned_) plan_cuda(stream);
-    const double chained = fwd->time_ms() + dgrad->time_ms();
-    const double unchained = producer.fwd_ms_ + producer.relu_grad_ms_ + dgrad_ms_;
+    // The producer's ReLU and weight-gradient work is counted on both sides: chained, its dZ
+    // comes from this layer's product and it runs a weight-gradient form without ReLU work.
+    const double chained = fwd->time_ms() + dgrad->time_ms() + producer.chained_backward_ms_;
+    const double unchained = producer.fwd_ms_ + producer.backward_ms_ + dgrad_ms_;
     const bool wins = chaining_wins(chained, unchained);
     chain_note_ = cat(wins ? "chained" : "not chained", " to ", producer.name(), ": ",
                       ms_text(chained), " chained against ", ms_text(unchained), " unchained");
@@ -452,14 +503,24 @@ std::string FullyConnectedLayer::plan_summary() const {
       break;
   }
   if (std::isfinite(fwd_ms_)) s += cat(" ", ms_text(fwd_ms_));
+  const bool fused_relu = wgrad_form_ == WgradForm::ReluColumnSumThenPlain;
   if (wgrad_) {
-    s += wgrad_form_ == WgradForm::Epilogue ? ", weight grad bias-gradient epilogue"
-                                            : ", weight grad plain + column-sum kernel";
+    switch (wgrad_form_) {
+      case WgradForm::Epilogue:
+        s += ", weight grad bias-gradient epilogue";
+        break;
+      case WgradForm::PlainThenColumnSum:
+        s += ", weight grad plain + column-sum kernel";
+        break;
+      case WgradForm::ReluColumnSumThenPlain:
+        s += ", ReLU gradient with column sums + weight grad plain";
+        break;
+    }
     if (std::isfinite(wgrad_ms_)) s += cat(" ", ms_text(wgrad_ms_));
   }
   if (relu_grad_in_consumer_ && wgrad_) {
     s += ", ReLU gradient in the consumer's dropout";
-  } else if (config_.relu && !writes_mask_ && wgrad_) {
+  } else if (config_.relu && !writes_mask_ && wgrad_ && !fused_relu) {
     s += ", ReLU-gradient pass";
     if (std::isfinite(relu_grad_ms_)) s += cat(" ", ms_text(relu_grad_ms_));
   }
