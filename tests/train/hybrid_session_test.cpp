@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "ember/train/session.hpp"
+#include "tensor/gemm_row_count.hpp"
 #include "train/training_support.hpp"
 
 namespace ember::train {
@@ -198,10 +199,13 @@ TEST(HybridSession, CheckpointsLoadAsEitherType) {
     const EvalResult want = trained.evaluate();
     Session as_onehot(tiny_config(json, *data, 128, 40, onehot()), quiet_options("cpu", 3 - ranks));
     as_onehot.load(dir / "h");
-    // Evaluation reads each row as it is: the same numbers whatever the type and rank count.
+    // Evaluation reads each row as it is: the same numbers whatever the type and rank count
+    // (to rounding where the CPU GEMM's rows depend on how the batch is split: gemm_row_count.hpp).
     const EvalResult got = as_onehot.evaluate();
-    EXPECT_EQ(got.auc, want.auc) << ranks;
-    EXPECT_EQ(got.average_loss, want.average_loss) << ranks;
+    ember::testing::expect_same_or_close(got.auc, want.auc, 0, 1e-5,
+                                         cat("AUC, ", ranks, " rank(s)"));
+    ember::testing::expect_same_or_close(got.average_loss, want.average_loss, 1e-6, 0,
+                                         cat("loss, ", ranks, " rank(s)"));
     as_onehot.save(dir / "o");
     Session back(tiny_config(json, *data, 128, 40, hybrid()), quiet_options("cpu", ranks));
     back.load(dir / "o");
