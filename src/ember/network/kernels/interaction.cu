@@ -15,11 +15,13 @@
 // width + 8 (conflict-free fragment loads). Forward: X X^T's lower-triangle 16 x 16 tiles (1 of
 // 1 or 3 of 4) by wmma with f32 accumulators, k = width in steps of 16; the tiles go to shared
 // memory as f32 and the output row is written coalesced, each dot rounded to 16 bits once. A
-// block-wide table maps output pairs to (i, j). Backward: G is built in shared memory as 16-bit
-// values (the output gradient is 16-bit already: exact), dX = G X by wmma (32 x 32 times
-// 32 x width, f32 accumulators) one 16 x 16 tile at a time, staged as f32, the MLP row adds its
-// direct gradient in f32, and each lane writes 8 values as one 16-byte store. The pairs'
-// gradients are loaded while the rows' copies are in flight.
+// block-wide table maps output pairs to (i, j). Backward: the rows and the output gradient's row
+// arrive by asynchronous copies only (one wait a sample); dX = G X (32 x 32 times 32 x width, f32
+// accumulators) by mma.sync, each lane building its fragments of G from the gradient row at
+// offsets computed once (16-bit, exact) and reading X's by ldmatrix; the MLP row adds its direct
+// gradient in f32, each result is rounded by the lane that holds it and written over the X block
+// it came from, and dX leaves in coalesced 16-byte row copies (0.51 ms -> 0.285 ms in f16 at
+// DLRM's shape on an H200, 3.4 TB/s).
 //
 // CUDA cores (f32, and 16-bit widths that are a multiple of 4 but not of 16; F1 <= 32): exact
 // f32 arithmetic, one warp per sample, up to 4 per block (more than 48 KB of shared memory where
