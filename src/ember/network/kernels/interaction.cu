@@ -11,17 +11,20 @@
 // Tensor cores (16-bit activations, F1 <= 32, width a multiple of 16; interaction_tensor_core.cu):
 // one warp per sample, 4 samples per block, a persistent grid-stride grid. The sample's rows are
 // copied into shared memory as 16-bit values with asynchronous 16-byte copies (cp.async: every
-// lane's copies in flight at once), at a row stride of width + 8 (conflict-free fragment loads)
-// and padded to 16 or 32 rows (the forward stores zero rows; the backward reads a zero chunk).
-// Forward: X X^T's lower-triangle 16 x 16 tiles (1 of 1 or 3 of 4) by wmma with f32 accumulators,
-// 16 columns of the width a step; the tiles go to shared memory as f32 and the output row is
-// written coalesced, each dot rounded to 16 bits once. A block-wide table maps each output pair to
-// its rows. Backward: the rows and the output gradient's row arrive by asynchronous copies only
-// (one wait a sample); dX = G X (32 x 32 times 32 x width, f32 accumulators) by mma.sync, each lane
-// building its fragments of G from the gradient row at offsets computed once (16-bit, exact) and
-// reading X's by ldmatrix; the MLP row adds its direct gradient in f32, each result is rounded by
-// the lane that holds it and written over the X block it came from, and dX leaves in coalesced
-// 16-byte row copies (0.51 ms -> 0.285 ms in f16 at DLRM's shape on an H200, 3.4 TB/s).
+// lane's copies in flight at once), at a row stride of width + 8 (conflict-free ldmatrix); the
+// lanes for the padding rows up to 16 or 32 read a 16-byte zero chunk. Both directions use PTX's
+// mma.sync (m16n8k16, f32 accumulators) and ldmatrix, whose fragment layouts are documented, so
+// each lane rounds the results it holds and writes them where they go. Forward: X X^T's
+// lower-triangle 16 x 16 tiles (1 of 1 or 3 of 4), 16 columns of the width a step, one ldmatrix
+// per row tile giving its A fragment and, by 8-row halves, X^T's B fragments; each dot is rounded
+// to 16 bits once and written at its pair's place in the output row, staged in shared memory,
+// which leaves in 16-byte chunks (0.169 -> 0.145 ms in f16 at DLRM's shape on an H200, 3.55 TB/s).
+// Backward: the rows and the output gradient's row arrive by asynchronous copies only (one wait
+// a sample); dX = G X (32 x 32 times 32 x width), each lane building its fragments of G from the
+// gradient row at offsets computed once (16-bit, exact) and reading X's by ldmatrix; the MLP row
+// adds its direct gradient in f32, each result is written over the X block it came from, and dX
+// leaves in coalesced 16-byte row copies (0.51 ms -> 0.285 ms in f16 at DLRM's shape on an H200,
+// 3.4 TB/s).
 //
 // CUDA cores (f32, and 16-bit widths that are a multiple of 4 but not of 16; F1 <= 32): exact
 // f32 arithmetic, one warp per sample, up to 4 per block (more than 48 KB of shared memory where

@@ -3,7 +3,7 @@
 // cores): the pair order, the staging of a sample's rows into shared memory (asynchronous 16-byte
 // global-to-shared copies, or 16-bit rows widened to f32 through registers), the backward's
 // construction of G from the output gradient's pair entries, where a row's input gradient goes,
-// the tensor-core forwards' loop over X X^T's lower-triangle tiles, and the launch of the
+// the TF32 forward's wmma loop over X X^T's lower-triangle tiles, and the launch of the
 // one-warp-per-sample kernels (a persistent grid, more than 48 KB of shared memory where a block
 // needs it).
 #pragma once
@@ -87,6 +87,26 @@ __device__ __forceinline__ void wait_async_copies() {
 #endif
 }
 
+// A lane's walk over the 16-byte chunks (r, c) of rows of `chunks_per_row` chunks each, 32 chunks
+// (one per lane) a step, without a division per step.
+struct ChunkWalk {
+  int r, c, chunks, dr, dc;
+  __device__ ChunkWalk(int lane, int chunks_per_row)
+      : r(lane / chunks_per_row),
+        c(lane % chunks_per_row),
+        chunks(chunks_per_row),
+        dr(32 / chunks_per_row),
+        dc(32 % chunks_per_row) {}
+  __device__ void next() {
+    r += dr;
+    c += dc;
+    if (c >= chunks) {
+      c -= chunks;
+      ++r;
+    }
+  }
+};
+
 // Starts copying sample b's rows (row 0 the MLP vector, rows 1..f1-1 its embeddings, `w` values
 // each) into X (row stride `ld` values) with 16-byte copies; w * sizeof(T) must be a multiple of
 // 16, the pointers and ld * sizeof(T) 16-byte aligned. The caller waits (wait_async_copies).
@@ -94,12 +114,12 @@ template <class T>
 __device__ __forceinline__ void stage_rows_async(T* X, int ld, const T* mlp, const T* emb,
                                                  std::int64_t b, int f1, int w, int lane) {
   constexpr int kPer = 16 / sizeof(T);
-  const int chunks = w / kPer;
   const T* m = mlp + b * w;
   const T* e = emb + b * static_cast<std::int64_t>(f1 - 1) * w;
-  for (int idx = lane; idx < f1 * chunks; idx += 32) {
-    const int r = idx / chunks, c = (idx - r * chunks) * kPer;
-    copy16_async(X + r * ld + c, r == 0 ? m + c : e + static_cast<std::int64_t>(r - 1) * w + c);
+  for (ChunkWalk k(lane, w / kPer); k.r < f1; k.next()) {
+    const int c = k.c * kPer;
+    copy16_async(X + k.r * ld + c,
+                 k.r == 0 ? m + c : e + static_cast<std::int64_t>(k.r - 1) * w + c);
   }
 }
 
@@ -250,7 +270,7 @@ __device__ __forceinline__ T* gradient_row(T* dmlp, T* demb, std::int64_t b, int
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-// The tensor-core forwards' X X^T over the lower-triangle 16 x 16 tiles (I, J), J <= I, of a
+// The TF32 forward's X X^T over the lower-triangle 16 x 16 tiles (I, J), J <= I, of a
 // TILES x TILES grid, tile (I, J) accumulating in acc[I (I + 1) / 2 + J]: one k step adds
 // a[I] bt[J] (a: X's row tiles at this k; bt: the same tiles read as X^T).
 template <int TILES, class Acc, class A, class B>
