@@ -630,8 +630,7 @@ void single_output_backward(DType dtype, std::int64_t rows, std::int64_t in, con
     EMBER_CUDA_CHECK(cudaMemsetAsync(db, 0, sizeof(float), stream));
     return;
   }
-  const std::int64_t chunks = column_chunks(rows);
-  const std::int64_t chunk_rows = (rows + chunks - 1) / chunks;
+  const std::int64_t chunks = column_chunks(rows), chunk_rows = column_chunk_rows(rows);
   dispatch_act(dtype, "single-output layer backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto launch = [&](auto vector, auto regs) {

@@ -183,24 +183,29 @@ __global__ void column_final_kernel(std::int64_t chunks, std::int64_t cols, cons
 }
 
 // `workspace` holds N * column_sum_workspace(rows, cols) floats.
+// With several chunks, their partial sums (`partial`, chunks x N x cols) added in order into the
+// outputs; with one, the partial kernel wrote the outputs itself.
+template <int N>
+void finish_column_chunks(std::int64_t chunks, std::int64_t cols, const float* partial, float* o0,
+                          float* o1, cudaStream_t stream) {
+  if (chunks <= 1) return;
+  column_final_kernel<N><<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, partial, o0, o1);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
 template <int N, class F>
 void column_reduce(std::int64_t rows, std::int64_t cols, F f, float* o0, float* o1,
                    float* workspace, cudaStream_t stream) {
   static_assert(N == 1 || N == 2, "column_reduce: one or two outputs");
   if (cols <= 0) return;
   const std::int64_t chunks = column_chunks(rows);
-  const std::int64_t chunk_rows = (rows + chunks - 1) / chunks;
   EMBER_CHECK(chunks <= 65535, "column_reduce: too many chunks");
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
   const dim3 block(32, 8);
-  column_partial_kernel<N, F><<<grid, block, 0, stream>>>(
-      rows, cols, chunk_rows > 0 ? chunk_rows : 1, f, workspace, o0, o1);
+  column_partial_kernel<N, F>
+      <<<grid, block, 0, stream>>>(rows, cols, column_chunk_rows(rows), f, workspace, o0, o1);
   EMBER_CUDA_CHECK_LAUNCH();
-  if (chunks > 1) {
-    column_final_kernel<N>
-        <<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, workspace, o0, o1);
-    EMBER_CUDA_CHECK_LAUNCH();
-  }
+  finish_column_chunks<N>(chunks, cols, workspace, o0, o1, stream);
 }
 
 // ---- deterministic scalar reduction -------------------------------------------------------------

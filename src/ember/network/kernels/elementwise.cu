@@ -518,17 +518,12 @@ template <class T, bool kRelu>
 void launch_packed_column_sum(std::int64_t rows, std::int64_t cols, const T* y, const T* dy, T* dx,
                               float* sums, float* workspace, StreamHandle stream) {
   const std::int64_t chunks = column_chunks(rows);
-  const std::int64_t chunk_rows = std::max<std::int64_t>((rows + chunks - 1) / chunks, 1);
   const std::int64_t packs = cols / Pack<T>::kSize;
   const dim3 grid(static_cast<unsigned>((packs + 31) / 32), static_cast<unsigned>(chunks));
-  column_sum_packed_kernel<T, kRelu>
-      <<<grid, dim3(32, 8), 0, stream>>>(rows, packs, chunk_rows, y, dy, dx, workspace, sums);
+  column_sum_packed_kernel<T, kRelu><<<grid, dim3(32, 8), 0, stream>>>(
+      rows, packs, column_chunk_rows(rows), y, dy, dx, workspace, sums);
   EMBER_CUDA_CHECK_LAUNCH();
-  if (chunks > 1) {
-    column_final_kernel<1>
-        <<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, workspace, sums, nullptr);
-    EMBER_CUDA_CHECK_LAUNCH();
-  }
+  finish_column_chunks<1>(chunks, cols, workspace, sums, nullptr, stream);
 }
 
 template <class T>

@@ -62,6 +62,12 @@ inline std::int64_t column_chunks(std::int64_t rows) {
   const std::int64_t c = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
   return c < 1 ? 1 : (c > kMaxColumnChunks ? kMaxColumnChunks : c);
 }
+// Rows per chunk (the last may have fewer), at least 1.
+inline std::int64_t column_chunk_rows(std::int64_t rows) {
+  const std::int64_t chunks = column_chunks(rows);
+  const std::int64_t r = (rows + chunks - 1) / chunks;
+  return r < 1 ? 1 : r;
+}
 inline std::int64_t column_sum_workspace(std::int64_t rows, std::int64_t cols) {
   return column_chunks(rows) * cols;
 }
