@@ -21,9 +21,10 @@ namespace ember {
 //     only when that pooling ended (docs/performance.md, "A kernel timeline of the 2-GPU step").
 //   kHostWaitPriority: small kernels the host waits for (a host-backed table's distinct rows).
 //   kStepPriority: the training step's own streams, each device's process stream (the compute
-//     stream) and the embeddings' stream beside it: the step's path goes through both.
+//     stream) and, in a team of several ranks, the embeddings' stream beside it: the step's path
+//     goes through both.
 //   kBackgroundPriority: work with slack, such as the next batch prepared ahead during a step
-//     (it has the whole step to finish), and copies.
+//     (it has the whole step to finish), copies, and a lone rank's embeddings' stream.
 inline constexpr int kTransferPriority = -3;
 inline constexpr int kHostWaitPriority = -2;
 inline constexpr int kStepPriority = -1;
