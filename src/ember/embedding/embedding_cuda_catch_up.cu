@@ -13,6 +13,7 @@ __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int6
                                 std::int64_t vec_size, RowStates st, std::int64_t target,
                                 LazyParams lazy) {
   const int lane = threadIdx.x & 31;
+  const UpdateRounding<V> rounder(values, target);
   const std::int64_t count = count_at == nullptr ? bound : min(bound, *count_at);
   for (std::int64_t i = global_warp(); i < count; i += warp_count()) {
     const std::int64_t r = rows == nullptr ? i : rows[i];
@@ -27,7 +28,7 @@ __global__ void catch_up_kernel(const std::int64_t* __restrict__ rows, std::int6
       const float before = static_cast<float>(w[c]);
       float x = before;
       catch_up(lazy, x, s0 ? s0[c] : d0, s1 ? s1[c] : d1, from, target);
-      w[c] = round_update<V>(values, target, c, x, before);
+      w[c] = rounder(c, x, before);
     }
     __syncwarp();
     if (lane == 0) st.last_step[r] = target;

@@ -189,8 +189,9 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
 // loads, an SM keeps in flight). Every lane of the warp must call it.
 template <int W, class V, class GradientSum>
 __device__ void step_row(std::int64_t r, const GradientSum& sum, const Values& values,
-                         std::int64_t vec_size, const RowStates& st, std::int64_t step,
-                         const optim::UpdateStep& u, int lane) {
+                         const UpdateRounding<V>& rounder, std::int64_t vec_size,
+                         const RowStates& st, std::int64_t step, const optim::UpdateStep& u,
+                         int lane) {
   using L = Lanes<W>;
   V* const weights = static_cast<V*>(values.data);
   for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
@@ -212,7 +213,7 @@ __device__ void step_row(std::int64_t r, const GradientSum& sum, const Values& v
         const float before = L::at(w, i);
         float x = before;
         optim::apply_update(u, x, L::at(g, i), L::at(s0, i), L::at(s1, i));
-        out[i] = round_update<V>(values, step, c + i, x, before);
+        out[i] = rounder(c + i, x, before);
       }
       L::store_values(weights + at, out);
       if (st.s0) L::store(st.s0 + at, s0);
@@ -324,6 +325,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
   using L = Lanes<W>;
   constexpr bool kPrefetch = prefetch_gradient_rows<V, G>();
   const int lane = threadIdx.x & 31;
+  const UpdateRounding<V> rounder(values, step);
   const std::int64_t hot_count = *plan.hot_count;
   const std::int64_t items = hot_count + *seg.count;
   for (std::int64_t item = global_warp(); item < items; item += warp_count()) {
@@ -354,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
           [&](std::int64_t c, bool active) {
             return sum_partials<W>(partials, chunks, vec_size, c, active);
           },
-          values, vec_size, st, step, u, lane);
+          values, rounder, vec_size, st, step, u, lane);
     } else {
       const std::int64_t k = item - hot_count;
       const RowEntries e = plan.rows[k];
@@ -367,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
                 seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
                 static_cast<std::int64_t>(e.first) + e.count, e.first_bag, e.first_scale, lane);
           },
-          values, vec_size, st, step, u, lane);
+          values, rounder, vec_size, st, step, u, lane);
     }
   }
 }
@@ -385,6 +387,7 @@ __global__ void untouched_kernel(std::int64_t bound, const std::int64_t* __restr
                                  Values values, std::int64_t vec_size, RowStates st,
                                  std::int64_t step, optim::UpdateStep u) {
   const int lane = threadIdx.x & 31;
+  const UpdateRounding<V> rounder(values, step);
   const std::int64_t rows = rows_in_use == nullptr ? bound : min(bound, *rows_in_use);
   for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
     if (st.last_step[r] == step) continue;
@@ -396,7 +399,7 @@ __global__ void untouched_kernel(std::int64_t bound, const std::int64_t* __restr
       float wc = before;
       float d0 = s0 ? s0[c] : 0.f, d1 = s1 ? s1[c] : 0.f;
       zero_gradient_step(u, wc, d0, d1);
-      w[c] = round_update<V>(values, step, c, wc, before);
+      w[c] = rounder(c, wc, before);
       if (s0) s0[c] = d0;
       if (s1) s1[c] = d1;
     }

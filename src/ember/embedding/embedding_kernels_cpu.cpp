@@ -156,11 +156,12 @@ template <class V>
 void step_row(const Values& v, const optim::UpdateStep& u, V* w, const float* g, float* s0,
               float* s1, std::int64_t vec_size, std::int64_t step) {
   float dummy0 = 0, dummy1 = 0;
+  const UpdateRounding<V> rounder(v, step);
   for (std::int64_t c = 0; c < vec_size; ++c) {
     const float before = static_cast<float>(w[c]);
     float x = before;
     optim::apply_update(u, x, g == nullptr ? 0.0f : g[c], s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1);
-    w[c] = round_update<V>(v, step, c, x, before);
+    w[c] = rounder(c, x, before);
   }
 }
 
@@ -182,11 +183,12 @@ template <class V>
 void catch_up_row(const Values& v, const LazyParams& lazy, V* w, float* s0, float* s1,
                   std::int64_t vec_size, std::int64_t from, std::int64_t to) {
   float dummy0 = 0, dummy1 = 0;
+  const UpdateRounding<V> rounder(v, to);
   for (std::int64_t c = 0; c < vec_size; ++c) {
     const float before = static_cast<float>(w[c]);
     float x = before;
     catch_up(lazy, x, s0 ? s0[c] : dummy0, s1 ? s1[c] : dummy1, from, to);
-    w[c] = round_update<V>(v, to, c, x, before);
+    w[c] = rounder(c, x, before);
   }
 }
 

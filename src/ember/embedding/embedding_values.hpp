@@ -11,6 +11,7 @@
 //    expected stored value is the f32 result and small steps survive on average. The random
 //    bits are a hash of (seed, step, column, the old weight): a function of the
 //    values only, not of rows or ranks, so the CPU and the GPU (and any rank count) round alike.
+//    UpdateRounding holds one step's part of the hash, so a kernel mixes it once.
 #pragma once
 
 #include <cmath>
@@ -76,21 +77,27 @@ EMBER_HOST_DEVICE inline std::uint64_t rounding_seed(std::uint64_t layer_seed) {
   return random::mix64(layer_seed ^ 0x5eed5eed5eed5eedull);
 }
 
-// 24 random bits for rounding column `c` of a weight updated at `step` from `before`. Not a
-// function of the new value x: the GPU fuses multiply-adds where the CPU rounds twice, so x may
-// differ between them in its last f32 bit, and bits drawn from x would then round the two to
+// A step's rounding key: the stream's seed and the step, mixed once per step and kernel thread.
+EMBER_HOST_DEVICE inline std::uint64_t rounding_key(std::uint64_t seed, std::int64_t step) {
+  return random::mix64(seed ^
+                       random::mix64(static_cast<std::uint64_t>(step) * 0x9e3779b97f4a7c15ull));
+}
+
+// 24 random bits for rounding column `c` of a weight updated in the step of `key` from `before`.
+// Not a function of the new value x: the GPU fuses multiply-adds where the CPU rounds twice, so x
+// may differ between them in its last f32 bit, and bits drawn from x would then round the two to
 // different neighbours half of the time. Drawn from the old value, the two differ only where
 // that last bit carries x across the draw's threshold. The draw is independent of where x falls
 // between its two neighbours (x comes from the gradient, not from these bits), so the rounding
-// stays unbiased.
-EMBER_HOST_DEVICE inline std::uint32_t rounding_bits(std::uint64_t seed, std::int64_t step,
-                                                     std::int64_t c, float before) {
-  const std::uint64_t h =
-      random::mix64(seed ^
-                    random::mix64(static_cast<std::uint64_t>(step) * 0x9e3779b97f4a7c15ull ^
-                                  static_cast<std::uint64_t>(c)) ^
-                    random::mix64(ember::detail::float_bits(before)));
-  return static_cast<std::uint32_t>(h >> 40);
+// stays unbiased. For one step and column, distinct old values give distinct draws (mix32 is a
+// bijection). 32-bit mixing only: with three 64-bit mixes a value, the GPU update of a 16-bit
+// table was bound by its integer multiplies.
+EMBER_HOST_DEVICE inline std::uint32_t rounding_bits(std::uint64_t key, std::int64_t c,
+                                                     float before) {
+  const std::uint32_t inner =
+      random::mix32(ember::detail::float_bits(before) ^ static_cast<std::uint32_t>(key >> 32));
+  const std::uint32_t column = static_cast<std::uint32_t>(c) * 0x9e3779b1u;
+  return random::mix32(inner ^ column ^ static_cast<std::uint32_t>(key)) >> 8;
 }
 
 // x rounded into V. Stochastic: the nearest value a (round to nearest even) or its neighbour b
@@ -114,17 +121,32 @@ EMBER_HOST_DEVICE inline V round_value(float x, Rounding rounding, std::uint32_t
   }
 }
 
-// Rounds an update of column c: x is the f32 result, before the widened old weight.
+// How one step's updates of a table round into V: the step's key worked out once (kernels make
+// one per thread), then each value's draw from its column and old weight.
+template <class V>
+struct UpdateRounding {
+  Rounding rounding;
+  std::uint64_t key;
+  EMBER_HOST_DEVICE UpdateRounding(const Values& v, std::int64_t step)
+      : rounding(v.rounding),
+        key(sizeof(V) == 4 || v.rounding != Rounding::Stochastic ? 0 : rounding_key(v.seed, step)) {
+  }
+  // Column c's update: x is the f32 result, before the widened old weight.
+  EMBER_HOST_DEVICE V operator()(std::int64_t c, float x, float before) const {
+    if constexpr (sizeof(V) == 4) {
+      return x;
+    } else {
+      return round_value<V>(x, rounding,
+                            rounding == Rounding::Stochastic ? rounding_bits(key, c, before) : 0u);
+    }
+  }
+};
+
+// One value's update rounded (UpdateRounding, for a single value).
 template <class V>
 EMBER_HOST_DEVICE inline V round_update(const Values& v, std::int64_t step, std::int64_t c, float x,
                                         float before) {
-  if constexpr (sizeof(V) == 4) {
-    return x;
-  } else {
-    return round_value<V>(
-        x, v.rounding,
-        v.rounding == Rounding::Stochastic ? rounding_bits(v.seed, step, c, before) : 0u);
-  }
+  return UpdateRounding<V>(v, step)(c, x, before);
 }
 
 }  // namespace ember::embedding::kernels

@@ -17,6 +17,15 @@ EMBER_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// A bijective 32-bit mixer (multiply-xorshift, the constants of MurmurHash3's finaliser): for
+// per-value hashing on a GPU, whose integer units are 32 bits wide (a 64-bit multiply takes
+// several instructions).
+EMBER_HOST_DEVICE inline std::uint32_t mix32(std::uint32_t h) {
+  h = (h ^ (h >> 16)) * 0x85ebca6bu;
+  h = (h ^ (h >> 13)) * 0xc2b2ae35u;
+  return h ^ (h >> 16);
+}
+
 // bits(seed, index) with mix64(seed) worked out once by the caller (a kernel drawing many
 // counters of one stream).
 EMBER_HOST_DEVICE inline std::uint64_t bits_of_mixed(std::uint64_t mixed_seed,
