@@ -90,6 +90,15 @@ struct TcLayout {
   int warps;       // warps (samples in flight) per block
 };
 
+// Both kernels' dynamic shared memory: the block's 16-byte zero chunk (at the start), then each
+// warp's lay.warp_bytes. Writes the zero chunk, syncs the block and returns the warp's part.
+__device__ __forceinline__ unsigned char* warp_memory(unsigned char* smem, int warp,
+                                                      const TcLayout& lay) {
+  if (threadIdx.x < 4) reinterpret_cast<unsigned*>(smem)[threadIdx.x] = 0u;
+  __syncthreads();
+  return smem + kZeroBytes + warp * lay.warp_bytes;
+}
+
 // The warp's output row: where it is in global memory (bytes [from, to) of the tensor) and in
 // the warp's buffer (`row`, whose 16-byte aligned start `chunk0` holds the tensor's bytes from
 // from rounded down to 16).
@@ -106,6 +115,14 @@ struct OutputRow {
   __device__ std::int64_t first_chunk() const { return from / 16 * 16; }
 };
 
+// The row I of lower-triangle tile `tile` = I (I + 1) / 2 + J (J <= I); constant in unrolled loops.
+__device__ constexpr int triangle_row(int tile) {
+  int I = 0;
+  while ((I + 1) * (I + 2) / 2 <= tile)
+    ++I;
+  return I;
+}
+
 // Forward: S = X X^T's strictly lower triangle by mma.sync over the lower-triangle 16 x 16 tiles
 // (1 of 1, or 3 of 4), 16 columns of the width a step: one ldmatrix per row tile gives both its A
 // fragment and, as the 8-row halves, the B fragments of X^T. Each lane rounds its dots and writes
@@ -120,11 +137,8 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   constexpr int kTiles = TILES * (TILES + 1) / 2;
   extern __shared__ __align__(128) unsigned char smem[];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  auto* zero = reinterpret_cast<unsigned*>(smem);
-  if (threadIdx.x < 4) zero[threadIdx.x] = 0u;
-  unsigned char* mine = smem + kZeroBytes + warp * lay.warp_bytes;
+  unsigned char* mine = warp_memory(smem, warp, lay);
   T* X = reinterpret_cast<T*>(mine);
-  __syncthreads();
   const int g = lane >> 2, t = lane & 3;
   // ldmatrix addresses of row tile I: this lane's row within it and its 8-column half.
   const int tile_row = (lane & 7) + ((lane >> 3) & 1) * 8, tile_col = (lane >> 4) * 8;
@@ -132,7 +146,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
 #pragma unroll
   for (int I = 0; I < TILES; ++I) {
     const int r = 16 * I + tile_row;
-    rows_at[I] = r < f1 ? shared_address(X + r * lay.ld + tile_col) : shared_address(zero);
+    rows_at[I] = r < f1 ? shared_address(X + r * lay.ld + tile_col) : shared_address(smem);
   }
   const int npairs = f1 * (f1 - 1) / 2, ow = w + npairs + 1;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
@@ -142,7 +156,9 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
     stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
     wait_async_copies();
     __syncwarp();
-    float acc[kTiles][2][4] = {};  // tile (I, J <= I) at I (I + 1) / 2 + J, its rows 8 h.. in [h]
+    // Lower-triangle tile (I, J <= I) is tile I (I + 1) / 2 + J; its 8-row half h (of X^T's
+    // columns) accumulates in acc[2 tile + h].
+    float acc[2 * kTiles][4] = {};
 #pragma unroll 2
     for (int k = 0; k < w; k += 16) {
       unsigned x[TILES][4];
@@ -150,15 +166,9 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
       for (int I = 0; I < TILES; ++I)
         load_matrices(x[I], rows_at[I] + (16 * I + tile_row < f1 ? 2u * k : 0u));
 #pragma unroll
-      for (int I = 0; I < TILES; ++I) {
-#pragma unroll
-        for (int J = 0; J <= I; ++J) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            if (16 * J + 8 * h < f1)
-              mma_16x8x16<T>(acc[I * (I + 1) / 2 + J][h], x[I], x[J][h], x[J][h + 2]);
-          }
-        }
+      for (int n = 0; n < 2 * kTiles; ++n) {
+        const int I = triangle_row(n / 2), J = n / 2 - I * (I + 1) / 2, h = n % 2;
+        if (16 * J + 8 * h < f1) mma_16x8x16<T>(acc[n], x[I], x[J][h], x[J][h + 2]);
       }
     }
     const OutputRow<T> o(mine + lay.x_bytes, b, ow);
@@ -166,18 +176,12 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
       o.row[c] = X[c];
     if (lane == 0) o.row[ow - 1] = from_f<T>(0.0f);
 #pragma unroll
-    for (int I = 0; I < TILES; ++I) {
+    for (int n = 0; n < 2 * kTiles; ++n) {
+      const int I = triangle_row(n / 2), J = n / 2 - I * (I + 1) / 2, h = n % 2;
 #pragma unroll
-      for (int J = 0; J <= I; ++J) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int i = 16 * I + g + 8 * (e >> 1), j = 16 * J + 8 * h + 2 * t + (e & 1);
-            if (j < i && i < f1)
-              o.row[w + i * (i - 1) / 2 + j] = from_f<T>(acc[I * (I + 1) / 2 + J][h][e]);
-          }
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int i = 16 * I + g + 8 * (e >> 1), j = 16 * J + 8 * h + 2 * t + (e & 1);
+        if (j < i && i < f1) o.row[w + i * (i - 1) / 2 + j] = from_f<T>(acc[n][e]);
       }
     }
     __syncwarp();
@@ -218,11 +222,8 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   constexpr int kEntries = TILES * TILES * 4;
   extern __shared__ __align__(128) unsigned char smem[];
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  auto* zero = reinterpret_cast<unsigned*>(smem);
-  if (threadIdx.x < 4) zero[threadIdx.x] = 0u;
-  unsigned char* mine = smem + kZeroBytes + warp * lay.warp_bytes;
+  unsigned char* mine = warp_memory(smem, warp, lay);
   T* X = reinterpret_cast<T*>(mine);
-  __syncthreads();
   const int g = lane >> 2, t = lane & 3;
   // This lane's entries of A, as offsets into the gradient row's pairs (pair (i, j), i > j, at
   // i (i - 1) / 2 + j; kZero where G is zero), two to a register: tile (I, K)'s register q, entry
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   }
   // ldmatrix addresses: this lane's row within a 16-row tile and its 8-column half.
   const int tile_row = (lane & 7) + ((lane >> 3) & 1) * 8, tile_col = (lane >> 4) * 8;
-  const unsigned zero_lane = shared_address(zero);
+  const unsigned zero_lane = shared_address(smem);
   const int chunks = w / 8;  // 16-byte chunks per row of X
   const int ow = w + f1 * (f1 - 1) / 2 + 1;
   const std::int64_t dout_bytes = batch * ow * static_cast<std::int64_t>(sizeof(T));
