@@ -297,7 +297,7 @@ RunResult run_reference(const Problem& problem) {
   auto rounded = [&](float x, std::int64_t step, std::int64_t i, float before) {
     return kernels::with_value_type(values.type, [&](auto tag) {
       using V16 = decltype(tag);
-      return static_cast<float>(kernels::round_update<V16>(values, step, i, x, before));
+      return static_cast<float>(kernels::UpdateRounding<V16>(values, step)(i, x, before));
     });
   };
   auto new_row = [&](std::int64_t key) {

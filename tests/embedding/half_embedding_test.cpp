@@ -170,7 +170,7 @@ void check_update_rows(ValueType type, Rounding rounding, std::mt19937_64& rng) 
         float x = before;
         float d0 = want_s0[at], d1 = want_s1[at];
         optim::apply_update(u, x, sums[at], d0, d1);
-        want[at] = kernels::round_update<V>(values, step, c, x, before);
+        want[at] = kernels::UpdateRounding<V>(values, step)(c, x, before);
         if (one) want_s0[at] = d0;
         if (two) want_s1[at] = d1;
       }

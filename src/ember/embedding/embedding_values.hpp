@@ -142,11 +142,4 @@ struct UpdateRounding {
   }
 };
 
-// One value's update rounded (UpdateRounding, for a single value).
-template <class V>
-EMBER_HOST_DEVICE inline V round_update(const Values& v, std::int64_t step, std::int64_t c, float x,
-                                        float before) {
-  return UpdateRounding<V>(v, step)(c, x, before);
-}
-
 }  // namespace ember::embedding::kernels
