@@ -205,7 +205,7 @@ __global__ void single_output_forward_kernel(std::int64_t rows, std::int64_t in,
 // whatever the GPU, so the same bits), a warp per row with kSingleOutputRows rows' loads in
 // flight, the lanes along the row in packs of V, at most 32 K packs a lane's registers hold at
 // once (wider rows go panel by panel, x read once all the same). The partials go to
-// single_output_final_kernel in chunk order; a single chunk writes dw and db itself.
+// launch_chunk_totals (a fixed order); a single chunk writes dw and db itself.
 inline constexpr int kSingleOutputWarps = kThreads / 32;
 
 template <class T, int V, int K>
@@ -315,13 +315,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// dw[c] (c < in) and db (c == in): the chunks' partials added in chunk order.
-__global__ void single_output_final_kernel(std::int64_t chunks, std::int64_t in,
-                                           const float* partial, float* dw, float* db) {
-  const std::int64_t ld = in + 1;
-  for (std::int64_t c = global_thread(); c < ld; c += global_stride())
-    (c < in ? dw[c] : *db) = sum_in_order(partial + c, chunks, ld);
-}
+// dw[c] for c < in, db for c == in: the one-output backward's partials have in + 1 columns.
+struct StoreWeightAndBiasTotals {
+  std::int64_t in;
+  float* dw;
+  float* db;
+  __device__ void operator()(int, std::int64_t c, float v) const { (c < in ? dw[c] : *db) = v; }
+};
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
 
@@ -663,9 +663,8 @@ void single_output_backward(DType dtype, std::int64_t rows, std::int64_t in, con
     }
   });
   if (chunks > 1) {
-    single_output_final_kernel<<<grid_for(in + 1), kThreads, 0, stream>>>(chunks, in, workspace, dw,
-                                                                          db);
-    EMBER_CUDA_CHECK_LAUNCH();
+    launch_chunk_totals<1>(chunks, in + 1, in + 1, workspace, StoreWeightAndBiasTotals{in, dw, db},
+                           stream);
   }
 }
 

@@ -90,7 +90,7 @@ __device__ __forceinline__ std::int64_t global_stride() {
 // ---- deterministic column reduction ------------------------------------------------------------
 // out_k[c] = sum over rows r of f(r, c)[k] for k < N. Rows are cut into column_chunks(rows)
 // chunks; a (32 x 8)-thread block sums one chunk of 32 columns (threads along x read consecutive
-// columns: coalesced), the chunks' partial sums then go through a second kernel in chunk order.
+// columns: coalesced), the chunks' partial sums then go through a second kernel in a fixed order.
 
 inline constexpr int kColumnRowsInFlight = 8;
 
@@ -172,25 +172,62 @@ __device__ inline float sum_in_order(const float* p, std::int64_t n, std::int64_
   return s;
 }
 
-template <int N>
-__global__ void column_final_kernel(std::int64_t chunks, std::int64_t cols, const float* partial,
-                                    float* o0, float* o1) {
-  for (std::int64_t c = global_thread(); c < cols; c += global_stride()) {
+// The chunks' partial sums of `cols` columns, added in a fixed order: store(k, c, total) with
+// total = sum over chunks j of partial[(k chunks + j) ld + c], k < N. A (32 x kChunkTotalWarps)
+// block takes 32 columns; warp w adds chunks w, w + kChunkTotalWarps, ... and the warps' sums
+// are then added in warp order. One thread per column added all 256 chunks in sequence before:
+// 8-15 us for a few blocks on an otherwise idle GPU, on the step's path after every bias
+// gradient's column sum.
+inline constexpr int kChunkTotalWarps = 8;
+
+template <int N, class Store>
+__global__ void __launch_bounds__(32 * kChunkTotalWarps)
+    chunk_totals_kernel(std::int64_t chunks, std::int64_t cols, std::int64_t ld,
+                        const float* partial, Store store) {
+  __shared__ float red[N][kChunkTotalWarps][33];
+  const int lane = static_cast<int>(threadIdx.x), warp = static_cast<int>(threadIdx.y);
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + lane;
+  const std::int64_t terms =
+      chunks > warp ? (chunks - warp + kChunkTotalWarps - 1) / kChunkTotalWarps : 0;
 #pragma unroll
-    for (int k = 0; k < N; ++k)
-      (k == 0 ? o0 : o1)[c] = sum_in_order(partial + k * chunks * cols + c, chunks, cols);
+  for (int k = 0; k < N; ++k)
+    red[k][warp][lane] = c < cols ? sum_in_order(partial + (k * chunks + warp) * ld + c, terms,
+                                                 kChunkTotalWarps * ld)
+                                  : 0.0f;
+  __syncthreads();
+  if (warp != 0 || c >= cols) return;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kChunkTotalWarps; ++w)
+      s += red[k][w][lane];
+    store(k, c, s);
   }
 }
 
+template <int N, class Store>
+void launch_chunk_totals(std::int64_t chunks, std::int64_t cols, std::int64_t ld,
+                         const float* partial, Store store, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32)), block(32, kChunkTotalWarps);
+  chunk_totals_kernel<N, Store><<<grid, block, 0, stream>>>(chunks, cols, ld, partial, store);
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+struct StoreColumnTotals {
+  float* o0;
+  float* o1;
+  __device__ void operator()(int k, std::int64_t c, float v) const { (k == 0 ? o0 : o1)[c] = v; }
+};
+
 // `workspace` holds N * column_sum_workspace(rows, cols) floats.
-// With several chunks, their partial sums (`partial`, chunks x N x cols) added in order into the
-// outputs; with one, the partial kernel wrote the outputs itself.
+// With several chunks, their partial sums (`partial`, chunks x N x cols) added in a fixed order
+// into the outputs; with one, the partial kernel wrote the outputs itself.
 template <int N>
 void finish_column_chunks(std::int64_t chunks, std::int64_t cols, const float* partial, float* o0,
                           float* o1, cudaStream_t stream) {
-  if (chunks <= 1) return;
-  column_final_kernel<N><<<grid_for(cols), kThreads, 0, stream>>>(chunks, cols, partial, o0, o1);
-  EMBER_CUDA_CHECK_LAUNCH();
+  if (chunks <= 1 || cols <= 0) return;
+  launch_chunk_totals<N>(chunks, cols, cols, partial, StoreColumnTotals{o0, o1}, stream);
 }
 
 template <int N, class F>
@@ -229,25 +266,16 @@ __global__ void scalar_partial_kernel(std::int64_t n, F f, float* partial) {
 }
 
 // A template so each .cu file that reduces gets its own instance (no cross-file kernels).
+// One warp: lane l adds partials l, l + 32, ... in order, then the lanes' sums go through
+// warp_sum's fixed butterfly (lane 0's result is the same bits every run). One thread adding
+// all the partials in sequence took 4 us on the step's path.
 template <int Unused = 0>
 __global__ void scalar_final_kernel(int parts, const float* partial, float scale,
                                     const float* extra, float* out) {
-  if (threadIdx.x != 0) return;
-  // Loads in flight ahead of the in-order adds (same bits; see column_final_kernel).
-  float s = 0.0f;
-  int i = 0;
-  for (; i + kColumnRowsInFlight <= parts; i += kColumnRowsInFlight) {
-    float v[kColumnRowsInFlight];
-#pragma unroll
-    for (int u = 0; u < kColumnRowsInFlight; ++u)
-      v[u] = partial[i + u];
-#pragma unroll
-    for (int u = 0; u < kColumnRowsInFlight; ++u)
-      s += v[u];
-  }
-  for (; i < parts; ++i)
-    s += partial[i];
-  *out = s * scale + (extra != nullptr ? *extra : 0.0f);
+  const int lane = static_cast<int>(threadIdx.x);
+  const float s =
+      warp_sum(lane < parts ? sum_in_order(partial + lane, (parts - lane + 31) / 32, 32) : 0.0f);
+  if (lane == 0) *out = s * scale + (extra != nullptr ? *extra : 0.0f);
 }
 
 template <class F>

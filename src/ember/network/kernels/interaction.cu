@@ -387,7 +387,7 @@ std::size_t shared_bytes(const CoreLayout& lay) {
 InteractionKernel choose(DType dtype, std::int64_t f1, std::int64_t width, bool backward,
                          bool aligned, bool allow_tf32) {
   if (!aligned) return InteractionKernel::Generic;
-  if (interaction_tensor_cores_fit(dtype, f1, width, backward)) {
+  if (interaction_tensor_cores_fit(dtype, f1, width)) {
     return InteractionKernel::TensorCores;
   }
   if (allow_tf32 && interaction_tf32_fit(dtype, f1, width, backward)) {

@@ -329,7 +329,8 @@ inline int compute_capability_major() {
 // The 16-bit tensor-core path (interaction_tensor_core.cu). fit: f16 or bf16, F1 <= 32, width a
 // multiple of 16 whose rows fit in shared memory, sm_80 or newer. The launchers need a shape that
 // fits and 16-byte aligned pointers (dmlp, demb may be null).
-bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t width, bool backward);
+// The forward and the backward fit the same shapes (one layout).
+bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t width);
 void interaction_forward_tensor_cores(DType dtype, std::int64_t batch, std::int64_t f1,
                                       std::int64_t width, const void* mlp, const void* emb,
                                       void* out, StreamHandle stream);

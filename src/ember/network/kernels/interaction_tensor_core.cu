@@ -366,9 +366,7 @@ void launch_backward(std::int64_t batch, int f1, int w, const void* mlp, const v
 
 }  // namespace
 
-// The forward and the backward fit the same shapes (tc_layout).
-bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t width,
-                                  bool /*backward*/) {
+bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t width) {
   if (dtype != DType::F16 && dtype != DType::BF16) return false;
   std::size_t smem = 0;
   const int warps = tc_layout(f1, width, &smem).warps;
@@ -380,7 +378,8 @@ void interaction_forward_tensor_cores(DType dtype, std::int64_t batch, std::int6
                                       void* out, StreamHandle stream) {
   std::size_t smem = 0;
   const TcLayout lay = tc_layout(f1, width, &smem);
-  EMBER_CHECK(lay.warps > 0, "Interaction: shape does not fit the tensor-core kernels");
+  EMBER_CHECK(lay.warps > 0, "Interaction: F1 ", f1, " x width ", width,
+              " does not fit the 16-bit tensor-core kernels");
   const int f = static_cast<int>(f1), w = static_cast<int>(width);
   const bool one = f1 <= 16;
   if (dtype == DType::F16) {
@@ -400,7 +399,8 @@ void interaction_backward_tensor_cores(DType dtype, std::int64_t batch, std::int
   const int f = static_cast<int>(f1), w = static_cast<int>(width);
   const bool one = f1 <= 16;
   const TcLayout lay = tc_layout(f1, width, &smem);
-  EMBER_CHECK(lay.warps > 0, "Interaction backward: shape does not fit the tensor-core kernels");
+  EMBER_CHECK(lay.warps > 0, "Interaction backward: F1 ", f1, " x width ", width,
+              " does not fit the 16-bit tensor-core kernels");
   if (dtype == DType::F16) {
     (one ? launch_backward<Half, 1> : launch_backward<Half, 2>)(batch, f, w, mlp, emb, dout, dmlp,
                                                                 demb, lay, smem, stream);

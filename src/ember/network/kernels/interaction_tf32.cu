@@ -257,7 +257,8 @@ void interaction_forward_tf32(std::int64_t batch, std::int64_t f1, std::int64_t 
                               const float* mlp, const float* emb, float* out, StreamHandle stream) {
   std::size_t smem = 0;
   const Tf32Layout lay = tf32_layout(f1, width, false, &smem);
-  EMBER_CHECK(lay.warps > 0, "Interaction: shape does not fit the TF32 tensor-core kernels");
+  EMBER_CHECK(lay.warps > 0, "Interaction: F1 ", f1, " x width ", width,
+              " does not fit the TF32 tensor-core kernels");
   const auto kernel = f1 <= 16 ? forward_tf32_kernel<1> : forward_tf32_kernel<2>;
   const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
   kernel<<<grid, lay.warps * 32, smem, stream>>>(batch, static_cast<int>(f1),
@@ -270,8 +271,8 @@ void interaction_backward_tf32(std::int64_t batch, std::int64_t f1, std::int64_t
                                float* demb, StreamHandle stream) {
   std::size_t smem = 0;
   const Tf32Layout lay = tf32_layout(f1, width, true, &smem);
-  EMBER_CHECK(lay.warps > 0,
-              "Interaction backward: shape does not fit the TF32 tensor-core kernels");
+  EMBER_CHECK(lay.warps > 0, "Interaction backward: F1 ", f1, " x width ", width,
+              " does not fit the TF32 tensor-core kernels");
   const auto kernel = f1 <= 16 ? backward_tf32_kernel<1> : backward_tf32_kernel<2>;
   const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
   kernel<<<grid, lay.warps * 32, smem, stream>>>(
