@@ -85,11 +85,12 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   optimizer_ = std::make_unique<network::DenseOptimizer>(config.optimizer, store_);
   initialize_dense(solver.seed);
   if (const std::string why = overlap_obstacle(); why.empty()) {
-    // With one rank the embeddings' work has slack: their update and the next batch's lookups run
-    // beside the dense backward and end before the next forward reads them, so at the background
-    // priority their many blocks stop taking multiprocessors from the dense backward (one H200:
-    // +1.9 %). With several, the exchange follows the embeddings' backward on the step's path (two
-    // H200s: 2 % slower in the background).
+    // With one rank the embeddings' update and the next batch's lookups run beside the dense
+    // backward; at the background priority their many blocks stop taking multiprocessors from it
+    // (one H200: +1.9 %). With f16 tables the interaction forward still waits about 0.1 ms for
+    // the lookups, yet the step's priority or one above it measured 1-5 % slower there too. With
+    // several ranks the exchange follows the embeddings' backward on the step's path (two H200s:
+    // 2 % slower in the background).
     const int priority = comm_->size() == 1 ? kBackgroundPriority : kStepPriority;
     overlap_ = std::make_unique<Overlap>(place_.device(), priority);
     network::DenseNetwork::InputHooks hooks;
