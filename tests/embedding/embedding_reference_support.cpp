@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "ember/core/copy.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/distributed/collectives.hpp"
 #include "ember/embedding/embedding_kernels.hpp"
@@ -172,6 +173,47 @@ Event queue_busy_work(Place place) {
 
 }  // namespace
 
+// The vectors forward_gather's codes name ([bags, vec_size], f32): table rows as stored, zeros,
+// or the rows of `out` it pooled (each its own bag's, checked).
+std::vector<float> gathered_vectors(const SparseEmbedding& emb, const Tensor& codes,
+                                    const Tensor& out) {
+  const std::int64_t V = emb.config().vec_size;
+  const std::vector<std::int32_t> code = codes.to(Place::host()).to_vector<std::int32_t>();
+  const std::vector<float> pooled = out.to(Place::host()).to(DType::F32).to_vector<float>();
+  const Tensor stored = Tensor::empty({emb.capacity(), V}, emb.config().value_dtype);
+  copy_bytes(stored.data(), Place::host(), emb.table_data(), emb.place(),
+             static_cast<std::size_t>(stored.numel()) * dtype_size(stored.dtype()));
+  const std::vector<float> table = stored.to(DType::F32).to_vector<float>();
+  std::vector<float> vectors(code.size() * static_cast<std::size_t>(V), 0.0f);
+  for (std::size_t bag = 0; bag < code.size(); ++bag) {
+    const float* from = nullptr;
+    if (code[bag] >= 0) {
+      from = &table[static_cast<std::size_t>(code[bag] * V)];
+    } else if (code[bag] != kGatherZeroRow) {
+      EXPECT_EQ(gather_dense_row(code[bag]), static_cast<std::int64_t>(bag));
+      from = &pooled[bag * static_cast<std::size_t>(V)];
+    }
+    if (from != nullptr) std::copy(from, from + V, vectors.begin() + bag * V);
+  }
+  return vectors;
+}
+
+EmbeddingConfig small_config(EmbeddingType type, Combiner combiner, DType key_dtype,
+                             std::int64_t vec_size, std::uint64_t seed,
+                             const std::vector<std::int64_t>& slot_sizes, std::int64_t rows) {
+  EmbeddingConfig c;
+  c.name = "emb";
+  c.type = type;
+  c.vec_size = vec_size;
+  c.combiner = combiner;
+  c.slot_num = static_cast<std::int64_t>(slot_sizes.size());
+  c.max_vocabulary_size_per_gpu = rows;
+  if (type != EmbeddingType::DistributedSlotHash) c.slot_size_array = slot_sizes;
+  c.key_dtype = key_dtype;
+  c.seed = seed;
+  return c;
+}
+
 RunResult run_ranks(const Problem& problem, int D, bool cuda) {
   const auto& c = problem.config;
   const std::int64_t S = c.slot_num, V = c.vec_size;
@@ -212,13 +254,21 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
           const HostBatch& h = problem.batches[t];
           const std::int64_t Bl = h.batch / D, first = r * Bl;
           Tensor out;
-          if (problem.out_dtype == DType::F32) {
-            out = emb.forward(csr[t], first, Bl, problem.training[t]);
-          } else {
+          std::vector<float> o;
+          if (problem.gather && problem.training[t]) {
             out = Tensor::empty({Bl, S, V}, problem.out_dtype, comm.place());
-            emb.forward_into(csr[t], first, Bl, out, problem.training[t]);
+            const Tensor codes = Tensor::empty({Bl * S}, DType::I32, comm.place());
+            emb.forward_gather(csr[t], first, Bl, codes, out, true);
+            o = gathered_vectors(emb, codes, out);
+          } else {
+            if (problem.out_dtype == DType::F32) {
+              out = emb.forward(csr[t], first, Bl, problem.training[t]);
+            } else {
+              out = Tensor::empty({Bl, S, V}, problem.out_dtype, comm.place());
+              emb.forward_into(csr[t], first, Bl, out, problem.training[t]);
+            }
+            o = out.to(Place::host()).to(DType::F32).to_vector<float>();
           }
-          const std::vector<float> o = out.to(Place::host()).to(DType::F32).to_vector<float>();
           std::copy(o.begin(), o.end(), result.outputs[t].begin() + first * S * V);
           if (problem.training[t]) {
             const std::vector<float> g(problem.grads[t].begin() + first * S * V,

@@ -56,6 +56,10 @@ struct Problem {
   // step's gradient as a tensor of grad_dtype (the values rounded to it).
   DType out_dtype = DType::F32;
   DType grad_dtype = DType::F32;
+  // One rank: training steps take SparseEmbedding::forward_gather (codes, and only the bags of
+  // several entries pooled into an output of out_dtype), and the outputs it reports are the
+  // vectors the codes name (table rows read as they are stored, zeros, the pooled rows).
+  bool gather = false;
 };
 
 // Random batches of `batch` samples: per (sample, slot) 0..max_nnz keys drawn from the slot's
@@ -63,6 +67,14 @@ struct Problem {
 HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
                        std::mt19937_64& rng);
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
+
+// Slot sizes small enough that keys repeat within a batch, and a layer "emb" over slots of
+// `slot_sizes` (at most `rows` rows a rank; DistributedSlot without the slot sizes).
+inline const std::vector<std::int64_t> kSmallSlotSizes = {7, 20, 3, 50, 11};
+EmbeddingConfig small_config(EmbeddingType type, Combiner combiner, DType key_dtype,
+                             std::int64_t vec_size, std::uint64_t seed,
+                             const std::vector<std::int64_t>& slot_sizes = kSmallSlotSizes,
+                             std::int64_t rows = 200);
 
 // Every sparse optimizer and update type, for tests that go through them all.
 inline constexpr optim::OptimizerType kEveryOptimizer[] = {

@@ -11,17 +11,7 @@ const std::vector<std::int64_t>& cache_slot_sizes() {
 
 EmbeddingConfig cache_config(EmbeddingType type, Combiner combiner, std::uint64_t seed,
                              const std::vector<std::int64_t>& slot_sizes, std::int64_t vec_size) {
-  EmbeddingConfig c;
-  c.name = "emb";
-  c.type = type;
-  c.vec_size = vec_size;
-  c.combiner = combiner;
-  c.slot_num = static_cast<std::int64_t>(slot_sizes.size());
-  c.max_vocabulary_size_per_gpu = 20000;
-  if (type != EmbeddingType::DistributedSlotHash) c.slot_size_array = slot_sizes;
-  c.key_dtype = DType::I64;
-  c.seed = seed;
-  return c;
+  return small_config(type, combiner, DType::I64, vec_size, seed, slot_sizes, 20000);
 }
 
 optim::OptimizerConfig cache_optimizer(optim::OptimizerType type, optim::UpdateType update) {

@@ -24,17 +24,7 @@ const std::vector<std::int64_t> kSlotSizes = {7, 20, 3, 50, 11};
 
 EmbeddingConfig base_config(EmbeddingType type, Combiner combiner, DType key_dtype,
                             std::uint64_t seed) {
-  EmbeddingConfig c;
-  c.name = "emb";
-  c.type = type;
-  c.vec_size = 6;
-  c.combiner = combiner;
-  c.slot_num = static_cast<std::int64_t>(kSlotSizes.size());
-  c.max_vocabulary_size_per_gpu = 200;
-  if (type != EmbeddingType::DistributedSlotHash) c.slot_size_array = kSlotSizes;
-  c.key_dtype = key_dtype;
-  c.seed = seed;
-  return c;
+  return testing::small_config(type, combiner, key_dtype, 6, seed, kSlotSizes);
 }
 
 Problem make_problem(const EmbeddingConfig& c, const optim::OptimizerConfig& o, int steps,

@@ -26,15 +26,18 @@ TEST(SolverKeys, AreReadWithTheirDefaults) {
   EXPECT_EQ(plain.solver.keep_snapshots, 0);
   EXPECT_FALSE(plain.solver.enable_overlap);
   EXPECT_TRUE(plain.solver.overlap_embedding);
+  EXPECT_TRUE(plain.solver.embedding_gather);
   EXPECT_FALSE(plain.solver.hit_rate_threshold().has_value());
   const ModelConfig c = parse_model_config(
       dlrm_with({"solver.nan_policy=skip", "solver.keep_snapshots=3", "solver.enable_overlap=true",
-                 "solver.overlap_embedding=false", R"(solver.eval_metrics=["AUC:0.9","HitRate"])"}),
+                 "solver.overlap_embedding=false", "solver.embedding_gather=false",
+                 R"(solver.eval_metrics=["AUC:0.9","HitRate"])"}),
       "test");
   EXPECT_EQ(c.solver.nan_policy, NanPolicy::Skip);
   EXPECT_EQ(c.solver.keep_snapshots, 3);
   EXPECT_TRUE(c.solver.enable_overlap);
   EXPECT_FALSE(c.solver.overlap_embedding);
+  EXPECT_FALSE(c.solver.embedding_gather);
   EXPECT_EQ(c.solver.hit_rate_threshold(), 0.8);  // HugeCTR's threshold
   EXPECT_EQ(c.solver.auc_target(), 0.9);
   const ModelConfig t =
@@ -52,6 +55,7 @@ TEST(SolverKeys, BadValuesAreRefusedNamingTheKey) {
            {"solver.keep_snapshots=-1", R"(solver: "keep_snapshots" must be an integer >= 0)"},
            {"solver.enable_overlap=\"yes\"", R"("enable_overlap")"},
            {"solver.overlap_embedding=\"on\"", R"("overlap_embedding")"},
+           {"solver.embedding_gather=\"yes\"", R"("embedding_gather")"},
            {R"(solver.eval_metrics=["HitRate:1.5"])", "threshold in [0, 1)"},
            {R"(solver.eval_metrics=["AverageLoss:0.5"])", "AverageLoss without a number"},
            {R"(solver.eval_metrics=["Recall"])", "HitRate"}}) {

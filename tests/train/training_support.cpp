@@ -159,6 +159,15 @@ std::vector<double> losses_of(const TrainResult& r) {
   return out;
 }
 
+RunOutcome train_and_evaluate(ModelConfig config, SessionOptions options) {
+  Session s(std::move(config), std::move(options));
+  RunOutcome out;
+  out.losses = losses_of(s.train());
+  out.auc = s.evaluate().auc;
+  out.gathered = s.gathered_embeddings();
+  return out;
+}
+
 namespace {
 
 std::string file_bytes(const std::filesystem::path& p) {

@@ -71,4 +71,13 @@ std::string merged_saved_file(const std::filesystem::path& embedding_dir, const 
 // A run's losses at its display points, in order.
 std::vector<double> losses_of(const TrainResult& r);
 
+// What a session trained from scratch left: its losses (losses_of), the AUC of an evaluation
+// after training, and the embeddings an interaction read in place (Session::gathered_embeddings).
+struct RunOutcome {
+  std::vector<double> losses;
+  double auc = 0;
+  std::vector<std::string> gathered;
+};
+RunOutcome train_and_evaluate(ModelConfig config, SessionOptions options);
+
 }  // namespace ember::train::testing_support

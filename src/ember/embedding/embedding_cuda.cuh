@@ -159,6 +159,7 @@ Step<decltype(KernelTable::select_items)> select_items;
 Step<decltype(KernelTable::flagged_rows)> flagged_rows;
 // embedding_cuda_pool.cu
 Step<decltype(KernelTable::pool)> pool;
+Step<decltype(KernelTable::gather_codes)> gather_codes;
 // embedding_cuda_segments.cu
 Step<decltype(KernelTable::segments)> segments;
 // embedding_cuda_catch_up.cu

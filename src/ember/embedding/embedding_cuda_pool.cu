@@ -409,6 +409,47 @@ __global__ void pool1_kernel(const std::int64_t* __restrict__ offsets,
   }
 }
 
+// A warp per 32 bags, a lane per bag: each bag's code (see gather_codes in
+// embedding_kernels.hpp); then the bags the lanes found to pool, one at a time, a column a lane,
+// their entries added in order from 0 as pool adds them.
+template <class V, class O>
+__global__ void gather_codes_kernel(const std::int64_t* __restrict__ offsets,
+                                    const std::int64_t* __restrict__ rows,
+                                    const float* __restrict__ scale, std::int64_t bags,
+                                    const V* __restrict__ values, std::int64_t vec_size,
+                                    std::int32_t* __restrict__ codes, O* __restrict__ out) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (std::int64_t first = global_warp() * 32; first < bags; first += warp_count() * 32) {
+    const std::int64_t bag = first + lane;
+    bool pooled = false;
+    if (bag < bags) {
+      const std::int64_t begin = __ldg(offsets + bag), end = __ldg(offsets + bag + 1);
+      const std::int64_t row = end - begin == 1 ? __ldg(rows + begin) : -1;
+      if (end - begin == 1 && (scale == nullptr || __ldg(scale + bag) == 1.f)) {
+        codes[bag] = row >= 0 ? static_cast<std::int32_t>(row) : kGatherZeroRow;
+      } else if (end == begin) {
+        codes[bag] = kGatherZeroRow;
+      } else {
+        codes[bag] = gather_dense_code(bag);
+        pooled = true;
+      }
+    }
+    for (unsigned left = __ballot_sync(0xffffffffu, pooled); left != 0; left &= left - 1) {
+      const std::int64_t p = first + __ffs(static_cast<int>(left)) - 1;
+      const std::int64_t begin = __ldg(offsets + p), end = __ldg(offsets + p + 1);
+      const float s = scale == nullptr ? 1.f : __ldg(scale + p);
+      for (std::int64_t c = lane; c < vec_size; c += 32) {
+        float acc = 0.f;
+        for (std::int64_t e = begin; e < end; ++e) {
+          const std::int64_t r = __ldg(rows + e);
+          if (r >= 0) acc += ldg1(values + r * vec_size + c);
+        }
+        out[p * vec_size + c] = O(acc * s);
+      }
+    }
+  }
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -457,6 +498,22 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
         pool1_kernel<V, O><<<blocks_for_warps(bags), kThreads, 0, stream>>>(
             local_offsets, rows, scale, bags, table, vec_size, o);
       }
+    });
+  });
+  EMBER_CUDA_CHECK_LAUNCH();
+}
+
+void gather_codes(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
+                  std::int64_t bags, const Values& values, std::int64_t vec_size,
+                  std::int32_t* codes, void* out, ValueType out_type, StreamHandle stream) {
+  if (bags == 0) return;
+  with_value_type(values.type, [&](auto tag) {
+    using V = decltype(tag);
+    with_value_type(out_type, [&](auto out_tag) {
+      using O = decltype(out_tag);
+      gather_codes_kernel<V, O><<<blocks_for_warps((bags + 31) / 32), kThreads, 0, stream>>>(
+          local_offsets, rows, scale, bags, static_cast<const V*>(values.data), vec_size, codes,
+          static_cast<O*>(out));
     });
   });
   EMBER_CUDA_CHECK_LAUNCH();

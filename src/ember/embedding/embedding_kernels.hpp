@@ -19,6 +19,7 @@
 #include "ember/embedding/embedding_values.hpp"
 #include "ember/optim/optimizer.hpp"
 #include "ember/tensor/random.hpp"
+#include "ember/tensor/row_gather.hpp"
 
 namespace ember::embedding::kernels {
 
@@ -289,6 +290,16 @@ struct KernelTable {
   void (*pool)(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
                std::int64_t bags, std::int64_t entries, const Values& values, std::int64_t vec_size,
                void* out, ValueType out_type, StreamHandle stream);
+  // Instead of pooling, where a reader finds each bag's vector (row_gather.hpp): codes[bag] is
+  // the row of its one entry (a bag whose one row is -1, or that has no entries, gets the zero
+  // code); a bag of several entries, or of one entry with a scale other than 1, gets
+  // gather_dense_code(bag) and its vector written to out[bag] exactly as pool() writes it.
+  // Rows must be < 2^31 - 1. A warp pools those bags one at a time, a column a lane: a fallback
+  // for the rare multi-entry bag of a one-hot layer, not a fast pooling.
+  void (*gather_codes)(const std::int64_t* local_offsets, const std::int64_t* rows,
+                       const float* scale, std::int64_t bags, const Values& values,
+                       std::int64_t vec_size, std::int32_t* codes, void* out, ValueType out_type,
+                       StreamHandle stream);
   // Groups the n entries by row (see Segments): sorted_bags [n], unique_rows [n], offsets
   // [n + 1] and *count (one i64). Bags must be < 2^31, rows < capacity. Nothing waits.
   void (*segments)(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n,

@@ -228,6 +228,33 @@ void pool(const std::int64_t* local_offsets, const std::int64_t* rows, const flo
   });
 }
 
+void gather_codes(const std::int64_t* local_offsets, const std::int64_t* rows, const float* scale,
+                  std::int64_t bags, const Values& values, std::int64_t vec_size,
+                  std::int32_t* codes, void* out, ValueType out_type, StreamHandle stream) {
+  std::vector<std::int64_t> pooled;
+  for (std::int64_t bag = 0; bag < bags; ++bag) {
+    const std::int64_t begin = local_offsets[bag], end = local_offsets[bag + 1];
+    if (end == begin || (end - begin == 1 && rows[begin] < 0)) {
+      codes[bag] = kGatherZeroRow;
+    } else if (end - begin == 1 && (scale == nullptr || scale[bag] == 1.0f)) {
+      codes[bag] = static_cast<std::int32_t>(rows[begin]);
+    } else {
+      codes[bag] = gather_dense_code(bag);
+      pooled.push_back(bag);
+    }
+  }
+  if (pooled.empty()) return;
+  // Each pooled bag as pool() pools it: one bag without offsets is that bag's own entry range.
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(value_bytes(out_type)) * static_cast<std::size_t>(vec_size);
+  for (const std::int64_t bag : pooled) {
+    const std::int64_t range[2] = {local_offsets[bag], local_offsets[bag + 1]};
+    pool(range, rows, scale == nullptr ? nullptr : scale + bag, 1, range[1] - range[0], values,
+         vec_size, static_cast<unsigned char*>(out) + static_cast<std::size_t>(bag) * row_bytes,
+         out_type, stream);
+  }
+}
+
 void segments(const std::int64_t* rows, const std::int64_t* entry_bag, std::int64_t n, std::int64_t,
               std::int32_t* sorted_bags, std::int64_t* unique_rows, std::int64_t* offsets,
               std::int64_t* count, StreamHandle) {
@@ -471,6 +498,7 @@ constexpr KeyKernels<Key> key_kernels() {
 constexpr KernelTable kTable{.u32_keys = key_kernels<std::uint32_t>(),
                              .i64_keys = key_kernels<std::int64_t>(),
                              .pool = &pool,
+                             .gather_codes = &gather_codes,
                              .segments = &segments,
                              .catch_up_rows = &catch_up_rows,
                              .update_rows = &update_rows,

@@ -34,6 +34,7 @@ const KernelTable& table() {
   static const KernelTable t{.u32_keys = key_kernels<std::uint32_t>(),
                              .i64_keys = key_kernels<std::int64_t>(),
                              .pool = &pool,
+                             .gather_codes = &gather_codes,
                              .segments = &segments,
                              .catch_up_rows = &catch_up_rows,
                              .update_rows = &update_rows,

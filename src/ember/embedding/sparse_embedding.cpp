@@ -274,6 +274,35 @@ void SparseEmbedding::forward_into(const CsrTensor& batch, std::int64_t local_of
   run_forward(take_batch(batch, local_offset, local_size, training), training, out);
 }
 
+bool SparseEmbedding::gathers() const {
+  return comm_.size() == 1 && !hybrid_ && !host_rows_ && values_.defined() &&
+         capacity_ < INT32_MAX - 1;
+}
+
+const void* SparseEmbedding::table_data() const {
+  return values_.defined() ? values_.data() : nullptr;
+}
+
+void SparseEmbedding::forward_gather(const CsrTensor& batch, std::int64_t local_offset,
+                                     std::int64_t local_size, const Tensor& codes,
+                                     const Tensor& out, bool training) {
+  PlaceGuard guard(place_);
+  EMBER_CHECK(gathers(), where(), ": its rows cannot be read in place (",
+              comm_.size() > 1 ? cat(comm_.size(), " ranks")
+              : hybrid_        ? std::string("the hybrid layer")
+              : host_rows_     ? std::string("a table in host memory")
+                               : cat(capacity_, " rows, 2^31 - 1 or more"),
+              ")");
+  check_deferred_errors();
+  check_output(out, local_size);
+  EMBER_CHECK(codes.defined() && codes.dtype() == DType::I32 && codes.is_contiguous() &&
+                  codes.numel() == local_size * config_.slot_num,
+              where(), ": the gather codes must be ", local_size * config_.slot_num,
+              " contiguous i32 values, got ", codes);
+  codes.check_place(place_, "embedding gather codes");
+  finish_forward(take_batch(batch, local_offset, local_size, training), training, out, &codes);
+}
+
 void SparseEmbedding::run_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out) {
   if (hybrid_) {
     finish_hybrid_forward(std::move(b), training, out);
@@ -349,7 +378,8 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::prepare_batch(
   return b;
 }
 
-void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out) {
+void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out,
+                                     const Tensor* codes) {
   const std::int64_t V = config_.vec_size;
   const int D = comm_.size();
   const std::string tag = training ? "train/" : "eval/";
@@ -360,7 +390,13 @@ void SparseEmbedding::finish_forward(std::unique_ptr<Batch> b, bool training, co
                                       b->unique_count.data<std::int64_t>(), table_values(), V,
                                       row_states(), step_, lp, stream());
   }
-  if (D > 1 && is_localized(config_.type)) {
+  if (codes != nullptr) {
+    // One rank: the reader reads the rows in place; only bags of several entries are pooled.
+    kernels::on(place_).gather_codes(b->local_offsets.data<std::int64_t>(),
+                                     ptr<std::int64_t>(b->rows), b->bag_scale(), b->bags,
+                                     table_values(), V, codes->data<std::int32_t>(), out.data(),
+                                     vector_type(out.dtype()), stream());
+  } else if (D > 1 && is_localized(config_.type)) {
     // Pooled as it is sent: with two ranks the peer's block crosses while the own block is
     // pooled (sparse_embedding_exchange.cpp).
     pool_and_exchange(*b, tag, out);

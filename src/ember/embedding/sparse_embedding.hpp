@@ -105,6 +105,19 @@ class SparseEmbedding {
   // to nearest even; with one rank the pooling writes it directly (no f32 copy, no cast pass).
   void forward_into(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                     const Tensor& out, bool training = true);
+  // Whether forward_gather() can stand for forward_into(): one rank, the rows in device memory
+  // (or on the CPU), not the hybrid layer, fewer than 2^31 - 1 rows.
+  bool gathers() const;
+  // The rows a gather reads: capacity() rows of vec_size values of config().value_dtype. They
+  // stay at this address for the layer's life.
+  const void* table_data() const;
+  // forward_into() for a reader that reads the rows in place (gathers()): instead of pooling
+  // every bag into `out`, writes each bag's code into `codes` ([local_size * slot_num] i32 at
+  // place(); tensor/row_gather.hpp: the row of a bag's one entry, or zeros) and pools only the
+  // bags of several entries, into their rows of `out` (then their code names that row). The
+  // reader must read the rows before the next update() changes them.
+  void forward_gather(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
+                      const Tensor& codes, const Tensor& out, bool training = true);
   // Prepares a training batch ahead, on a stream of its own, while the step before it runs
   // (prepares_ahead()): what the forward needs that depends on the keys alone, and for a host
   // table its rows made resident by a plan (the missing rows staged); the forward() of the same
@@ -213,9 +226,10 @@ class SparseEmbedding {
   // layer's own; none on the CPU), and that stream's wait for the set's last user and the keys.
   StreamHandle prepare_stream();
   void wait_for_set(int set, const Event* ready, StreamHandle stream);
-  // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's); keeps the batch
-  // for backward (training).
-  void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
+  // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's), or with `codes`
+  // the gather's codes (forward_gather's); keeps the batch for backward (training).
+  void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out,
+                      const Tensor* codes = nullptr);
   // The layer's forward from its batch (finish_forward, or finish_hybrid_forward).
   void run_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out);
   void check_output(const Tensor& out, std::int64_t local_size) const;

@@ -12,7 +12,9 @@
 #include "ember/core/log.hpp"
 #include "ember/core/stream.hpp"
 #include "ember/network/layers/dropout_layer.hpp"
+#include "ember/network/layers/interaction_layers.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/tensor/row_gather.hpp"
 #include "ember/train/checkpoint.hpp"
 
 namespace ember::train {
@@ -26,6 +28,9 @@ struct Replica::Inputs {
   std::int64_t rows = 0;
   network::BlobPtr label, dense;
   std::vector<network::BlobPtr> embeddings;  // one per embedding, [rows, slot_num, vec_size]
+  // Per embedding, where an interaction reads its rows in place: each bag's code ([rows *
+  // slot_num] i32, tensor/row_gather.hpp); undefined where the embedding pools into its blob.
+  std::vector<Tensor> gather_codes;
   std::map<std::string, network::BlobPtr> by_name;
 };
 
@@ -81,6 +86,7 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   train_ = build_graph(o, options.train_rows, true);
   o.build_gradients = false;
   eval_ = build_graph(o, options.eval_rows, false);
+  if (solver.embedding_gather) gather_in_place();
 
   optimizer_ = std::make_unique<network::DenseOptimizer>(config.optimizer, store_);
   initialize_dense(solver.seed);
@@ -169,6 +175,43 @@ std::unique_ptr<Replica::Inputs> Replica::make_inputs(std::int64_t rows, bool tr
   return in;
 }
 
+void Replica::gather_in_place() {
+  Inputs& in = *train_.inputs;
+  in.gather_codes.resize(embeddings_.size());
+  for (std::size_t i = 0; i < embeddings_.size(); ++i) {
+    const embedding::SparseEmbedding& e = *embeddings_[i];
+    const network::Blob* blob = in.embeddings[i].get();
+    if (!e.gathers() || e.config().value_dtype != blob->dtype()) continue;
+    // The blob's one reader must be an interaction that reads it as its embeddings: any other
+    // reader needs the pooled vectors.
+    network::InteractionLayer* reader = nullptr;
+    int reads = 0;
+    for (const network::LayerPtr& layer : train_.network->layers()) {
+      const auto& bottoms = layer->bottoms();
+      for (std::size_t k = 0; k < bottoms.size(); ++k) {
+        if (bottoms[k].get() != blob) continue;
+        ++reads;
+        if (k == 1) reader = dynamic_cast<network::InteractionLayer*>(layer.get());
+      }
+    }
+    if (reads != 1 || reader == nullptr || !reader->can_gather()) continue;
+    in.gather_codes[i] = Tensor::empty({in.rows * e.config().slot_num}, DType::I32, place_);
+    reader->gather_embeddings(RowGather{e.table_data(), in.gather_codes[i].data<std::int32_t>()});
+    log_once(cat("embedding_gather ", e.config().name), spdlog::level::info,
+             cat("embedding '", e.config().name, "': layer '", reader->name(),
+                 "' reads its rows in place in training (solver embedding_gather)"));
+  }
+}
+
+std::vector<std::string> Replica::gathered_embeddings() const {
+  std::vector<std::string> names;
+  const auto& codes = train_.inputs->gather_codes;
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    if (codes[i].defined()) names.push_back(config_.embeddings[i].name);
+  }
+  return names;
+}
+
 StreamHandle Replica::stream() const {
   return place_.is_cuda() ? current_stream(place_.device()) : nullptr;
 }
@@ -220,7 +263,10 @@ void Replica::feed_embeddings(Inputs& in, const data::DeviceBatch& batch, bool t
     const std::int64_t slots = config_.embeddings[i].slot_num;
     const CsrTensor keys = pad_rows(batch.sparse.at(embedding_input_[i]), block * ranks * slots, s);
     const Tensor& dst = in.embeddings[i]->value();
-    if (block <= dst.size(0)) {
+    if (training && i < in.gather_codes.size() && in.gather_codes[i].defined()) {
+      // Training batches are full (checked above): one code per bag of the block.
+      embeddings_[i]->forward_gather(keys, rank() * block, block, in.gather_codes[i], dst, true);
+    } else if (block <= dst.size(0)) {
       // Pooled straight into the network's input, in its dtype (no f32 copy and cast); the
       // padding samples' rows and the rows past the batch read zeros.
       embeddings_[i]->forward_into(keys, rank() * block, block, dst.slice(0, 0, block), training);

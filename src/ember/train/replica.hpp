@@ -89,6 +89,8 @@ class Replica {
   // What the solver's cuda_graph made of the dense step: "off", "warming up", "replaying", or
   // why it runs without a graph.
   const std::string& cuda_graph_status() const { return graph_status_; }
+  // The embeddings whose rows the training network's interactions read in place.
+  std::vector<std::string> gathered_embeddings() const;
   // The loss of the last training step on this rank (waits for the device).
   double last_loss() const;
   // Captures the last step's loss for a later check that does not stall the device (see
@@ -148,6 +150,9 @@ class Replica {
   };
   Graph build_graph(const network::BuildOptions& options, std::int64_t rows, bool training);
   std::unique_ptr<Inputs> make_inputs(std::int64_t rows, bool training, DType activations);
+  // solver.embedding_gather: the training network's interactions read the rows of the
+  // embeddings that allow it in place (SparseEmbedding::gathers, InteractionLayer::can_gather).
+  void gather_in_place();
   void feed(Inputs& in, const data::DeviceBatch& batch, bool training, StreamHandle stream);
   // feed()'s two halves: the embeddings' lookups into their input blobs (queued on `stream`,
   // which becomes the current stream meanwhile), then the label and dense features.

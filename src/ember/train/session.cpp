@@ -159,6 +159,10 @@ std::string Session::cuda_graph_status() const {
   return impl_->replicas.front()->cuda_graph_status();
 }
 
+std::vector<std::string> Session::gathered_embeddings() const {
+  return impl_->replicas.front()->gathered_embeddings();
+}
+
 std::int64_t Session::forwards_prepared_ahead() const {
   std::int64_t n = 0;
   for (const auto& e : impl_->replicas.front()->embeddings())

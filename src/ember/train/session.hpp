@@ -108,6 +108,9 @@ class Session {
   // The first rank's embedding forwards that started from a batch prepared ahead (while the step
   // before ran), over the session's life.
   std::int64_t forwards_prepared_ahead() const;
+  // The embeddings whose rows an interaction reads in place in training (solver
+  // embedding_gather), in configuration order.
+  std::vector<std::string> gathered_embeddings() const;
   std::int64_t iteration() const { return iteration_; }
   // Batches skipped by nan_policy "skip" since the start of training (kept in checkpoints).
   std::int64_t skipped_batches() const { return skipped_batches_; }

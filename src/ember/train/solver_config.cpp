@@ -215,6 +215,7 @@ SolverConfig parse_solver(const nlohmann::json& solver, const std::string& where
   static constexpr Named<bool> kRoundings[] = {{"stochastic", true}, {"nearest", false}};
   c.embedding_stochastic_rounding = r.choice_or("embedding_rounding", true, kRoundings);
   c.overlap_embedding = r.boolean_or("overlap_embedding", true);
+  c.embedding_gather = r.boolean_or("embedding_gather", true);
   static constexpr Named<NanPolicy> kNanPolicies[] = {{"stop", NanPolicy::Stop},
                                                       {"skip", NanPolicy::Skip}};
   c.nan_policy = r.choice_or("nan_policy", NanPolicy::Stop, kNanPolicies);

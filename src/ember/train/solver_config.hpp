@@ -71,6 +71,11 @@ struct SolverConfig {
   // run on a second stream beside the dense layers that do not need them (docs/training.md,
   // "The embeddings beside the dense network"). On by default; false runs the step on one stream.
   bool overlap_embedding = true;
+  // Ember's "embedding_gather": an Interaction layer that reads a one-rank embedding with rows of
+  // its own dtype reads them in place, through each bag's row index, instead of a pooled copy
+  // (docs/training.md, "The interaction reads the table"). On by default; false pools as before,
+  // with the same results.
+  bool embedding_gather = true;
   // One list of GPU ids per node, i.e. per process of an MPI job (a flat list is one list, the
   // same for every process; gpu_per_process tells the two spellings apart).
   std::vector<std::vector<int>> gpus;

@@ -417,16 +417,33 @@ const char* interaction_kernel_name(InteractionKernel k) {
   }
 }
 
+bool interaction_gathers(DType dtype, std::int64_t num_emb, std::int64_t width) {
+  return interaction_tensor_cores_fit(dtype, num_emb + 1, width);
+}
+
+namespace {
+void check_gather(const RowGather& gather, InteractionKernel kind, DType dtype, std::int64_t f1,
+                  std::int64_t width) {
+  if (!gather.defined()) return;
+  EMBER_CHECK(kind == InteractionKernel::TensorCores && aligned16(gather.table),
+              "Interaction: reading the embeddings through an index needs the 16-bit tensor-core "
+              "kernels and a 16-byte aligned table; ",
+              dtype_name(dtype), " with F1 ", f1, " and width ", width, " takes the ",
+              interaction_kernel_name(kind), " kernels");
+}
+}  // namespace
+
 void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                          const void* mlp, const void* emb, void* out, bool allow_tf32,
-                         StreamHandle stream) {
+                         StreamHandle stream, const RowGather& gather) {
   if (batch <= 0) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
   const InteractionKernel kind =
       choose(dtype, f1, width, false, aligned16(mlp) && aligned16(emb), allow_tf32);
+  check_gather(gather, kind, dtype, f1, width);
   if (kind == InteractionKernel::TensorCores) {
-    interaction_forward_tensor_cores(dtype, batch, f1, width, mlp, emb, out, stream);
+    interaction_forward_tensor_cores(dtype, batch, f1, width, mlp, emb, out, gather, stream);
     return;
   }
   if (kind == InteractionKernel::Tf32TensorCores) {
@@ -457,14 +474,17 @@ void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, 
 
 void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                           const void* mlp, const void* emb, const void* dout, void* dmlp,
-                          void* demb, bool allow_tf32, StreamHandle stream) {
+                          void* demb, bool allow_tf32, StreamHandle stream,
+                          const RowGather& gather) {
   if (batch <= 0 || (dmlp == nullptr && demb == nullptr)) return;
   const std::int64_t f1 = num_emb + 1;
   EMBER_CHECK(f1 <= 4096 && width <= (1 << 24), "Interaction: shape out of range");
   const bool aligned = aligned16(mlp) && aligned16(emb) && aligned16(dmlp) && aligned16(demb);
   const InteractionKernel kind = choose(dtype, f1, width, true, aligned, allow_tf32);
+  check_gather(gather, kind, dtype, f1, width);
   if (kind == InteractionKernel::TensorCores) {
-    interaction_backward_tensor_cores(dtype, batch, f1, width, mlp, emb, dout, dmlp, demb, stream);
+    interaction_backward_tensor_cores(dtype, batch, f1, width, mlp, emb, dout, dmlp, demb, gather,
+                                      stream);
     return;
   }
   if (kind == InteractionKernel::Tf32TensorCores) {

@@ -20,6 +20,7 @@
 #include "ember/core/error.hpp"
 #include "ember/core/half.hpp"
 #include "ember/tensor/cuda_launch.hpp"
+#include "ember/tensor/row_gather.hpp"
 
 namespace ember::network::cuda::detail {
 
@@ -122,6 +123,80 @@ __device__ __forceinline__ void stage_rows_async(T* X, int ld, const T* mlp, con
                  k.r == 0 ? m + c : e + static_cast<std::int64_t>(k.r - 1) * w + c);
   }
 }
+
+// Sample b's index codes (row_gather.hpp), lane l holding embedding l's (l < f1 - 1; zeros
+// elsewhere and past the batch), loaded a sample ahead of their use so that the load is in
+// flight while the warp works on the sample before.
+__device__ __forceinline__ std::int32_t load_gather_codes(const std::int32_t* index, std::int64_t b,
+                                                          std::int64_t batch, int f1, int lane) {
+  if (b >= batch || lane >= f1 - 1) return kGatherZeroRow;
+  return __ldg(index + b * (f1 - 1) + lane);
+}
+
+// stage_rows_async with the embeddings read where their codes say (row_gather.hpp; lane l's
+// `codes` is embedding l's): a table row, zeros, or a row of `emb` (a bag pooled there). The
+// walk runs the same number of steps in every lane, so that every lane takes part in each
+// shuffle.
+template <class T>
+__device__ __forceinline__ void stage_rows_gather_async(T* X, int ld, const T* mlp, const T* emb,
+                                                        const T* table, std::int32_t codes,
+                                                        std::int64_t b, int f1, int w, int lane) {
+  constexpr int kPer = 16 / sizeof(T);
+  const int chunks = w / kPer, steps = (f1 * chunks + 31) / 32;
+  const T* m = mlp + b * w;
+  ChunkWalk k(lane, chunks);
+  for (int s = 0; s < steps; ++s, k.next()) {
+    const std::int32_t code = __shfl_sync(0xffffffffu, codes, (k.r - 1) & 31);
+    if (k.r >= f1) continue;
+    const int c = k.c * kPer;
+    T* dst = X + k.r * ld + c;
+    if (k.r == 0) {
+      copy16_async(dst, m + c);
+    } else if (code >= 0) {
+      copy16_async(dst, table + static_cast<std::int64_t>(code) * w + c);
+    } else if (code == kGatherZeroRow) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+      copy16_async(dst, emb + gather_dense_row(code) * w + c);
+    }
+  }
+}
+
+// Where a one-warp-per-sample kernel stages its samples' rows from: the dense emb, or (GATHER)
+// where the codes say, each sample's codes loaded while the warp works on the sample before.
+template <class T, bool GATHER>
+struct SampleRows {
+  const T *mlp, *emb, *table;
+  const std::int32_t* index;
+  std::int64_t batch, step;  // step: the warp's stride over the samples
+  int f1, w, lane;
+  std::int32_t codes = 0;  // GATHER: the next sample's
+
+  __device__ SampleRows(const T* mlp_, const T* emb_, const T* table_, const std::int32_t* index_,
+                        std::int64_t batch_, std::int64_t step_, int f1_, int w_, int lane_,
+                        std::int64_t first)
+      : mlp(mlp_),
+        emb(emb_),
+        table(table_),
+        index(index_),
+        batch(batch_),
+        step(step_),
+        f1(f1_),
+        w(w_),
+        lane(lane_) {
+    if constexpr (GATHER) codes = load_gather_codes(index, first, batch, f1, lane);
+  }
+  // Starts copying sample b's rows into X (row stride ld; the caller waits: wait_async_copies).
+  __device__ void stage(T* X, int ld, std::int64_t b) {
+    if constexpr (GATHER) {
+      const std::int32_t next = load_gather_codes(index, b + step, batch, f1, lane);
+      stage_rows_gather_async(X, ld, mlp, emb, table, codes, b, f1, w, lane);
+      codes = next;
+    } else {
+      stage_rows_async(X, ld, mlp, emb, b, f1, w, lane);
+    }
+  }
+};
 
 // Row r of sample b: the MLP vector for r = 0, embedding r - 1 otherwise.
 template <class T>
@@ -328,16 +403,18 @@ inline int compute_capability_major() {
 
 // The 16-bit tensor-core path (interaction_tensor_core.cu). fit: f16 or bf16, F1 <= 32, width a
 // multiple of 16 whose rows fit in shared memory, sm_80 or newer. The launchers need a shape that
-// fits and 16-byte aligned pointers (dmlp, demb may be null).
+// fits and 16-byte aligned pointers (dmlp, demb may be null; a gather's table too).
 // The forward and the backward fit the same shapes (one layout).
 bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t width);
+// With `gather` defined the embeddings are read where its codes say (row_gather.hpp), emb
+// holding only the rows they name.
 void interaction_forward_tensor_cores(DType dtype, std::int64_t batch, std::int64_t f1,
                                       std::int64_t width, const void* mlp, const void* emb,
-                                      void* out, StreamHandle stream);
+                                      void* out, const RowGather& gather, StreamHandle stream);
 void interaction_backward_tensor_cores(DType dtype, std::int64_t batch, std::int64_t f1,
                                        std::int64_t width, const void* mlp, const void* emb,
                                        const void* dout, void* dmlp, void* demb,
-                                       StreamHandle stream);
+                                       const RowGather& gather, StreamHandle stream);
 
 // The TF32 tensor-core path (interaction_tf32.cu), for f32 activations when the network allows
 // TF32. fit: f32, F1 <= 32, width a multiple of 8 whose rows fit in shared memory, sm_80 or newer.

@@ -129,10 +129,10 @@ __device__ constexpr int triangle_row(int tile) {
 // them at their pair's place in the output row staged in shared memory, which then leaves in
 // 16-byte chunks (its partial first and last chunks, which neighbour samples share, value by
 // value).
-template <class T, int TILES>
+template <class T, int TILES, bool GATHER>
 __global__ void __launch_bounds__(kInteractionWarps * 32)
     interaction_forward_tc(std::int64_t batch, int f1, int w, const T* mlp, const T* emb, T* out,
-                           TcLayout lay) {
+                           TcLayout lay, const T* table, const std::int32_t* index) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kTiles = TILES * (TILES + 1) / 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -151,9 +151,10 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   const int npairs = f1 * (f1 - 1) / 2, ow = w + npairs + 1;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
   auto* base = reinterpret_cast<unsigned char*>(out);
-  for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
-       b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp;
+  SampleRows<T, GATHER> rows(mlp, emb, table, index, batch, step, f1, w, lane, first);
+  for (std::int64_t b = first; b < batch; b += step) {
+    rows.stage(X, lay.ld, b);
     wait_async_copies();
     __syncwarp();
     // Lower-triangle tile (I, J <= I) is tile I (I + 1) / 2 + J; its 8-row half h (of X^T's
@@ -213,10 +214,11 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
 // for padding rows read the block's zero chunk. Each 16-column block of dX overwrites the same
 // block of X, which no later block reads, so X ends as dX and leaves in coalesced 16-byte row
 // copies.
-template <class T, int TILES>
+template <class T, int TILES, bool GATHER>
 __global__ void __launch_bounds__(kInteractionWarps * 32)
     interaction_backward_tc(std::int64_t batch, int f1, int w, const T* mlp, const T* emb,
-                            const T* dout, T* dmlp, T* demb, TcLayout lay) {
+                            const T* dout, T* dmlp, T* demb, TcLayout lay, const T* table,
+                            const std::int32_t* index) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr unsigned kZero = 0xffffu;  // an A entry that is zero, not a pair
   constexpr int kEntries = TILES * TILES * 4;
@@ -252,9 +254,10 @@ __global__ void __launch_bounds__(kInteractionWarps * 32)
   const std::int64_t dout_bytes = batch * ow * static_cast<std::int64_t>(sizeof(T));
   const auto* base = reinterpret_cast<const unsigned char*>(dout);
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * lay.warps;
-  for (std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp; b < batch;
-       b += step) {
-    stage_rows_async(X, lay.ld, mlp, emb, b, f1, w, lane);
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * lay.warps + warp;
+  SampleRows<T, GATHER> rows(mlp, emb, table, index, batch, step, f1, w, lane, first);
+  for (std::int64_t b = first; b < batch; b += step) {
+    rows.stage(X, lay.ld, b);
     const OutputRow<T> o(mine + lay.x_bytes, b, ow);
     for (std::int64_t at = o.first_chunk() + 16 * lane; at < o.to; at += 32 * 16) {
       copy16_async_partial(o.chunk0 + (at - o.first_chunk()), base + at,
@@ -343,24 +346,28 @@ TcLayout tc_layout(std::int64_t f1, std::int64_t w, std::size_t* smem) {
 
 template <class T, int TILES>
 void launch_forward(std::int64_t batch, int f1, int w, const void* mlp, const void* emb, void* out,
-                    const TcLayout& lay, std::size_t smem, StreamHandle stream) {
-  const auto kernel = interaction_forward_tc<T, TILES>;
+                    const RowGather& gather, const TcLayout& lay, std::size_t smem,
+                    StreamHandle stream) {
+  const auto kernel = gather.defined() ? interaction_forward_tc<T, TILES, true>
+                                       : interaction_forward_tc<T, TILES, false>;
   const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
-  kernel<<<grid, lay.warps * 32, smem, stream>>>(batch, f1, w, static_cast<const T*>(mlp),
-                                                 static_cast<const T*>(emb), static_cast<T*>(out),
-                                                 lay);
+  kernel<<<grid, lay.warps * 32, smem, stream>>>(
+      batch, f1, w, static_cast<const T*>(mlp), static_cast<const T*>(emb), static_cast<T*>(out),
+      lay, static_cast<const T*>(gather.table), gather.index);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, int TILES>
 void launch_backward(std::int64_t batch, int f1, int w, const void* mlp, const void* emb,
-                     const void* dout, void* dmlp, void* demb, const TcLayout& lay,
-                     std::size_t smem, StreamHandle stream) {
-  const auto kernel = interaction_backward_tc<T, TILES>;
+                     const void* dout, void* dmlp, void* demb, const RowGather& gather,
+                     const TcLayout& lay, std::size_t smem, StreamHandle stream) {
+  const auto kernel = gather.defined() ? interaction_backward_tc<T, TILES, true>
+                                       : interaction_backward_tc<T, TILES, false>;
   const unsigned grid = warp_per_sample_grid(kernel, batch, lay.warps, smem);
   kernel<<<grid, lay.warps * 32, smem, stream>>>(
       batch, f1, w, static_cast<const T*>(mlp), static_cast<const T*>(emb),
-      static_cast<const T*>(dout), static_cast<T*>(dmlp), static_cast<T*>(demb), lay);
+      static_cast<const T*>(dout), static_cast<T*>(dmlp), static_cast<T*>(demb), lay,
+      static_cast<const T*>(gather.table), gather.index);
   EMBER_CUDA_CHECK_LAUNCH();
 }
 
@@ -375,7 +382,7 @@ bool interaction_tensor_cores_fit(DType dtype, std::int64_t f1, std::int64_t wid
 
 void interaction_forward_tensor_cores(DType dtype, std::int64_t batch, std::int64_t f1,
                                       std::int64_t width, const void* mlp, const void* emb,
-                                      void* out, StreamHandle stream) {
+                                      void* out, const RowGather& gather, StreamHandle stream) {
   std::size_t smem = 0;
   const TcLayout lay = tc_layout(f1, width, &smem);
   EMBER_CHECK(lay.warps > 0, "Interaction: F1 ", f1, " x width ", width,
@@ -383,18 +390,18 @@ void interaction_forward_tensor_cores(DType dtype, std::int64_t batch, std::int6
   const int f = static_cast<int>(f1), w = static_cast<int>(width);
   const bool one = f1 <= 16;
   if (dtype == DType::F16) {
-    (one ? launch_forward<Half, 1> : launch_forward<Half, 2>)(batch, f, w, mlp, emb, out, lay, smem,
-                                                              stream);
+    (one ? launch_forward<Half, 1> : launch_forward<Half, 2>)(batch, f, w, mlp, emb, out, gather,
+                                                              lay, smem, stream);
   } else {
     (one ? launch_forward<BFloat16, 1> : launch_forward<BFloat16, 2>)(batch, f, w, mlp, emb, out,
-                                                                      lay, smem, stream);
+                                                                      gather, lay, smem, stream);
   }
 }
 
 void interaction_backward_tensor_cores(DType dtype, std::int64_t batch, std::int64_t f1,
                                        std::int64_t width, const void* mlp, const void* emb,
                                        const void* dout, void* dmlp, void* demb,
-                                       StreamHandle stream) {
+                                       const RowGather& gather, StreamHandle stream) {
   std::size_t smem = 0;
   const int f = static_cast<int>(f1), w = static_cast<int>(width);
   const bool one = f1 <= 16;
@@ -403,11 +410,11 @@ void interaction_backward_tensor_cores(DType dtype, std::int64_t batch, std::int
               " does not fit the 16-bit tensor-core kernels");
   if (dtype == DType::F16) {
     (one ? launch_backward<Half, 1> : launch_backward<Half, 2>)(batch, f, w, mlp, emb, dout, dmlp,
-                                                                demb, lay, smem, stream);
+                                                                demb, gather, lay, smem, stream);
   } else {
     (one ? launch_backward<BFloat16, 1> : launch_backward<BFloat16, 2>)(batch, f, w, mlp, emb, dout,
-                                                                        dmlp, demb, lay, smem,
-                                                                        stream);
+                                                                        dmlp, demb, gather, lay,
+                                                                        smem, stream);
   }
 }
 

@@ -10,6 +10,7 @@
 #include "ember/core/device.hpp"
 #include "ember/core/dtype.hpp"
 #include "ember/optim/optimizer.hpp"
+#include "ember/tensor/row_gather.hpp"
 
 namespace ember::network::cuda {
 
@@ -134,14 +135,21 @@ void softmax_backward(DType dtype, std::int64_t rows, std::int64_t cols, const v
 // F1 = num_emb + 1 rows (the MLP vector is row 0) and dot(i, j) for j < i at w + i(i-1)/2 + j.
 // `allow_tf32` (the network's BuildOptions::allow_tf32) lets f32 activations take TF32 tensor
 // cores (PyTorch's allow_tf32 does the same for DLRM's bmm); 16-bit activations ignore it.
+// With `gather` defined, embedding i of sample b is read where code index[b * num_emb + i]
+// says (row_gather.hpp: a row of gather.table, zeros, or a row of emb); only the 16-bit tensor
+// cores read so (interaction_gathers), and the gradient still goes to demb's rows.
 void interaction_forward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                          const void* mlp, const void* emb, void* out, bool allow_tf32,
-                         StreamHandle stream);
+                         StreamHandle stream, const RowGather& gather = {});
 // Gradients for the MLP vector (direct part plus its dots) and the embeddings; either may be
 // null when not needed.
 void interaction_backward(DType dtype, std::int64_t batch, std::int64_t num_emb, std::int64_t width,
                           const void* mlp, const void* emb, const void* dout, void* dmlp,
-                          void* demb, bool allow_tf32, StreamHandle stream);
+                          void* demb, bool allow_tf32, StreamHandle stream,
+                          const RowGather& gather = {});
+// Whether an interaction of this dtype and shape can read its embeddings through a RowGather
+// (the 16-bit tensor cores fit it). Needs a current CUDA device.
+bool interaction_gathers(DType dtype, std::int64_t num_emb, std::int64_t width);
 // The kernels that run an interaction of this dtype and shape when its pointers are 16-byte
 // aligned (the arena's are; unaligned ones take the generic kernels): 16-bit tensor cores for
 // f16/bf16, F1 = num_emb + 1 <= 32 and widths that are a multiple of 16 (sm_80 or newer); TF32

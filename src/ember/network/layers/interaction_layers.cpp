@@ -32,13 +32,29 @@ InteractionLayer::InteractionLayer(const LayerSpec& spec, BuildContext& ctx) : L
 
 namespace {
 
+// Where sample b's embedding i - 1 is read from: emb's own row, or where its gather code says.
 template <class T>
-void cpu_interaction(std::int64_t batch, std::int64_t f, std::int64_t w, const T* mlp, const T* emb,
-                     T* out) {
+struct EmbeddingRows {
+  const T* emb;
+  const RowGather& gather;
+  const T* zeros;  // w zeros
+  std::int64_t f, w;
+  const T* operator()(std::int64_t b, std::int64_t i) const {
+    if (!gather.defined()) return emb + (b * f + i - 1) * w;
+    const std::int32_t code = gather.index[b * f + i - 1];
+    if (code >= 0) return static_cast<const T*>(gather.table) + code * w;
+    if (code == kGatherZeroRow) return zeros;
+    return emb + gather_dense_row(code) * w;
+  }
+};
+
+template <class T>
+void cpu_interaction(std::int64_t batch, std::int64_t f, std::int64_t w, const T* mlp,
+                     const EmbeddingRows<T>& emb, T* out) {
   const std::int64_t ow = InteractionLayer::output_width(f, w);
 #pragma omp parallel for schedule(static) if (batch >= 64)
   for (std::int64_t b = 0; b < batch; ++b) {
-    auto row = [&](std::int64_t i) { return i == 0 ? mlp + b * w : emb + (b * f + i - 1) * w; };
+    auto row = [&](std::int64_t i) { return i == 0 ? mlp + b * w : emb(b, i); };
     T* o = out + b * ow;
     for (std::int64_t c = 0; c < w; ++c)
       o[c] = mlp[b * w + c];
@@ -58,11 +74,11 @@ void cpu_interaction(std::int64_t batch, std::int64_t f, std::int64_t w, const T
 
 template <class T>
 void cpu_interaction_backward(std::int64_t batch, std::int64_t f, std::int64_t w, const T* mlp,
-                              const T* emb, const T* dout, T* dmlp, T* demb) {
+                              const EmbeddingRows<T>& emb, const T* dout, T* dmlp, T* demb) {
   const std::int64_t ow = InteractionLayer::output_width(f, w);
 #pragma omp parallel for schedule(static) if (batch >= 64)
   for (std::int64_t b = 0; b < batch; ++b) {
-    auto row = [&](std::int64_t i) { return i == 0 ? mlp + b * w : emb + (b * f + i - 1) * w; };
+    auto row = [&](std::int64_t i) { return i == 0 ? mlp + b * w : emb(b, i); };
     const T* g = dout + b * ow + w;
     std::vector<T> acc(static_cast<std::size_t>((f + 1) * w), T(0));
     for (std::int64_t i = 1; i <= f; ++i) {
@@ -93,6 +109,25 @@ void cpu_interaction_backward(std::int64_t batch, std::int64_t f, std::int64_t w
 
 }  // namespace
 
+bool InteractionLayer::can_gather() const {
+  if (!on_cuda()) return true;
+#if EMBER_WITH_CUDA
+  return cuda::interaction_gathers(bottom(0).dtype(), num_emb_, width_);
+#else
+  return false;
+#endif
+}
+
+void InteractionLayer::gather_embeddings(const RowGather& gather) {
+  if (gather.defined() && !can_gather()) {
+    fail("cannot read its embeddings through an index: ", bottom(0).describe(),
+         " takes no kernel that does on this device (16-bit activations, width a multiple of 16 "
+         "and at most 31 embeddings on tensor cores do)");
+  }
+  if (gather.defined() && gather.table == nullptr) fail("an embedding gather without a table");
+  gather_ = gather;
+}
+
 void InteractionLayer::do_forward(bool, StreamHandle stream) {
   const Tensor& mlp = bottom(0).value();
   const Tensor& emb = bottom(1).value();
@@ -100,13 +135,15 @@ void InteractionLayer::do_forward(bool, StreamHandle stream) {
   if (on_cuda()) {
 #if EMBER_WITH_CUDA
     cuda::interaction_forward(mlp.dtype(), batch_, num_emb_, width_, mlp.data(), emb.data(),
-                              out.data(), options_.allow_tf32, stream_or_default(stream));
+                              out.data(), options_.allow_tf32, stream_or_default(stream), gather_);
 #endif
     return;
   }
   dispatch_cpu(mlp.dtype(), "Interaction", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu_interaction<T>(batch_, num_emb_, width_, mlp.data<T>(), emb.data<T>(), out.data<T>());
+    const std::vector<T> zeros(static_cast<std::size_t>(width_), T(0));
+    const EmbeddingRows<T> rows{emb.data<T>(), gather_, zeros.data(), num_emb_, width_};
+    cpu_interaction<T>(batch_, num_emb_, width_, mlp.data<T>(), rows, out.data<T>());
   });
 }
 
@@ -121,14 +158,16 @@ void InteractionLayer::do_backward(StreamHandle stream) {
     cuda::interaction_backward(mlp.dtype(), batch_, num_emb_, width_, mlp.data(), emb.data(),
                                dout.data(), want_mlp ? bottom(0).grad().data() : nullptr,
                                want_emb ? bottom(1).grad().data() : nullptr, options_.allow_tf32,
-                               stream_or_default(stream));
+                               stream_or_default(stream), gather_);
 #endif
     return;
   }
   dispatch_cpu(mlp.dtype(), "Interaction", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu_interaction_backward<T>(batch_, num_emb_, width_, mlp.data<T>(), emb.data<T>(),
-                                dout.data<T>(), want_mlp ? bottom(0).grad().data<T>() : nullptr,
+    const std::vector<T> zeros(static_cast<std::size_t>(width_), T(0));
+    const EmbeddingRows<T> rows{emb.data<T>(), gather_, zeros.data(), num_emb_, width_};
+    cpu_interaction_backward<T>(batch_, num_emb_, width_, mlp.data<T>(), rows, dout.data<T>(),
+                                want_mlp ? bottom(0).grad().data<T>() : nullptr,
                                 want_emb ? bottom(1).grad().data<T>() : nullptr);
   });
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "ember/network/layer.hpp"
+#include "ember/tensor/row_gather.hpp"
 
 namespace ember::network {
 
@@ -29,8 +30,20 @@ class InteractionLayer : public Layer {
     return width + num_emb * (num_emb + 1) / 2 + 1;
   }
 
+  // Whether the embeddings can be read through an index here: on the CPU always, on CUDA where
+  // the 16-bit tensor-core kernels run this dtype and shape.
+  bool can_gather() const;
+  // From now on reads embedding i of sample b where code gather.index[b * num_embeddings() + i]
+  // says (row_gather.hpp): a row of gather.table (width() values of bottom 1's dtype), zeros, or
+  // a row of bottom 1, which then holds only the rows the codes name; forward and backward read
+  // the same rows, so the table must not change between them. The gradient still goes to bottom
+  // 1's gradient. An undefined gather reads bottom 1 again.
+  void gather_embeddings(const RowGather& gather);
+  const RowGather& embedding_gather() const { return gather_; }
+
  private:
   std::int64_t batch_ = 0, num_emb_ = 0, width_ = 0;
+  RowGather gather_;
 };
 
 class FmOrder2Layer : public Layer {
