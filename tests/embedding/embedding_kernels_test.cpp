@@ -70,6 +70,50 @@ TEST(EmbeddingKernels, PoolWithoutOffsetsGathersOneRowPerBag) {
   }
 }
 
+// gather_codes on each kind of bag: empty, one key, one absent key, several keys, one key under a
+// scale other than 1 (and an absent one so), with and without scales. A bag whose code is a row
+// of the output is pooled there exactly as pool() pools it; other rows of the output are left
+// as they were.
+TEST(EmbeddingKernels, GatherCodesNameTheRowOrPoolTheBag) {
+  const std::int64_t V = 3, rows = 9;
+  std::vector<float> table(rows * V);
+  for (std::size_t i = 0; i < table.size(); ++i)
+    table[i] = 0.25f * static_cast<float>(i) - 2.0f;
+  // Bags: {}, {5}, {-1}, {3, 4}, {7} scaled 0.5, {-1} scaled 0.5, {2, -1, 6}.
+  const std::vector<std::int64_t> offsets = {0, 0, 1, 2, 4, 5, 6, 9};
+  const std::vector<std::int64_t> entries = {5, -1, 3, 4, 7, -1, 2, -1, 6};
+  const std::vector<float> scale = {1.0f, 1.0f, 1.0f, 1.0f, 0.5f, 0.5f, 1.0f};
+  const std::int64_t bags = 7;
+  const auto& k = kernels::on(Place::host());
+  for (const bool scaled : {false, true}) {
+    std::vector<std::int32_t> codes(bags, 99);
+    std::vector<float> out(bags * V, -9.0f), pooled(bags * V);
+    k.gather_codes(offsets.data(), entries.data(), scaled ? scale.data() : nullptr, bags,
+                   kernels::Values{table.data()}, V, codes.data(), out.data(),
+                   kernels::ValueType::F32, nullptr);
+    k.pool(offsets.data(), entries.data(), scaled ? scale.data() : nullptr, bags, 9,
+           kernels::Values{table.data()}, V, pooled.data(), kernels::ValueType::F32, nullptr);
+    const std::vector<std::int32_t> want = {kGatherZeroRow,
+                                            5,
+                                            kGatherZeroRow,
+                                            gather_dense_code(3),
+                                            scaled ? gather_dense_code(4) : 7,
+                                            scaled ? gather_dense_code(5) : kGatherZeroRow,
+                                            gather_dense_code(6)};
+    EXPECT_EQ(codes, want) << (scaled ? "scaled" : "plain");
+    for (std::int64_t b = 0; b < bags; ++b) {
+      for (std::int64_t c = 0; c < V; ++c) {
+        const float got = out[b * V + c];
+        if (want[b] <= -2) {
+          EXPECT_TRUE(same_bits(got, pooled[b * V + c])) << b << "," << c;
+        } else {
+          EXPECT_EQ(got, -9.0f) << b << "," << c;
+        }
+      }
+    }
+  }
+}
+
 TEST(EmbeddingKernels, HoistedRowInitIsInitialValueBitwise) {
   auto rng = ember::testing::make_rng();
   for (int i = 0; i < 20000; ++i) {

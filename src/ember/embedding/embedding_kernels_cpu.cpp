@@ -233,11 +233,12 @@ void gather_codes(const std::int64_t* local_offsets, const std::int64_t* rows, c
                   std::int32_t* codes, void* out, ValueType out_type, StreamHandle stream) {
   std::vector<std::int64_t> pooled;
   for (std::int64_t bag = 0; bag < bags; ++bag) {
+    // The CUDA kernel's order of cases, so that both write the same codes.
     const std::int64_t begin = local_offsets[bag], end = local_offsets[bag + 1];
-    if (end == begin || (end - begin == 1 && rows[begin] < 0)) {
+    if (end - begin == 1 && (scale == nullptr || scale[bag] == 1.0f)) {
+      codes[bag] = rows[begin] >= 0 ? static_cast<std::int32_t>(rows[begin]) : kGatherZeroRow;
+    } else if (end == begin) {
       codes[bag] = kGatherZeroRow;
-    } else if (end - begin == 1 && (scale == nullptr || scale[bag] == 1.0f)) {
-      codes[bag] = static_cast<std::int32_t>(rows[begin]);
     } else {
       codes[bag] = gather_dense_code(bag);
       pooled.push_back(bag);
