@@ -164,8 +164,11 @@ EmberRun run_ember(const Args& a, nlohmann::json j, const Mode& mode, const std:
     so.progress = false;
     const train::ModelConfig config = train::parse_model_config(j, where);
     const std::int64_t batch = config.solver.batchsize;
-    run.cost = bench::sample_cost(config, cost_options(mode.solver, batch));
     train::Session s(config, so);
+    bench::CostOptions costs = cost_options(mode.solver, batch);
+    for (const std::string& name : s.gathered_embeddings())
+      costs.gathered.insert(name);
+    run.cost = bench::sample_cost(config, costs);
     run.rate = steady_rate(s.train());
     run.graph_status = s.cuda_graph_status();
     if (a.parts) {

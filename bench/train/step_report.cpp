@@ -101,7 +101,11 @@ SampleCost sample_cost(const train::ModelConfig& c, const CostOptions& o) {
     const double slots = static_cast<double>(e.slot_num), w = static_cast<double>(e.vec_size);
     const int row_states = (e.optimizer ? *e.optimizer : c.optimizer).state_count();
     const double keys = slots;  // one key per slot
-    const double forward = keys * (w * o.table_bytes + 8) + slots * w * ab;
+    // Read in place: the interaction's read of the rows is its input read above; the forward
+    // writes codes instead of vectors, and the interaction reads them twice.
+    const double forward = o.gathered.count(e.name) > 0
+                               ? keys * (8 + 4) + slots * 8
+                               : keys * (w * o.table_bytes + 8) + slots * w * ab;
     const double backward = slots * w * ab + keys * 8;
     const double update = keys * w * (2.0 * o.table_bytes + row_states * 8.0);
     cost.embedding_bytes += forward + backward + update;

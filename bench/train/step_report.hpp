@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct CostOptions {
   int activation_bytes = 4;  // 2 in mixed precision
   int table_bytes = 4;       // 2 with 16-bit embedding tables
   std::int64_t batch = 1;
+  // The embeddings whose rows the interaction reads in place (Session::gathered_embeddings):
+  // their forward writes a 4-byte code per slot, which the interaction reads forward and
+  // backward, instead of reading the rows and writing the pooled vectors.
+  std::set<std::string> gathered;
 };
 
 SampleCost sample_cost(const train::ModelConfig& config, const CostOptions& options);
