@@ -93,10 +93,11 @@ Replica::Replica(const ModelConfig& config, const ReplicaOptions& options)
   if (const std::string why = overlap_obstacle(); why.empty()) {
     // With one rank the embeddings' update and the next batch's lookups run beside the dense
     // backward; at the background priority their many blocks stop taking multiprocessors from it
-    // (one H200: +1.9 %). With f16 tables the interaction forward still waits about 0.1 ms for
-    // the lookups, yet the step's priority or one above it measured 1-5 % slower there too. With
-    // several ranks the exchange follows the embeddings' backward on the step's path (two H200s:
-    // 2 % slower in the background).
+    // (one H200: +1.9 %). With f16 tables pooled, the interaction forward waited about 0.1 ms
+    // for the lookups, yet the step's priority or one above it measured 1-5 % slower there too
+    // (read in place, embedding_gather, the pooling is off that path). With several ranks the
+    // exchange follows the embeddings' backward on the step's path (two H200s: 2 % slower in the
+    // background).
     const int priority = comm_->size() == 1 ? kBackgroundPriority : kStepPriority;
     overlap_ = std::make_unique<Overlap>(place_.device(), priority);
     network::DenseNetwork::InputHooks hooks;
