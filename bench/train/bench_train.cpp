@@ -38,6 +38,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -400,8 +401,8 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   if (a.modes.empty() || a.modes.count("mixed") > 0) {
     modes.push_back(Mode{"mixed f16", {{"mixed_precision", 1024}}});
   }
-  for (int m = 0; m < 2; ++m) {
-    const Mode& mode = modes[m];
+  for (const Mode& mode : modes) {
+    const int m = std::string_view(mode.name) == "fp32" ? 0 : 1;  // ember[] is {fp32, mixed}
     const EmberRun r = run_ember(a, j, mode, name + " " + mode.name, path.string(), false);
     if (r.rate <= 0) {
       std::printf("  Ember   %-14s %-22s fails: %s\n", name.c_str(), mode.name, r.error.c_str());
