@@ -280,11 +280,13 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
             emb.update(problem.loss_scaler);
             result.collectives_in_backward[r] += before_update - before_backward;
             result.collectives_in_update[r] += comm.calls() - before_update;
-            // The next training batch, prepared while the session would run its step.
+            rows[r][t] = emb.rows_in_use();
+            // The next training batch, prepared while the session would run its step (a hash
+            // table, which inserts its keys ahead, only where no evaluation comes between).
             std::size_t next = t + 1;
             while (next < steps && !problem.training[next])
               ++next;
-            if (problem.prefetch && next < steps) {
+            if (problem.prefetch && next < steps && (next == t + 1 || !emb.inserts_ahead())) {
               const std::int64_t nb = problem.batches[next].batch / D;
               if (problem.busy_compute && cuda) {
                 const Event ready = queue_busy_work(comm.place());
@@ -293,8 +295,9 @@ RunResult run_ranks(const Problem& problem, int D, bool cuda) {
                 emb.prefetch(csr[next], r * nb, nb);
               }
             }
+          } else {
+            rows[r][t] = emb.rows_in_use();
           }
-          rows[r][t] = emb.rows_in_use();
         }
         if (!problem.save_after.empty()) emb.save(problem.save_after);
         if (auto stats = emb.cache_stats()) result.cache_stats[r] = *stats;

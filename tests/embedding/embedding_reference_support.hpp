@@ -41,7 +41,8 @@ struct Problem {
   std::vector<std::vector<float>> grads;  // per step: batch x slot_num x vec_size
   std::vector<bool> training;             // per step; evaluation steps take no update
   float loss_scaler = 1.0f;
-  // Host tables: each training step prefetches the next training batch, as the session does.
+  // Each training step prefetches the next training batch, as the session does (a device hash
+  // table only the batch of the very next step: it inserts the batch's keys ahead).
   bool prefetch = false;
   // GPU, with prefetch: each prefetch is told its keys are ready by an event, as the session's
   // pipeline does, while the compute stream still runs long writes to memory already freed on

@@ -260,6 +260,10 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_batch(const CsrTen
             ? prepare_hybrid(batch, local_offset, local_size, training, stream(), tag, forward_bad_)
             : prepare_batch(batch, local_offset, local_size, training, stream(), tag, true,
                             forward_bad_);
+    if (training && inserts_ahead() && place_.is_cuda()) {
+      if (!forward_inserted_) forward_inserted_ = Event::create(place_.device());
+      forward_inserted_.record(stream());
+    }
   }
   // Its data errors are read by the next call, when the device has found them.
   if (b->errors != nullptr && place_.is_cuda()) bad_pending_ = b->errors;

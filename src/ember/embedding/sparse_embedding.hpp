@@ -15,8 +15,8 @@
 //
 // Storage (the config's "storage", storage_config.hpp): the rank's rows and their optimizer
 // state live in device memory, or in host memory with a device cache of the hot rows
-// (host_backed_rows.hpp); training is exact either way (docs/embedding.md). With a host table,
-// prefetch() prepares the next training batch while the current step runs.
+// (host_backed_rows.hpp); training is exact either way (docs/embedding.md). prefetch() prepares
+// the next training batch while the current step runs (prepares_ahead()).
 //
 // On a GPU the training step does not wait for the device (with one rank, or a rank owning
 // every slot; otherwise forward waits once to learn the rank's entry count). Errors found on the
@@ -123,16 +123,24 @@ class SparseEmbedding {
   // table its rows made resident by a plan (the missing rows staged); the forward() of the same
   // batch then starts from there. `ready` (GPU batches) is the event after which the batch's
   // keys are at place(). Does nothing for a layer that cannot. Errors are raised by the
-  // forward() of that batch.
+  // forward() of that batch. A layer that inserts_ahead() must see that batch's training
+  // forward next: an evaluation, another batch, a save or a load in between is an error.
   void prefetch(const CsrTensor& batch, std::int64_t local_offset, std::int64_t local_size,
                 const Event* ready = nullptr);
-  // Whether prefetch() does anything: a host table, or a device table whose rows follow from
-  // the keys (one-hot and hybrid layers: their rows, the exchange's plan and the grouping for
-  // the update are found ahead; a hash table inserts a training batch's keys in its forward).
+  // Whether prefetch() does anything: a host table, a device table whose rows follow from the
+  // keys (one-hot and hybrid layers: their rows, the exchange's plan and the grouping for the
+  // update are found ahead), or a device hash table that inserts_ahead().
   bool prepares_ahead() const;
+  // A device hash table (update types Local and LazyGlobal): preparing a training batch ahead
+  // inserts its new keys (rows initialised as in its forward, a function of seed, key and step),
+  // so its rows and the grouping for the update are found ahead too. Then nothing but that
+  // batch's forward may use the layer next: an evaluation in between would find the new keys
+  // (it reads zeros for keys not yet trained), a save would write them. Global updates every row
+  // in use, which the new rows must not be yet, so it prepares in the forward.
+  bool inserts_ahead() const;
   // Forgets the batch prefetch() prepared: its forward will not come. A caller whose batch goes
   // away unused calls it, since a batch is known by its tensors' addresses, which a later batch
-  // may reuse.
+  // may reuse. Keys a forgotten batch inserted ahead stay in the table, with their initial rows.
   void forget_prepared();
   // Forwards of a device table that started from a batch prepare ahead.
   std::int64_t forwards_prepared_ahead() const { return forwards_prepared_ahead_; }
@@ -226,6 +234,9 @@ class SparseEmbedding {
   // layer's own; none on the CPU), and that stream's wait for the set's last user and the keys.
   StreamHandle prepare_stream();
   void wait_for_set(int set, const Event* ready, StreamHandle stream);
+  // Refuses `what` (an evaluation, a save, ...) while a batch prepared ahead holds keys it
+  // inserted for its forward (inserts_ahead()).
+  void refuse_while_inserted_ahead(const char* what) const;
   // LazyGlobal's catch-up, pooling and the exchange into `out` (forward_into's), or with `codes`
   // the gather's codes (forward_gather's); keeps the batch for backward (training).
   void finish_forward(std::unique_ptr<Batch> b, bool training, const Tensor& out,
@@ -399,9 +410,12 @@ class SparseEmbedding {
   };
   std::array<BufferSet, 3> buffer_sets_;
   std::uint64_t releases_ = 0;
-  Event keys_ready_;     // CUDA: a batch's keys are ready on the compute stream
-  Stream ahead_stream_;  // CUDA: where a device table prepares batches ahead
-  Tensor readback_;      // pinned: the distinct-row count and rows read back
+  Event keys_ready_;  // CUDA: a batch's keys are ready on the compute stream
+  // CUDA: a training forward's own inserts are done (a batch inserted ahead comes after them,
+  // so that each insert's new rows stay contiguous and in batch order)
+  Event forward_inserted_;
+  Stream ahead_stream_;                         // CUDA: where a device table prepares batches ahead
+  Tensor readback_;                             // pinned: the distinct-row count and rows read back
   std::vector<std::int64_t> onehot_host_keys_;  // one-hot: the key of each local row
   std::unique_ptr<Hybrid> hybrid_;              // HybridSparseEmbedding
 };

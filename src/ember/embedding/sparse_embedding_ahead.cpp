@@ -4,7 +4,9 @@
 // plan and the grouping for its update, so that its forward starts at the pooling. On a GPU
 // that takes the keys' work, and the hybrid's one wait for the device, off the step's path.
 // Nothing here reads the table or the step count: a batch prepared ahead gives the results of
-// one prepared in its forward, bit for bit.
+// one prepared in its forward, bit for bit. A device hash table inserts the batch's new keys
+// here; its caller promises that the batch's forward is the next use of the layer, which the
+// layer checks (refuse_while_inserted_ahead).
 #include <string>
 
 #include "ember/core/error.hpp"
@@ -16,7 +18,18 @@
 namespace ember::embedding {
 
 bool SparseEmbedding::prepares_ahead() const {
-  return host_rows_ != nullptr || is_onehot(config_.type);
+  return host_rows_ != nullptr || is_onehot(config_.type) || inserts_ahead();
+}
+
+bool SparseEmbedding::inserts_ahead() const {
+  return table_ != nullptr && host_rows_ == nullptr && !is_onehot(config_.type) &&
+         optimizer_.update_type != optim::UpdateType::Global;
+}
+
+void SparseEmbedding::refuse_while_inserted_ahead(const char* what) const {
+  EMBER_CHECK(!prepared_ || !prepared_->inserted, where(), ": ", what,
+              " while a training batch prepared ahead holds the new keys it inserted; its "
+              "forward must come first (prefetch() only the batch trained next)");
 }
 
 void SparseEmbedding::prefetch(const CsrTensor& batch, std::int64_t local_offset,
@@ -25,6 +38,7 @@ void SparseEmbedding::prefetch(const CsrTensor& batch, std::int64_t local_offset
   PlaceGuard guard(place_);
   if (prepared_) {
     if (prepared_->matches(batch, local_offset, local_size, true)) return;
+    refuse_while_inserted_ahead("preparing another batch ahead");
     drop_prepared();
   }
   const auto start = Clock::now();
@@ -113,6 +127,8 @@ std::unique_ptr<SparseEmbedding::Prepared> SparseEmbedding::prepare_ahead(const 
   std::unique_ptr<Batch> b;
   try {
     wait_for_set(set, ready, s);
+    // After the inserts of a forward prepared in place (none since the step before otherwise).
+    if (inserts_ahead() && forward_inserted_) forward_inserted_.block(s);
     const std::string tag = cat("ahead", set, "/");
     b = hybrid_ ? prepare_hybrid(batch, local_offset, local_size, true, s, tag, buffers.bad)
                 : prepare_batch(batch, local_offset, local_size, true, s, tag, true, buffers.bad);
@@ -123,6 +139,7 @@ std::unique_ptr<SparseEmbedding::Prepared> SparseEmbedding::prepare_ahead(const 
   }
   b->release = [this, set] { release_buffer_set(set); };
   p->batch = std::move(b);
+  p->inserted = inserts_ahead();
   return p;
 }
 
@@ -132,6 +149,7 @@ std::unique_ptr<SparseEmbedding::Batch> SparseEmbedding::take_prepared(const Csr
                                                                        bool training) {
   if (!prepared_) return nullptr;
   if (!prepared_->matches(batch, local_offset, local_size, training)) {
+    refuse_while_inserted_ahead(training ? "another training batch" : "an evaluation batch");
     // An evaluation batch runs between the prepared batch and its forward; another training
     // batch replaces it.
     if (training) drop_prepared();

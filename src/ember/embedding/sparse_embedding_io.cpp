@@ -379,6 +379,7 @@ struct FileSink {
 
 EmbeddingSnapshot SparseEmbedding::snapshot() {
   PlaceGuard guard(place_);
+  refuse_while_inserted_ahead("a snapshot of the table");
   check_deferred_errors();
   settle_prepared();
   bring_rows_current();
@@ -435,6 +436,7 @@ int SparseEmbedding::first_failed_rank(bool failed) {
 
 std::int64_t SparseEmbedding::save(const fs::path& dir, bool with_optimizer_states) {
   PlaceGuard guard(place_);
+  refuse_while_inserted_ahead("a save");
   check_deferred_errors();
   settle_prepared();
   bring_rows_current();

@@ -200,6 +200,7 @@ bool SparseEmbedding::owns(std::int64_t key, std::int64_t slot) const {
 
 void SparseEmbedding::load(const fs::path& dir) {
   PlaceGuard guard(place_);
+  refuse_while_inserted_ahead("a load");
   check_deferred_errors();
   EMBER_CHECK(fs::is_directory(dir), where(), ": no saved embedding at ", dir.string());
   const std::int64_t V = config_.vec_size;

@@ -285,10 +285,11 @@ void Replica::feed_data(Inputs& in, const data::DeviceBatch& batch, StreamHandle
   if (in.dense) fill_rows(in.dense->value(), batch.dense, n, s);
 }
 
-void Replica::prefetch(const data::DeviceBatch& batch) {
+void Replica::prefetch(const data::DeviceBatch& batch, bool forward_next) {
   const std::int64_t ranks = comm_->size(), block = (batch.global_size + ranks - 1) / ranks;
   for (std::size_t i = 0; i < embeddings_.size(); ++i) {
     if (!embeddings_[i]->prepares_ahead()) continue;
+    if (!forward_next && embeddings_[i]->inserts_ahead()) continue;
     // Training batches are full: the CSR needs no padding, so the forward sees these tensors.
     const CsrTensor& keys = batch.sparse.at(embedding_input_[i]);
     if (keys.rows() != block * ranks * config_.embeddings[i].slot_num) continue;

@@ -80,9 +80,11 @@ class Replica {
   void gather_keys(data::DeviceBatch& batch);
   bool last_step_skipped() const { return skipped_; }
   // The embeddings that can (SparseEmbedding::prepares_ahead: host tables, one-hot and hybrid
-  // layers) prepare `batch`, the next training batch, while the current step runs (see
-  // SparseEmbedding::prefetch).
-  void prefetch(const data::DeviceBatch& batch);
+  // layers, device hash tables) prepare `batch`, the next training batch, while the current
+  // step runs (see SparseEmbedding::prefetch). `forward_next`: nothing uses the embeddings
+  // before that batch's step (no evaluation, save or load); without it the hash tables, which
+  // insert the batch's new keys ahead (SparseEmbedding::inserts_ahead), prepare it in its step.
+  void prefetch(const data::DeviceBatch& batch, bool forward_next);
   bool prepares_ahead() const;
   // The batch prefetched will not be trained on (SparseEmbedding::forget_prepared).
   void forget_prepared();

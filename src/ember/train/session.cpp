@@ -201,8 +201,9 @@ class Session::TrainingLoop {
   void step(const data::Batch& batch, bool follows_last_step);
   // Takes the batch after the one just stepped from the pipeline and lets the embeddings that
   // can prepare it while the step runs on the device (see Replica::prefetch). train() takes none
-  // past max_iter; train_step() always does (max_iter is its caller's to keep).
-  void prefetch_next(bool stop_at_max_iter);
+  // past max_iter; train_step() always does (max_iter is its caller's to keep). `forward_next`:
+  // that batch's step is the next use of the embeddings (Replica::prefetch).
+  void prefetch_next(bool stop_at_max_iter, bool forward_next);
   // nan_policy "stop": the loss of every step is checked, on a GPU one step late (the host does
   // not wait for the step it just queued); check_loss_now() catches up before anything that
   // would keep or report the model (snapshots, evaluations, the end).
@@ -223,6 +224,8 @@ class Session::TrainingLoop {
   // Each says whether it fell due (and so queued work on the devices).
   bool evaluate_if_due();
   bool snapshot_if_due();
+  bool evaluation_due() const;
+  bool snapshot_due() const;
   void save_snapshot();
   // Whether training stops after this step: at once in one process; in a job of several, a few
   // steps after any process was asked, all of them after the same step (a ProcessVote).
@@ -361,13 +364,15 @@ TrainResult Session::TrainingLoop::run() {
     const std::optional<data::Batch> batch = timed_next_batch();
     if (!batch) break;
     step(*batch, follows_last_step);
-    prefetch_next(true);
+    // Asked before the next batch is taken: a run that stops trains no further batch.
+    const bool stopping = stop_requested();
+    if (!stopping) prefetch_next(true, !evaluation_due() && !snapshot_due());
     show_progress();
     if (s_.display > 0 && session_.iteration_ % s_.display == 0) display();
     const bool evaluated = evaluate_if_due();
     const bool snapshotted = snapshot_if_due();
     follows_last_step = !evaluated && !snapshotted;
-    if (stop_requested()) {
+    if (stopping) {
       interrupt();
       break;
     }
@@ -383,9 +388,9 @@ bool Session::TrainingLoop::step_alone() {
     check_loss_now();
     return false;
   }
-  // Between two calls the caller may do anything with the session.
+  // Between two calls the caller may do anything with the session (evaluate, save, load).
   step(*batch, false);
-  prefetch_next(false);
+  prefetch_next(false, false);
   return true;
 }
 
@@ -428,14 +433,14 @@ std::optional<data::Batch> Session::TrainingLoop::timed_next_batch() {
   return batch;
 }
 
-void Session::TrainingLoop::prefetch_next(bool stop_at_max_iter) {
+void Session::TrainingLoop::prefetch_next(bool stop_at_max_iter, bool forward_next) {
   if (!prefetch_) return;
   if (stop_at_max_iter && s_.max_iter > 0 && session_.iteration_ >= s_.max_iter) return;
   upcoming_ = pull_batch();
   if (!upcoming_) return;
   m_.team->run([&](int r) {
     const auto i = static_cast<std::size_t>(r);
-    m_.replicas[i]->prefetch(upcoming_->devices[i]);
+    m_.replicas[i]->prefetch(upcoming_->devices[i], forward_next);
   });
 }
 
@@ -630,9 +635,17 @@ void Session::TrainingLoop::display() {
   window_samples_ = 0;
 }
 
+bool Session::TrainingLoop::evaluation_due() const {
+  return s_.eval_interval > 0 && session_.iteration_ % s_.eval_interval == 0;
+}
+
+bool Session::TrainingLoop::snapshot_due() const {
+  return s_.snapshot > 0 && session_.iteration_ % s_.snapshot == 0;
+}
+
 bool Session::TrainingLoop::evaluate_if_due() {
   const std::int64_t iteration = session_.iteration_;
-  if (s_.eval_interval <= 0 || iteration % s_.eval_interval != 0) return false;
+  if (!evaluation_due()) return false;
   check_loss_now();
   progress_.clear();
   result_.last_eval = session_.evaluate();
@@ -646,7 +659,7 @@ bool Session::TrainingLoop::evaluate_if_due() {
 }
 
 bool Session::TrainingLoop::snapshot_if_due() {
-  if (s_.snapshot <= 0 || session_.iteration_ % s_.snapshot != 0) return false;
+  if (!snapshot_due()) return false;
   save_snapshot();
   return true;
 }
