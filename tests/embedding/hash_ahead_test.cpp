@@ -139,5 +139,28 @@ TEST(HashAhead, APreparedBatchMustBeTrainedNext) {
   }
 }
 
+// A table that fills up while a batch is prepared ahead: the prefetch raises nothing, and that
+// batch's forward raises the full table with its numbers.
+TEST(HashAhead, ATableFullWhilePreparingAheadIsRaisedByThatBatchsForward) {
+  auto rng = ember::testing::make_rng(34);
+  Problem p =
+      hash_problem(EmbeddingType::DistributedSlotHash, optim::UpdateType::Local, 1, {}, rng);
+  p.config.max_vocabulary_size_per_gpu = 6;
+  auto comms = distributed::make_in_process_communicators(1, 60.0);
+  SparseEmbedding e(p.config, p.optimizer, *comms[0]);
+  const std::int64_t S = p.config.slot_num, V = p.config.vec_size, B = 1;
+  // One sample: slots 0-4 with keys 1..5 (5 rows), then keys 6..10 (5 more, 1 fits).
+  const testing::HostBatch first{B, {0, 1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}};
+  const testing::HostBatch second{B, {0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
+  e.forward(csr_of(first), 0, B);
+  e.backward(Tensor::zeros({B, S, V}, DType::F32));
+  e.update();
+  const CsrTensor next = csr_of(second);
+  EXPECT_NO_THROW(e.prefetch(next, 0, B));
+  EMBER_EXPECT_THROW_WITH(e.forward(next, 0, B), Error,
+                          "the embedding table is full: capacity 6 rows per device, 6 in use, "
+                          "and 4 new key(s) of this batch found no row");
+}
+
 }  // namespace
 }  // namespace ember::embedding
