@@ -142,14 +142,14 @@ std::vector<std::int64_t> most_used_keys(const Problem& p, std::size_t count) {
   return keys;
 }
 
-namespace {
-
 CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place) {
   Tensor keys =
       Tensor::from_vector(h.keys.empty() ? std::vector<std::int64_t>{0} : h.keys).to(key_dtype);
   return CsrTensor(Tensor::from_vector(h.offsets, place), keys.to(place),
                    static_cast<std::int64_t>(h.keys.size()));
 }
+
+namespace {
 
 // Queues long writes on the compute stream to blocks that go back to its pool at once (the
 // caching allocator hands them to the stream's next requests while the writes still run), and

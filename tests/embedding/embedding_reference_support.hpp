@@ -68,6 +68,8 @@ struct Problem {
 HostBatch random_batch(std::int64_t batch, const std::vector<std::int64_t>& slot_sizes, int max_nnz,
                        std::mt19937_64& rng);
 std::vector<float> random_grad(std::int64_t n, std::mt19937_64& rng);
+// A batch as the layer takes it: keys of `key_dtype`, offsets and keys at `place`.
+CsrTensor to_csr(const HostBatch& h, DType key_dtype, Place place = Place::host());
 
 // Slot sizes small enough that keys repeat within a batch, and a layer "emb" over slots of
 // `slot_sizes` (at most `rows` rows a rank; DistributedSlot without the slot sizes).

@@ -38,11 +38,6 @@ Problem hash_problem(EmbeddingType type, optim::UpdateType update, int steps,
   return p;
 }
 
-CsrTensor csr_of(const testing::HostBatch& b) {
-  return CsrTensor(Tensor::from_vector(b.offsets), Tensor::from_vector(b.keys),
-                   static_cast<std::int64_t>(b.keys.size()));
-}
-
 // Steps 0-6 with an evaluation at step 3: the batches of steps 1, 2, 5 and 6 are prepared during
 // the step before (step 4's comes after the evaluation, so it is prepared in its forward), on 1
 // to 3 ranks, for both hash types, Local and LazyGlobal. Global updates every row in use, which
@@ -100,7 +95,9 @@ TEST(HashAhead, APreparedBatchMustBeTrainedNext) {
     auto comms = distributed::make_in_process_communicators(1, 60.0);
     SparseEmbedding ahead(p.config, p.optimizer, *comms[0]);
     SparseEmbedding plain(p.config, p.optimizer, *comms[0]);
-    const CsrTensor a = csr_of(p.batches[0]), b = csr_of(p.batches[1]), c = csr_of(p.batches[2]);
+    const DType key = p.config.key_dtype;
+    const CsrTensor a = testing::to_csr(p.batches[0], key), b = testing::to_csr(p.batches[1], key),
+                    c = testing::to_csr(p.batches[2], key);
     const Tensor grad = Tensor::from_vector(p.grads[0], Shape{B, S, V});
     for (SparseEmbedding* e : {&ahead, &plain}) {
       e->forward(a, 0, B);
@@ -152,10 +149,10 @@ TEST(HashAhead, ATableFullWhilePreparingAheadIsRaisedByThatBatchsForward) {
   // One sample: slots 0-4 with keys 1..5 (5 rows), then keys 6..10 (5 more, 1 fits).
   const testing::HostBatch first{B, {0, 1, 2, 3, 4, 5}, {1, 2, 3, 4, 5}};
   const testing::HostBatch second{B, {0, 1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}};
-  e.forward(csr_of(first), 0, B);
+  e.forward(testing::to_csr(first, p.config.key_dtype), 0, B);
   e.backward(Tensor::zeros({B, S, V}, DType::F32));
   e.update();
-  const CsrTensor next = csr_of(second);
+  const CsrTensor next = testing::to_csr(second, p.config.key_dtype);
   EXPECT_NO_THROW(e.prefetch(next, 0, B));
   EMBER_EXPECT_THROW_WITH(e.forward(next, 0, B), Error,
                           "the embedding table is full: capacity 6 rows per device, 6 in use, "

@@ -363,11 +363,6 @@ TEST(HybridEmbedding, ALargerEvaluationBatchCostsTheHybridOnePreparationAhead) {
   }
 }
 
-CsrTensor csr_of(const testing::HostBatch& b) {
-  return CsrTensor(Tensor::from_vector(b.offsets), Tensor::from_vector(b.keys),
-                   static_cast<std::int64_t>(b.keys.size()));
-}
-
 // A batch prepared for nothing (another training batch comes first, or the caller forgets it)
 // is dropped, and a prepared batch's data error is raised by its own forward, not by the
 // prefetch.
@@ -382,7 +377,8 @@ TEST(HybridEmbedding, APreparedBatchServesOnlyItsOwnForward) {
     auto comms = distributed::make_in_process_communicators(1, 60.0);
     SparseEmbedding ahead(p.config, p.optimizer, *comms[0]);
     SparseEmbedding plain(p.config, p.optimizer, *comms[0]);
-    const CsrTensor a = csr_of(p.batches[0]), b = csr_of(p.batches[1]);
+    const CsrTensor a = testing::to_csr(p.batches[0], p.config.key_dtype),
+                    b = testing::to_csr(p.batches[1], p.config.key_dtype);
     const Tensor grad = Tensor::from_vector(p.grads[0], Shape{B, S, V});
     ahead.prefetch(b, 0, B);  // b is prepared, a comes first
     for (SparseEmbedding* e : {&ahead, &plain}) {
@@ -408,7 +404,7 @@ TEST(HybridEmbedding, APreparedBatchServesOnlyItsOwnForward) {
 
     testing::HostBatch bad = p.batches[2];
     set_bag(bad, 3 * S + 4, {40});  // sample 3, slot 4 (keys [80, 91))
-    const CsrTensor c = csr_of(bad);
+    const CsrTensor c = testing::to_csr(bad, p.config.key_dtype);
     ahead.backward(grad);
     ahead.update();
     EXPECT_NO_THROW(ahead.prefetch(c, 0, B)) << what;

@@ -27,7 +27,8 @@ bool SparseEmbedding::inserts_ahead() const {
 }
 
 void SparseEmbedding::refuse_while_inserted_ahead(const char* what) const {
-  EMBER_CHECK(!prepared_ || !prepared_->inserted, where(), ": ", what,
+  // A batch prepared without error inserted its keys where the layer inserts ahead.
+  EMBER_CHECK(!prepared_ || !prepared_->batch || !inserts_ahead(), where(), ": ", what,
               " while a training batch prepared ahead holds the new keys it inserted; its "
               "forward must come first (prefetch() only the batch trained next)");
 }
@@ -139,7 +140,6 @@ std::unique_ptr<SparseEmbedding::Prepared> SparseEmbedding::prepare_ahead(const 
   }
   b->release = [this, set] { release_buffer_set(set); };
   p->batch = std::move(b);
-  p->inserted = inserts_ahead();
   return p;
 }
 

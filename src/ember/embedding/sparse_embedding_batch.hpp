@@ -113,7 +113,6 @@ struct SparseEmbedding::Prepared {
   std::unique_ptr<Batch> batch;
   CachePlan plan;
   bool installed = false;  // its row moves are queued (a later plan came before its forward)
-  bool inserted = false;   // its new keys are in the hash table (inserts_ahead())
   std::exception_ptr error;
 
   // A Prepared that names `b` and the shares (nothing prepared yet).
