@@ -13,7 +13,9 @@
 //       without offsets against pool8, same rows, a table in L2 and one far larger;
 //   (e) the hybrid's frequent rows' gradient sums on one of 2 ranks (datagen's keys, the traffic
 //       rule's frequent set): the update kernels that sum a rank's 1.7 M entries into the
-//       frequent rows, from an f16 and an f32 gradient, in ms and GB/s.
+//       frequent rows, from an f16 and an f32 gradient, in ms and GB/s;
+//   (f) narrow rows: the Adam update of DeepFM's, Wide&Deep's and DCN's tables (widths 11, 16
+//       and 1, 26 slots of 2000 ids, batch 65536, f16 gradient), in ms and GB/s.
 //
 // Usage: bench_embedding            (GPU: the full run, SUMMARY lines last)
 //        bench_embedding --quick    (CPU: tiny sizes, checks the code paths in seconds)
@@ -715,6 +717,61 @@ void bench_short_bags(bool cuda, int device, const StepShape& base, double copy_
 
 // ---- (e) the hybrid's frequent rows' gradient sums ---------------------------------------------
 
+// `count` keys of bags over slots of `sizes` ids (bag i in slot i % slots), global row indices
+// (slot t's ids start after the ids of slots 0 .. t - 1), as `ember datagen` draws them: rank r
+// of a slot of V ids with density (r + 1)^-1.1, by inverting the continuous CDF over [1, V + 1),
+// the law of data/power_law.hpp (this layer's benchmark does not link the data layer); ranks are
+// scattered over the ids as make_batch does.
+std::vector<std::int64_t> datagen_keys(const std::vector<std::int64_t>& sizes, std::int64_t count) {
+  const double alpha = 1.1;
+  const auto S = static_cast<std::int64_t>(sizes.size());
+  auto draw = [&](std::int64_t t, double u) {
+    const double top = std::pow(static_cast<double>(sizes[t]) + 1.0, 1.0 - alpha) - 1.0;
+    const auto rank = std::clamp<std::int64_t>(
+        static_cast<std::int64_t>(std::pow(1.0 + u * top, 1.0 / (1.0 - alpha))) - 1, 0,
+        sizes[t] - 1);
+    return static_cast<std::int64_t>(random::mix64(static_cast<std::uint64_t>(rank)) %
+                                     static_cast<std::uint64_t>(sizes[t]));
+  };
+  std::vector<std::int64_t> begin(S + 1, 0);
+  for (std::int64_t t = 0; t < S; ++t)
+    begin[t + 1] = begin[t] + sizes[t];
+  std::vector<std::int64_t> keys(count);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t t = i % S;
+    keys[i] = begin[t] + draw(t, random::uniform01(17, static_cast<std::uint64_t>(i)));
+  }
+  return keys;
+}
+
+// The segments of an update (each row's entries, sorted), of bag i's row rows[i] (-1: none)
+// among `row_count` rows, at a place: the same function of the same rows on host and device.
+struct UpdatePlan {
+  Tensor sorted_bags, unique_rows, offsets, count;
+  kernels::Segments seg() const {
+    return {sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
+            offsets.data<std::int64_t>(), count.data<std::int64_t>(), sorted_bags.numel()};
+  }
+  static UpdatePlan of(const std::vector<std::int64_t>& rows, std::int64_t row_count, Place at,
+                       StreamHandle st) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    std::vector<std::int64_t> iota(n + 1);
+    for (std::int64_t i = 0; i <= n; ++i)
+      iota[i] = i;
+    UpdatePlan p;
+    const Tensor r = Tensor::from_vector(rows, at), bag = Tensor::from_vector(iota, at);
+    p.sorted_bags = Tensor::empty({n}, DType::I32, at);
+    p.unique_rows = Tensor::empty({n}, DType::I64, at);
+    p.offsets = Tensor::empty({n + 1}, DType::I64, at);
+    p.count = Tensor::empty({1}, DType::I64, at);
+    kernels::on(at).segments(r.data<std::int64_t>(), bag.data<std::int64_t>(), n, row_count,
+                             p.sorted_bags.data<std::int32_t>(), p.unique_rows.data<std::int64_t>(),
+                             p.offsets.data<std::int64_t>(), p.count.data<std::int64_t>(), st);
+    if (st != nullptr) synchronize_stream(st);  // before r and bag go
+    return p;
+  }
+};
+
 // HybridSparseEmbedding on 2 ranks sums each rank's gradients of the frequent rows before their
 // all-reduce (sum_local_frequent_gradients): an update_rows call that stores each row's sum in
 // the kGradientChunk order into a zeroed F x V table (SGD at rate -1). Keys as `ember datagen`
@@ -726,27 +783,8 @@ void bench_short_bags(bool cuda, int device, const StepShape& base, double copy_
 void bench_frequent_sums(bool cuda, int device, const StepShape& base, double copy_gbs) {
   const std::int64_t S = static_cast<std::int64_t>(base.sizes.size()), V = base.dim;
   const std::int64_t B = base.batch, n = B * S;
-  // Rank r of a slot of V ids with density (r + 1)^-1.1, by inverting the continuous CDF over
-  // [1, V + 1), the law of data/power_law.hpp (this layer's benchmark does not link the data
-  // layer); ranks are scattered over the ids as make_batch does.
-  const double alpha = 1.1;
-  auto draw = [&](std::int64_t t, double u) {
-    const double top = std::pow(static_cast<double>(base.sizes[t]) + 1.0, 1.0 - alpha) - 1.0;
-    const auto rank = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(std::pow(1.0 + u * top, 1.0 / (1.0 - alpha))) - 1, 0,
-        base.sizes[t] - 1);
-    return static_cast<std::int64_t>(random::mix64(static_cast<std::uint64_t>(rank)) %
-                                     static_cast<std::uint64_t>(base.sizes[t]));
-  };
   // Key (slot, id) of bag i of the global batch (2 B samples); the rank's bags are the first n.
-  std::vector<std::int64_t> begin(S + 1, 0);
-  for (std::int64_t t = 0; t < S; ++t)
-    begin[t + 1] = begin[t] + base.sizes[t];
-  std::vector<std::int64_t> keys(2 * n);
-  for (std::int64_t i = 0; i < 2 * n; ++i) {
-    const std::int64_t t = i % S;
-    keys[i] = begin[t] + draw(t, random::uniform01(17, static_cast<std::uint64_t>(i)));
-  }
+  const std::vector<std::int64_t> keys = datagen_keys(base.sizes, 2 * n);
   std::vector<std::int64_t> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   std::map<std::int64_t, std::int64_t> frequent;  // key -> frequent index
@@ -786,31 +824,8 @@ void bench_frequent_sums(bool cuda, int device, const StepShape& base, double co
       100.0 * hot_entries / std::max<std::int64_t>(frequent_entries, 1));
   const Place place = cuda ? Place::cuda(device) : Place::host();
   const StreamHandle s = cuda ? current_stream(device) : nullptr;
-  std::vector<std::int64_t> iota(n + 1);
-  for (std::int64_t i = 0; i <= n; ++i)
-    iota[i] = i;
-  // The segments, on the host and on the device (the same function of the same rows).
-  struct Plan {
-    Tensor sorted_bags, unique_rows, offsets, count;
-    kernels::Segments seg() const {
-      return {sorted_bags.data<std::int32_t>(), unique_rows.data<std::int64_t>(),
-              offsets.data<std::int64_t>(), count.data<std::int64_t>(), sorted_bags.numel()};
-    }
-  };
-  auto plan_at = [&](Place at, StreamHandle st) {
-    Plan p;
-    const Tensor r = Tensor::from_vector(rows, at), bag = Tensor::from_vector(iota, at);
-    p.sorted_bags = Tensor::empty({n}, DType::I32, at);
-    p.unique_rows = Tensor::empty({n}, DType::I64, at);
-    p.offsets = Tensor::empty({n + 1}, DType::I64, at);
-    p.count = Tensor::empty({1}, DType::I64, at);
-    kernels::on(at).segments(r.data<std::int64_t>(), bag.data<std::int64_t>(), n, F,
-                             p.sorted_bags.data<std::int32_t>(), p.unique_rows.data<std::int64_t>(),
-                             p.offsets.data<std::int64_t>(), p.count.data<std::int64_t>(), st);
-    if (st != nullptr) synchronize_stream(st);  // before r and bag go
-    return p;
-  };
-  const Plan plan = plan_at(place, s);
+  auto plan_at = [&](Place at, StreamHandle st) { return UpdatePlan::of(rows, F, at, st); };
+  const UpdatePlan plan = plan_at(place, s);
   const optim::UpdateStep store_sum = optim::store_sum_step();
   const Tensor grad32 = Tensor::uniform({n, V}, -1, 1, 23, DType::F32, place);
   for (const DType g : {DType::F16, DType::F32}) {
@@ -832,7 +847,7 @@ void bench_frequent_sums(bool cuda, int device, const StepShape& base, double co
     });
     // The CPU's sums from the same inputs, bit for bit.
     if (cuda) {
-      const Plan host_plan = plan_at(Place::host(), nullptr);
+      const UpdatePlan host_plan = plan_at(Place::host(), nullptr);
       const Tensor host_sums =
           Tensor::zeros({std::max<std::int64_t>(F, 1), V}, DType::F32, Place::host());
       run(kernels::on(Place::host()), host_plan.seg(), grad.to(Place::host()), host_sums, nullptr);
@@ -866,6 +881,74 @@ void bench_frequent_sums(bool cuda, int device, const StepShape& base, double co
     if (!cuda) continue;
     summary("frequent rows' gradient sums, " + tag + " (ms)", t, 3, "-", "-");
     summary("frequent rows' gradient sums, " + tag + " (% of copy)", pct, 0, "-", "-");
+  }
+}
+
+// ---- (f) narrow rows: the update of DeepFM's, Wide&Deep's and DCN's tables --------------------
+
+// configs/deepfm.json, wide_and_deep.json and dcn.json: 26 slots of 2000 ids in one table (one
+// key a slot, datagen's power law, so a slot's hottest ids take thousands of a batch's 65536
+// entries and are cut into hot chunks), widths 11 (DeepFM), 16 (DCN, Wide&Deep's deep part) and
+// 1 (Wide&Deep's wide part, measured on the same keys), batch 65536, mixed precision's f16
+// gradient into an f32 table, Adam (the configs' optimizer). Bytes: each entry's gradient row
+// read, each distinct row's weight and two states read and written. Before timing, the GPU's
+// gradient sums (a store-sum step into a zeroed table) must equal the CPU's bit for bit.
+void bench_narrow_update(bool cuda, int device, std::int64_t batch, double copy_gbs) {
+  const std::vector<std::int64_t> sizes(26, 2000);
+  const std::int64_t S = static_cast<std::int64_t>(sizes.size()), n = batch * S;
+  const std::int64_t rows_in_table = S * 2000;
+  const std::vector<std::int64_t> rows = datagen_keys(sizes, n);
+  const Place place = cuda ? Place::cuda(device) : Place::host();
+  const StreamHandle s = cuda ? current_stream(device) : nullptr;
+  const UpdatePlan plan = UpdatePlan::of(rows, rows_in_table, place, s);
+  const std::int64_t distinct = plan.count.to_vector<std::int64_t>()[0];
+  std::printf(
+      "\n(f) narrow rows (DeepFM, Wide&Deep, DCN): %lld entries over %lld distinct rows of 26 "
+      "slots x 2000 ids, f16 gradient, Adam, f32 table\n",
+      static_cast<long long>(n), static_cast<long long>(distinct));
+  optim::OptimizerConfig adam;
+  adam.type = optim::OptimizerType::Adam;
+  for (const std::int64_t V : {11, 16, 1}) {
+    const Tensor grad = Tensor::uniform({n, V}, -1, 1, 29, DType::F32, place).to(DType::F16);
+    auto sums_at = [&](const kernels::KernelTable& k, const UpdatePlan& p, const Tensor& g,
+                       StreamHandle st) {
+      const Tensor out = Tensor::zeros({rows_in_table, V}, DType::F32, g.place());
+      k.update_rows(p.seg(), nullptr, g.data(), kernels::ValueType::F16,
+                    kernels::Values{out.data<float>()}, V, kernels::RowStates{}, 1,
+                    optim::store_sum_step(), nullptr, st);
+      return out.to_vector<float>();
+    };
+    if (cuda) {
+      const std::vector<float> got = sums_at(kernels::on(place), plan, grad, s);
+      const std::vector<float> want = sums_at(
+          kernels::on(Place::host()), UpdatePlan::of(rows, rows_in_table, Place::host(), nullptr),
+          grad.to(Place::host()), nullptr);
+      if (got.size() != want.size() ||
+          std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) != 0) {
+        throw Error("bench_narrow_update: the GPU's gradient sums of dim " + std::to_string(V) +
+                    " differ from the CPU's");
+      }
+    }
+    const Tensor w = Tensor::uniform({rows_in_table, V}, -0.05, 0.05, 31, DType::F32, place);
+    const Tensor m = Tensor::zeros({rows_in_table, V}, DType::F32, place);
+    const Tensor v = Tensor::zeros({rows_in_table, V}, DType::F32, place);
+    const kernels::RowStates st{m.data<float>(), v.data<float>(), nullptr};
+    std::int64_t step = 0;
+    const double ms = time_ms(cuda, device, 3, cuda ? 30 : 2, [&] {
+      ++step;
+      kernels::on(place).update_rows(plan.seg(), nullptr, grad.data(), kernels::ValueType::F16,
+                                     kernels::Values{w.data<float>()}, V, st, step,
+                                     optim::make_update_step(adam, 1e-3f, step), nullptr, s);
+    });
+    const double bytes = static_cast<double>(n) * V * 2.0 + 6.0 * distinct * V * 4.0;
+    const double gbs = bytes / (ms * 1e-3) / 1e9;
+    const double pct = cuda ? 100.0 * gbs / copy_gbs : 0.0;
+    std::printf("    dim %-3lld %8.3f ms %8.1f GB/s %5.0f%% of copy\n", static_cast<long long>(V),
+                ms, gbs, pct);
+    if (!cuda) continue;
+    const std::string tag = "narrow rows' Adam update, dim " + std::to_string(V);
+    summary(tag + " (ms)", ms, 3, "-", "-");
+    summary(tag + " (% of copy)", pct, 0, "-", "-");
   }
 }
 
@@ -912,6 +995,7 @@ int main(int argc, char** argv) {
       bench_onehot(false, 0, s, 0, *distributed::make_solo_communicator(Place::host()));
       bench_short_bags(false, 0, s, 0);
       bench_frequent_sums(false, 0, s, 0);
+      bench_narrow_update(false, 0, 256, 0);
       std::printf("\nquick CPU mode: no SUMMARY figures (they are measured on the GPU)\n");
       return 0;
     }
@@ -937,6 +1021,8 @@ int main(int argc, char** argv) {
     if (wanted('d')) bench_short_bags(true, device, s, copy_gbs);
     release_cached_memory(device);
     if (wanted('e')) bench_frequent_sums(true, device, s, copy_gbs);
+    release_cached_memory(device);
+    if (wanted('f')) bench_narrow_update(true, device, 65536, copy_gbs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_embedding failed: %s\n", e.what());
     return 1;

@@ -253,9 +253,10 @@ TEST(EmbeddingKernelsGpu, UpdateMatchesTheCpuBitwiseOnHotRows) {
     lengths.push_back(1 + static_cast<std::int64_t>(rng() % 40));
   lengths.push_back(0);
   // 128: 16-byte path, one pass; 260: 16-byte path, three passes (the last one lane wide);
-  // 7: the scalar path; rows narrower than a warp: 1 and 11 (scalar; 11 is DeepFM's width), 16
-  // and 60 (16-byte).
-  for (std::int64_t V : {128, 260, 7, 1, 11, 16, 60}) {
+  // 17: the scalar path; 60: 16-byte, narrower than a warp; the narrow path (at most 16
+  // columns, a warp's 32 entries loaded at once): 1 (an entry a lane), 2, 7, 11 (DeepFM's
+  // width) and 16 (16 lanes an entry).
+  for (std::int64_t V : {128, 260, 17, 60, 1, 2, 7, 11, 16}) {
     const testing::UpdateBatch b = testing::random_update_batch(lengths, 50, 20000, V, rng);
     const std::int64_t rows = b.rows_in_table;
     const std::vector<float> zeros(rows * V, 0.0f);

@@ -113,7 +113,7 @@ template <class V>
 void check_update(DType dtype, std::mt19937_64& rng) {
   const std::int64_t C = kernels::kGradientChunk;
   const std::vector<std::int64_t> lengths = {1, 2, 7, C, C + 1, 2 * C + 1, 1023, 4097};
-  for (std::int64_t dim : {128, 7, 260}) {
+  for (std::int64_t dim : {128, 7, 260, 1, 16}) {
     const testing::UpdateBatch b = testing::random_update_batch(lengths, 5, 300, dim, rng);
     const auto values = random_bits<V>(b.rows_in_table * dim, rng);
     const std::vector<float> state(b.rows_in_table * dim, 0.1f);

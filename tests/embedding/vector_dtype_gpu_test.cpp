@@ -182,7 +182,8 @@ TEST(VectorDtypesGpu, UpdateFromA16BitGradientIsItsF32CopysBitwiseAndTheCpus) {
   const std::int64_t C = kernels::kGradientChunk;
   // Rows of one entry up to several hot chunks (the partial-sum path).
   const std::vector<std::int64_t> lengths = {1, 2, 7, C, C + 1, 2 * C + 1, 1023, 4097};
-  for (std::int64_t dim : {128, 7}) {  // 4 columns a lane, and 1
+  // 4 columns a lane, 1 column a lane, and the narrow path (16 lanes an entry; an entry a lane).
+  for (std::int64_t dim : {128, 17, 11, 16, 1}) {
     const testing::UpdateBatch b = testing::random_update_batch(lengths, 5, 1023, dim, rng);
     std::vector<float> table(b.rows_in_table * dim);
     std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
@@ -229,7 +230,7 @@ TEST(VectorDtypesGpu, GradientSumsAreTheCpusBitwise) {
   auto rng = ember::testing::make_rng();
   const std::int64_t C = kernels::kGradientChunk;
   const std::vector<std::int64_t> lengths = {1, 2, 7, C, C + 1, 2 * C + 1, 4097, 30011, 65537};
-  for (std::int64_t dim : {128, 7}) {
+  for (std::int64_t dim : {128, 17, 7, 1}) {
     std::int64_t entries = 1000;  // absent (infrequent) entries
     for (const std::int64_t l : lengths)
       entries += l;

@@ -94,6 +94,15 @@ __device__ inline float ldg1(const V* p) {
     return static_cast<float>(V::from_bits(__ldg(reinterpret_cast<const unsigned short*>(p))));
   }
 }
+// One value through L2 only (no L1 line allocated): for gathers that read each value once.
+template <class V>
+__device__ inline float ldcg1(const V* p) {
+  if constexpr (sizeof(V) == 4) {
+    return __ldcg(p);
+  } else {
+    return static_cast<float>(V::from_bits(__ldcg(reinterpret_cast<const unsigned short*>(p))));
+  }
+}
 template <class V>
 __device__ inline void store4(V* p, const V (&v)[4]) {
   if constexpr (sizeof(V) == 4) {

@@ -182,6 +182,77 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
   return g;
 }
 
+// Rows of at most kNarrowColumns columns (DeepFM's 11, Wide&Deep's 1 and 16, DCN's 16) take
+// sum_entries_narrow. sum_entries gives a lane a column (or four) and loads kLoadsInFlight
+// entries' row pieces a round: at 16 columns that leaves most lanes idle and a warp 8 dependent
+// rounds per 32 entries (Wide&Deep's 16-wide table took 165 us a training step on an H200 for
+// 1.7 M entries, about ten times its bytes' time).
+constexpr int kNarrowColumns = 16;
+// The tile's row stride: odd, so that lane j's entry row starts in its own bank.
+constexpr int kTileStride = kNarrowColumns + 1;
+
+// A warp's 32 entries' gradient rows (f32) and scales, between loading and summing.
+struct NarrowTile {
+  float values[32 * kTileStride];
+  float scales[32];
+};
+
+// sum_entries for rows of at most kNarrowColumns columns (lane = column; lanes past vec_size
+// return 0). Each group of 32 entries is loaded at once: P lanes an entry (P >= vec_size, a power
+// of two), 32 / P entries a load, P loads a lane, all in flight together; the values go through
+// the warp's tile, and each column's lane adds them in entry order from 0, with the separately
+// rounded multiply and add of Lanes::add_scaled, so the sum is bitwise sum_entries'. The loads
+// bypass L1 (ldcg1): a gradient row is read once, and with 1024 rows a SM in flight, L1's
+// allocations made the same kernel slower than sum_entries (bench_embedding section (f), H200:
+// 0.167 against 0.151 ms at width 11; through L2 alone 0.113 ms).
+template <int P, class G>
+__device__ float sum_entries_narrow(const std::int32_t* __restrict__ bags,
+                                    const float* __restrict__ scale, const G* __restrict__ grad,
+                                    std::int64_t vec_size, std::int64_t first, std::int64_t last,
+                                    std::int32_t first_bag, float first_scale, int lane,
+                                    NarrowTile& tile) {
+  static_assert(P >= 1 && P <= kNarrowColumns && (P & (P - 1)) == 0);
+  constexpr int kEntriesPerLoad = 32 / P;
+  const int column = lane % P;
+  const int sub = lane / P;
+  float g = 0.f;
+  for (std::int64_t base = first; base < last; base += 32) {
+    const int m = static_cast<int>(last - base < 32 ? last - base : 32);
+    int my_bag = 0;
+    float my_scale = 1.f;
+    const bool known = base == first && lane == 0 && first_bag >= 0;
+    if (known) {
+      my_bag = first_bag;
+      my_scale = first_scale;
+    } else if (lane < m) {
+      my_bag = bags[base + lane];
+      if (scale != nullptr) my_scale = scale[my_bag];
+    }
+    float v[P];
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = k * kEntriesPerLoad + sub;
+      const int b = __shfl_sync(0xffffffffu, my_bag, j);
+      v[k] = j < m && column < vec_size
+                 ? ldcg1(grad + static_cast<std::int64_t>(b) * vec_size + column)
+                 : 0.f;
+    }
+    __syncwarp();  // the last group's sums are done with the tile
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int j = k * kEntriesPerLoad + sub;
+      if (j < m && column < vec_size) tile.values[j * kTileStride + column] = v[k];
+    }
+    tile.scales[lane] = my_scale;
+    __syncwarp();
+    if (lane < vec_size) {
+      for (int j = 0; j < m; ++j)
+        g = __fadd_rn(g, __fmul_rn(tile.values[j * kTileStride + lane], tile.scales[j]));
+    }
+  }
+  return g;
+}
+
 // One optimizer step on row r: the gradient of each 128- (or 32-) column pass comes from
 // `sum(c, active)`, then weight and state are read, stepped and written once. The row's weight
 // and state lines are prefetched into L2 before the sum, so their latency overlaps it without
@@ -317,15 +388,33 @@ constexpr int kUpdateBlocksPerSm = 4;
 // long items, so the short ones fill in behind them), then every distinct row, of which the
 // cold ones (at most kGradientChunk entries) are updated whole and the hot ones skipped (their
 // last chunk to finish updates them). Sums follow the kGradientChunk order exactly.
-template <int W, class V, class G>
+// P > 0: rows of at most kNarrowColumns columns, summed by sum_entries_narrow<P> (W = 1).
+template <int W, int P, class V, class G>
 __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
     update_kernel(Segments seg, UpdatePlan plan, const float* __restrict__ scale,
                   const G* __restrict__ grad, Values values, std::int64_t vec_size, RowStates st,
                   std::int64_t step, optim::UpdateStep u) {
+  static_assert(P == 0 || W == 1);
   using L = Lanes<W>;
   constexpr bool kPrefetch = prefetch_gradient_rows<V, G>();
   const int lane = threadIdx.x & 31;
   const UpdateRounding<V> rounder(values, step);
+  NarrowTile* tile = nullptr;
+  if constexpr (P > 0) {
+    __shared__ NarrowTile tiles[kThreads / 32];
+    tile = &tiles[threadIdx.x / 32];
+  }
+  // The sum of entries [first, last) for this lane's columns c .. c + W - 1.
+  auto entries = [&](std::int64_t c, bool active, std::int64_t first, std::int64_t last,
+                     std::int32_t first_bag, float first_scale) {
+    if constexpr (P > 0) {
+      return sum_entries_narrow<P, G>(seg.sorted_bags, scale, grad, vec_size, first, last,
+                                      first_bag, first_scale, lane, *tile);
+    } else {
+      return sum_entries<W, G, kPrefetch>(seg.sorted_bags, scale, grad, vec_size, c, active, first,
+                                          last, first_bag, first_scale, lane);
+    }
+  };
   const std::int64_t hot_count = *plan.hot_count;
   const std::int64_t items = hot_count + *seg.count;
   for (std::int64_t item = global_warp(); item < items; item += warp_count()) {
@@ -333,8 +422,7 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       const HotChunk h = plan.hot[item];
       for (std::int64_t c = W * lane; c - W * lane < vec_size; c += L::kColumns) {
         const bool active = c < vec_size;
-        const typename L::T p = sum_entries<W, G, kPrefetch>(
-            seg.sorted_bags, scale, grad, vec_size, c, active, h.begin, h.end, -1, 0.f, lane);
+        const typename L::T p = entries(c, active, h.begin, h.end, -1, 0.f);
         if (active) L::store_l2(plan.partials + item * vec_size + c, p);
       }
       // Publish the partial sum, then count the chunk in; the warp that brings the count to
@@ -365,9 +453,8 @@ __global__ void __launch_bounds__(kThreads, kUpdateBlocksPerSm)
       step_row<W, V>(
           r,
           [&](std::int64_t c, bool active) {
-            return sum_entries<W, G, kPrefetch>(
-                seg.sorted_bags, scale, grad, vec_size, c, active, e.first,
-                static_cast<std::int64_t>(e.first) + e.count, e.first_bag, e.first_scale, lane);
+            return entries(c, active, e.first, static_cast<std::int64_t>(e.first) + e.count,
+                           e.first_bag, e.first_scale);
           },
           values, rounder, vec_size, st, step, u, lane);
     }
@@ -475,15 +562,19 @@ void update_rows(const Segments& seg, const float* scale, const void* grad, Valu
     with_value_type(grad_type, [&](auto grad_tag) {
       using G = decltype(grad_tag);
       const G* g = static_cast<const G*>(grad);
-      if (vec_size % 4 == 0 && aligned4<V>(values.data) && aligned4<G>(g) && aligned(states.s0) &&
-          aligned(states.s1)) {
-        update_kernel<4, V, G>
-            <<<persistent_blocks(update_kernel<4, V, G>, items), kThreads, 0, stream>>>(
-                seg, plan, scale, g, values, vec_size, states, step, u);
+      auto launch = [&](auto kernel) {
+        kernel<<<persistent_blocks(kernel, items), kThreads, 0, stream>>>(
+            seg, plan, scale, g, values, vec_size, states, step, u);
+      };
+      if (vec_size == 1) {
+        launch(update_kernel<1, 1, V, G>);
+      } else if (vec_size <= kNarrowColumns) {
+        launch(update_kernel<1, kNarrowColumns, V, G>);
+      } else if (vec_size % 4 == 0 && aligned4<V>(values.data) && aligned4<G>(g) &&
+                 aligned(states.s0) && aligned(states.s1)) {
+        launch(update_kernel<4, 0, V, G>);
       } else {
-        update_kernel<1, V, G>
-            <<<persistent_blocks(update_kernel<1, V, G>, items), kThreads, 0, stream>>>(
-                seg, plan, scale, g, values, vec_size, states, step, u);
+        launch(update_kernel<1, 0, V, G>);
       }
     });
   });
