@@ -115,6 +115,36 @@ constexpr bool prefetch_gradient_rows() {
   return sizeof(G) == 2 && sizeof(V) == 4;
 }
 
+// A lane's entry of a group of 32 sorted entries (lanes past the group's m: bag 0, scale 1).
+struct LaneEntry {
+  std::int32_t bag = 0;
+  float scale = 1.f;
+  bool known = false;  // the first entry's, whose bag and scale came with the row
+};
+
+// Lane `lane`'s entry of the group from `base`: its bag (the first entry's may come known,
+// first_bag >= 0, with its scale). Its scale, when not known, is load_scale()'s: a dependent
+// load the caller places where it overlaps best.
+__device__ __forceinline__ LaneEntry lane_entry(const std::int32_t* __restrict__ bags,
+                                                std::int64_t base, std::int64_t first, int m,
+                                                int lane, std::int32_t first_bag,
+                                                float first_scale) {
+  LaneEntry e;
+  e.known = base == first && lane == 0 && first_bag >= 0;
+  if (e.known) {
+    e.bag = first_bag;
+    e.scale = first_scale;
+  } else if (lane < m) {
+    e.bag = bags[base + lane];
+  }
+  return e;
+}
+
+__device__ __forceinline__ void load_scale(LaneEntry& e, const float* __restrict__ scale, int m,
+                                           int lane) {
+  if (lane < m && scale != nullptr && !e.known) e.scale = scale[e.bag];
+}
+
 // The sum from zero, in entry order, of grad[bag] * scale[bag] (grad of type G, widened to f32
 // as it is read; a null scale is 1, which spares a dependent load per 32 entries) over sorted
 // entries [first, last), for this lane's columns c .. c + W - 1. The entries' bags (and scales)
@@ -132,23 +162,15 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
   typename L::T g = L::zero();
   for (std::int64_t base = first; base < last; base += 32) {
     const int m = static_cast<int>(last - base < 32 ? last - base : 32);
-    int my_bag = 0;
-    float my_scale = 1.f;
-    const bool known = base == first && lane == 0 && first_bag >= 0;
-    if (known) {
-      my_bag = first_bag;
-      my_scale = first_scale;
-    } else if (lane < m) {
-      my_bag = bags[base + lane];
-    }
+    LaneEntry mine = lane_entry(bags, base, first, m, lane, first_bag, first_scale);
     // With Prefetch each lane asks L2 for its entry's row piece of this pass (kColumns columns),
     // and lane 0 for the next 32 entries' bags, so that the loads below wait for L2 rather than
     // for HBM: a warp then has 32 rows coming instead of kLoadsInFlight, at no register cost.
     if (lane < m) {
       if constexpr (Prefetch) {
         const std::int64_t c0 = c - W * lane;  // the pass's first column
-        const char* row =
-            reinterpret_cast<const char*>(grad + static_cast<std::int64_t>(my_bag) * vec_size + c0);
+        const char* row = reinterpret_cast<const char*>(
+            grad + static_cast<std::int64_t>(mine.bag) * vec_size + c0);
         const std::int64_t row_bytes = (vec_size - c0) * static_cast<std::int64_t>(sizeof(G));
 #pragma unroll
         for (int k = 0; k < (L::kColumns * static_cast<int>(sizeof(G)) + 127) / 128; ++k) {
@@ -156,16 +178,16 @@ __device__ typename Lanes<W>::T sum_entries(const std::int32_t* __restrict__ bag
         }
         if (lane == 0 && base + 32 < last) prefetch_l2(bags + base + 32);
       }
-      if (scale != nullptr && !known) my_scale = scale[my_bag];
     }
+    load_scale(mine, scale, m, lane);
     for (int j = 0; j < m; j += kLoadsInFlight) {
       int b[kLoadsInFlight];
       float s[kLoadsInFlight];
       typename L::T v[kLoadsInFlight];
 #pragma unroll
       for (int q = 0; q < kLoadsInFlight; ++q) {
-        b[q] = __shfl_sync(0xffffffffu, my_bag, (j + q) & 31);
-        s[q] = __shfl_sync(0xffffffffu, my_scale, (j + q) & 31);
+        b[q] = __shfl_sync(0xffffffffu, mine.bag, (j + q) & 31);
+        s[q] = __shfl_sync(0xffffffffu, mine.scale, (j + q) & 31);
       }
       if (active) {
 #pragma unroll
@@ -218,21 +240,13 @@ __device__ float sum_entries_narrow(const std::int32_t* __restrict__ bags,
   float g = 0.f;
   for (std::int64_t base = first; base < last; base += 32) {
     const int m = static_cast<int>(last - base < 32 ? last - base : 32);
-    int my_bag = 0;
-    float my_scale = 1.f;
-    const bool known = base == first && lane == 0 && first_bag >= 0;
-    if (known) {
-      my_bag = first_bag;
-      my_scale = first_scale;
-    } else if (lane < m) {
-      my_bag = bags[base + lane];
-      if (scale != nullptr) my_scale = scale[my_bag];
-    }
+    LaneEntry mine = lane_entry(bags, base, first, m, lane, first_bag, first_scale);
+    load_scale(mine, scale, m, lane);
     float v[P];
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const int j = k * kEntriesPerLoad + sub;
-      const int b = __shfl_sync(0xffffffffu, my_bag, j);
+      const int b = __shfl_sync(0xffffffffu, mine.bag, j);
       v[k] = j < m && column < vec_size
                  ? ldcg1(grad + static_cast<std::int64_t>(b) * vec_size + column)
                  : 0.f;
@@ -243,7 +257,7 @@ __device__ float sum_entries_narrow(const std::int32_t* __restrict__ bags,
       const int j = k * kEntriesPerLoad + sub;
       if (j < m && column < vec_size) tile.values[j * kTileStride + column] = v[k];
     }
-    tile.scales[lane] = my_scale;
+    tile.scales[lane] = mine.scale;
     __syncwarp();
     if (lane < vec_size) {
       for (int j = 0; j < m; ++j)
