@@ -3,12 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <exception>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "data/data_test_support.hpp"
 #include "data/parquet_test_support.hpp"
 #include "data/thread_exchange.hpp"
+#include "ember/core/allocation.hpp"
+#include "ember/core/copy.hpp"
+#include "ember/core/cuda_graph.hpp"
 #include "ember/core/device.hpp"
+#include "ember/core/stream.hpp"
 #include "ember/data/file_list.hpp"
 #include "ember/data/norm_reader.hpp"
 #include "ember/data/parquet/parquet_source.hpp"
@@ -343,6 +350,123 @@ TEST(PipelineGpu, MemoryIsTakenUpFrontAndLateOnlyForHeldBatches) {
     EXPECT_EQ(s.device_slots, 8);
     EXPECT_EQ(s.late_host_batches, 0);
   }
+}
+
+// A trainer that prepares the next batch ahead holds two at once; said up front, both have their
+// slots from the start.
+TEST(PipelineGpu, AConsumerThatSaysItHoldsTwoGetsTheirSlotsUpFront) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  PipelineOptions o;
+  o.batch_size = 64;
+  o.num_workers = 2;
+  o.devices = {Place::cuda(0)};
+  o.prefetch_depth = 2;
+  o.consumer_holds = 2;
+  Pipeline p(source, o);
+  EXPECT_EQ(p.stats().device_slots, steady_device_slots(2, 2));
+  EXPECT_EQ(steady_device_slots(2, 2), 5);
+  std::optional<Batch> current = p.next();
+  for (int i = 0; i < 30; ++i) {
+    std::optional<Batch> upcoming = p.next();
+    ASSERT_TRUE(current && upcoming);
+    current = std::move(upcoming);
+  }
+  // Room for the queue to refill while the two are held.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const PipelineStats s = p.stats();
+  EXPECT_EQ(s.late_device_slots, 0);
+  EXPECT_EQ(s.device_slots, 5);
+}
+
+// The training thread captures its dense step on the compute stream while the collector keeps
+// copying. The collector's device work goes on the copy stream, never into the capture: a slot
+// it makes late (the consumer holds more than it said) and the first release that slot's
+// copies wait for. (Recorded on the compute stream, that release joined the capture, and the
+// collector's query of it failed with cudaErrorCapturedEvent, breaking the capture too.)
+TEST(PipelineGpu, TheCollectorQueuesNothingIntoACaptureOfTheComputeStream) {
+  EMBER_REQUIRE_GPU();
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const auto source = write_norm_dataset(dir, rng, gpu_shape());
+  PipelineOptions o;
+  o.batch_size = 32;
+  o.num_workers = 2;
+  o.deterministic = true;
+  constexpr int kHeld = 6;
+  constexpr int kMore = 4;
+  const auto expect = collect(source, o, kHeld + kMore);
+  ASSERT_EQ(expect.size(), static_cast<std::size_t>(kHeld + kMore));
+  o.devices = {Place::cuda(0)};
+  o.prefetch_depth = 1;
+  Pipeline p(source, o);
+  ASSERT_EQ(p.stats().device_slots, 3);
+
+  // The captured work: a copy between two device buffers.
+  const Place gpu = Place::cuda(0);
+  std::vector<float> values(1023);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  const std::size_t bytes = values.size() * sizeof(float);
+  const AllocationPtr from = Allocation::create(gpu, bytes);
+  const AllocationPtr to = Allocation::create(gpu, bytes);
+  const StreamHandle compute = current_stream(0);
+  copy_bytes(from->data(), gpu, values.data(), Place::host(), bytes, compute);
+  synchronize_stream(compute);
+
+  CudaGraph graph;
+  graph.begin_capture(compute);
+  copy_bytes(to->data(), gpu, from->data(), gpu, bytes, compute);
+  // Meanwhile a consumer on a stream of its own holds more batches than the slots made up front
+  // (the collector makes the rest now), then drops them and takes more (reusing the slots).
+  std::vector<std::vector<datatest::Sample>> got;
+  std::int64_t late_during_capture = 0;
+  std::exception_ptr consumer_error;
+  std::thread consumer([&] {
+    try {
+      const Stream own = Stream::create(0);
+      StreamGuard on_own(0, own.handle());
+      std::vector<Batch> held;
+      for (int i = 0; i < kHeld; ++i)
+        held.push_back(p.next().value());
+      // 6 held, 1 queued and 1 being filled: 5 beyond the 3 made up front.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (p.stats().late_device_slots < 5 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      late_during_capture = p.stats().late_device_slots;
+      for (const Batch& b : held)
+        got.push_back(datatest::samples_of(b));
+      held.clear();
+      for (int i = 0; i < kMore; ++i)
+        got.push_back(datatest::samples_of(p.next().value()));
+      own.synchronize();
+    } catch (...) {
+      consumer_error = std::current_exception();
+    }
+  });
+  consumer.join();
+  const std::string why = graph.end_capture();
+  EXPECT_EQ(why, "") << "the capture took the collector's work";
+  if (consumer_error) {
+    try {
+      std::rethrow_exception(consumer_error);
+    } catch (const std::exception& e) {
+      FAIL() << "the consumer failed while the compute stream was captured: " << e.what();
+    }
+  }
+  EXPECT_EQ(late_during_capture, 5);
+  ASSERT_EQ(got.size(), expect.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], expect[i]) << "batch " << i;
+  // The graph holds the one copy, and replays it.
+  ASSERT_TRUE(graph.ready());
+  graph.launch(compute);
+  std::vector<float> back(values.size(), 0.0f);
+  copy_bytes(back.data(), Place::host(), to->data(), gpu, bytes, compute);
+  synchronize_stream(compute);
+  EXPECT_EQ(back, values);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "data/data_test_support.hpp"
@@ -723,6 +725,48 @@ TEST(PipelineMemory, RawPartialChunksWhenRepeatingMakeNoLateHostBatches) {
   EXPECT_EQ(s.host_batches, steady_host_batches(3, false, 1, PipelineMode::Repeat));
 }
 
+TEST(PipelineMemory, AConsumerThatSaysItHoldsTwoGetsThemUpFront) {
+  // A trainer that takes the next batch before it drops the one it trains on holds two.
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {37, 300, 1, 129, 50});
+  for (int depth : {1, 3}) {
+    PipelineOptions o;
+    o.batch_size = 16;
+    o.num_workers = 2;
+    o.prefetch_depth = depth;
+    o.consumer_holds = 2;
+    Pipeline p(norm_source(d, shape), o);
+    const std::int64_t reserved = steady_host_batches(2, false, depth, o.mode, 2);
+    EXPECT_EQ(reserved, steady_host_batches(2, false, depth, o.mode) + 1);
+    std::optional<Batch> current = p.next();
+    for (int i = 0; i < 60; ++i) {
+      std::optional<Batch> upcoming = p.next();
+      ASSERT_TRUE(current && upcoming);
+      current = std::move(upcoming);
+    }
+    // The queue refills while the two are held.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const PipelineStats s = p.stats();
+    SCOPED_TRACE(::testing::Message() << "depth " << depth);
+    EXPECT_EQ(s.reserved_host_batches, reserved);
+    EXPECT_EQ(s.late_host_batches, 0);
+    EXPECT_EQ(s.host_batches, reserved);
+  }
+  PipelineOptions bad;
+  bad.batch_size = 16;
+  bad.consumer_holds = 0;
+  try {
+    Pipeline p(norm_source(d, shape), bad);
+    ADD_FAILURE() << "a consumer holding no batch was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("consumer holds at least 1 batch at a time, got 0"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PipelineMemory, AConsumerHoldingBatchesMakesLateOnesAndTheyAreReused) {
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
@@ -837,6 +881,22 @@ TEST(PipelineMemory, SteadyHostBatchesGrowWithWorkersAndDepth) {
             1);
   EXPECT_THROW(steady_host_batches(0, true, 3, PipelineMode::Repeat), Error);
   EXPECT_THROW(steady_host_batches(2, true, 0, PipelineMode::Repeat), Error);
+  // Each batch the consumer holds: a host batch for host pipelines, a device slot for GPUs.
+  for (PipelineMode mode : {PipelineMode::Repeat, PipelineMode::Epochs}) {
+    EXPECT_EQ(steady_host_batches(4, false, 3, mode, 3) - steady_host_batches(4, false, 3, mode),
+              2);
+    EXPECT_EQ(steady_host_batches(4, true, 3, mode, 3), steady_host_batches(4, true, 3, mode));
+  }
+  EXPECT_THROW(steady_host_batches(2, false, 3, PipelineMode::Repeat, 0), Error);
+}
+
+TEST(PipelineMemory, DeviceSlotsCoverTheQueueTheCollectorAndTheConsumer) {
+  EXPECT_EQ(steady_device_slots(1, 1), 3);
+  EXPECT_EQ(steady_device_slots(3, 1), 5);
+  EXPECT_EQ(steady_device_slots(3, 2), 6);
+  EXPECT_EQ(steady_device_slots(7, 4), 12);
+  EXPECT_THROW(steady_device_slots(0, 1), Error);
+  EXPECT_THROW(steady_device_slots(2, 0), Error);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // between steps: the graph keeps what was captured. Capture fails (and says why) when the work
 // does something a graph cannot hold, such as waiting for the device; nothing captured runs
 // until launch(). Capture is thread-local (cudaStreamCaptureModeThreadLocal), so other threads
-// (other ranks, the input pipeline) keep working meanwhile.
+// (other ranks, the input pipeline) keep working meanwhile; but what another thread queues on
+// the stream being captured joins the capture, so such threads queue on streams of their own
+// (the input pipeline's collector works on the copy streams).
 #pragma once
 
 #include <memory>

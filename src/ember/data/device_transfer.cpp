@@ -34,11 +34,13 @@ DeviceSlot::DeviceSlot(const std::vector<Place>& devices, std::size_t bytes) : d
     memory_.push_back(Allocation::create(p, bytes));
     ready_.push_back(Event::create(p.device()));
     released_.push_back(Event::create(p.device()));
-    // The memory comes from the pool of this thread's current stream (the compute stream), which
+    // The memory comes from the pool of this thread's current stream (the compute stream for the
+    // slots made up front, the copy stream for those the collector makes late: CopyThread), which
     // hands out a block freed on the host while kernels queued there may still use it; the copy
     // stream writes it. So the slot's first copies wait, like every later one, for a release:
-    // the work queued on that stream so far. (A slot made late, while training ran, got a block
-    // the step still wrote: garbage CSR offsets in the next batch, at Criteo-Kaggle scale.)
+    // the work queued on that stream so far. (A slot made late on the compute stream, while
+    // training ran, got a block the step still wrote: garbage CSR offsets in the next batch, at
+    // Criteo-Kaggle scale.)
     released_.back().record(current_stream(p.device()));
     release_recorded_.push_back(true);
   }
@@ -93,10 +95,19 @@ DeviceTransfer::DeviceTransfer(const BatchLayout& layout, std::vector<Place> dev
   slots_->reserve(reserved_slots);
 }
 
-void DeviceTransfer::prepare_copy_thread() {
+DeviceTransfer::CopyThread::CopyThread(const std::vector<Place>& devices) {
 #if defined(__linux__)
   (void)::prctl(PR_SET_TIMERSLACK, kCopyThreadTimerSlackNs);  // best effort
 #endif
+  for (const Place& p : devices) {
+    if (p.is_cuda())
+      guards_.push_back(std::make_unique<StreamGuard>(p.device(), copy_stream(p.device())));
+  }
+}
+
+DeviceTransfer::CopyThread::~CopyThread() {
+  while (!guards_.empty())
+    guards_.pop_back();
 }
 
 Batch DeviceTransfer::copy(HostBatchLease host, const BatchInfo& info) {

@@ -81,8 +81,22 @@ class DeviceTransfer {
   DeviceTransfer(const BatchLayout& layout, std::vector<Place> devices, std::int64_t batch_size,
                  int reserved_slots, RankSlice slice = {});
 
-  // The thread that calls copy() polls the copies' events: on Linux it asks for a tight timer.
-  static void prepare_copy_thread();
+  // Makes the calling thread the one that calls copy(), while it lives: the thread polls the
+  // copies' events, so on Linux it asks for a tight timer; and the devices' copy streams become
+  // its current streams, so that nothing it queues (a slot made late: its memory and first
+  // event; a batch it drops undelivered: its release) lands on the compute stream, which the
+  // training thread may be capturing into a CUDA graph: work from another thread would join the
+  // capture, and the slot's event, recorded inside it, could not be queried after.
+  class CopyThread {
+   public:
+    explicit CopyThread(const std::vector<Place>& devices);
+    ~CopyThread();
+    CopyThread(const CopyThread&) = delete;
+    CopyThread& operator=(const CopyThread&) = delete;
+
+   private:
+    std::vector<std::unique_ptr<StreamGuard>> guards_;  // undone last to first
+  };
 
   // Copies a filled host batch into a slot on every device (each device's share of label and
   // dense, the whole CSR) on the devices' copy streams, waits until the copies are done, and

@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -42,10 +43,6 @@ struct OutItem {
 // (it takes from whichever worker is ready), and every queued batch is memory held: pinned, for a
 // GPU pipeline, 100 MB or more per multi-hot batch of 65536 samples.
 constexpr std::size_t kWorkQueueCapacity = 1;
-
-// Device slots made up front: the prefetch queue's, the one the collector fills, the one the
-// consumer holds.
-constexpr int kSlotsBeyondPrefetch = 2;
 
 }  // namespace
 
@@ -161,8 +158,9 @@ class Pipeline::Impl::Collector {
 };
 
 void Pipeline::Impl::Collector::run() {
-  if (m_.gpu) DeviceTransfer::prepare_copy_thread();
+  std::optional<DeviceTransfer::CopyThread> copy_thread;
   try {
+    if (m_.gpu) copy_thread.emplace(m_.options.devices);
     while (step()) {
     }
   } catch (...) {
@@ -449,9 +447,11 @@ void Pipeline::Impl::stop() {
   out.clear();   // so do the undelivered ones
 }
 
-std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode) {
-  EMBER_CHECK(workers >= 1 && prefetch_depth >= 1, "steady_host_batches: ", workers,
-              " workers, prefetch depth ", prefetch_depth);
+std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode,
+                                 int consumer_holds) {
+  EMBER_CHECK(workers >= 1 && prefetch_depth >= 1 && consumer_holds >= 1,
+              "steady_host_batches: ", workers, " workers, prefetch depth ", prefetch_depth,
+              ", consumer holds ", consumer_holds);
   // Each worker: its queue's and the one it fills (or holds, waiting for room in the queue).
   const std::int64_t per_worker = static_cast<std::int64_t>(kWorkQueueCapacity) + 1;
   // The collector: the batch it took from a worker and the one gathering partial batches; in
@@ -459,8 +459,14 @@ std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, Pipe
   std::int64_t collector = 2 + (mode == PipelineMode::Epochs ? 1 : 0);
   // Host pipelines hand the host batches themselves on: the prefetch queue's and the consumer's.
   // GPU pipelines return a host batch once its copies are done; device slots hold the rest.
-  const std::int64_t downstream = gpu ? 0 : prefetch_depth + 1;
+  const std::int64_t downstream = gpu ? 0 : prefetch_depth + consumer_holds;
   return workers * per_worker + collector + downstream;
+}
+
+int steady_device_slots(int prefetch_depth, int consumer_holds) {
+  EMBER_CHECK(prefetch_depth >= 1 && consumer_holds >= 1, "steady_device_slots: prefetch depth ",
+              prefetch_depth, ", consumer holds ", consumer_holds);
+  return prefetch_depth + 1 + consumer_holds;
 }
 
 int default_num_workers(int hardware_threads, bool gpu) {
@@ -477,6 +483,9 @@ void check_options(const PipelineOptions& options) {
   EMBER_CHECK(!options.devices.empty(), "Pipeline: no training devices given");
   EMBER_CHECK(options.prefetch_depth >= 1, "Pipeline: prefetch depth must be at least 1, got ",
               options.prefetch_depth);
+  EMBER_CHECK(options.consumer_holds >= 1,
+              "Pipeline: the consumer holds at least 1 batch at a time, got ",
+              options.consumer_holds);
   EMBER_CHECK(
       options.mode == PipelineMode::Repeat || options.num_epochs == -1 || options.num_epochs >= 1,
       "Pipeline: num_epochs must be at least 1 (or -1 for endless epochs), got ",
@@ -570,9 +579,9 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
                               static_cast<int>(m.options.devices.size()));
   }
   // Everything a steady run needs is made before any thread starts.
-  const std::int64_t host_batches =
-      steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth, m.options.mode);
-  const int device_slots = m.options.prefetch_depth + kSlotsBeyondPrefetch;
+  const std::int64_t host_batches = steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth,
+                                                        m.options.mode, m.options.consumer_holds);
+  const int device_slots = steady_device_slots(m.options.prefetch_depth, m.options.consumer_holds);
   try {
     m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size,
                                                   host_batch_allocator(m.options, m.gpu));

@@ -10,10 +10,14 @@
 // makes no CUDA call at all: batches are views of the host buffers the workers filled.
 //
 // Memory is taken before any thread starts: the host batches a steady run holds at once
-// (steady_host_batches()) and, for GPUs, the device slots (prefetch depth + 2). Pinning memory
-// while the pipeline runs stalls the copies (see host_batch_pool.hpp); stats() counts any host
-// batch or device slot made later ("late"), which only a consumer holding more than one batch at
-// a time causes.
+// (steady_host_batches()) and, for GPUs, the device slots (prefetch depth + 1 + the batches the
+// consumer holds). Pinning memory while the pipeline runs stalls the copies (see
+// host_batch_pool.hpp); stats() counts any host batch or device slot made later ("late"), which
+// only a consumer holding more batches at a time than it said (`consumer_holds`) causes.
+//
+// The collector's device work (the copies, the slots' events and memory) goes on each device's
+// copy stream, never on the compute stream: the training thread may be capturing that into a
+// CUDA graph, which work queued by another thread would join (and break).
 //
 // Modes: Repeat (HugeCTR's max_iter: the dataset wraps around forever, every batch full) and
 // Epochs (num_epochs passes, every sample exactly once per epoch, the last batch of an epoch
@@ -54,6 +58,9 @@ struct PipelineOptions {
   int num_workers = 0;
   // Batches kept ready ahead of the consumer.
   int prefetch_depth = 3;
+  // Batches the consumer holds at once: 2 for a trainer that takes the next batch before it
+  // drops the one it trains on (a prefetch). Their memory is made up front too.
+  int consumer_holds = 1;
   PipelineMode mode = PipelineMode::Repeat;
   // Epochs mode: passes over the data; -1 for endless epochs (an evaluation reader that is
   // drained up to end_of_epoch at each evaluation).
@@ -103,9 +110,9 @@ struct PipelineStats {
   std::int64_t late_host_batches = 0;
   std::size_t host_batch_bytes = 0;
   double host_batch_seconds = 0;
-  // GPU pipelines: device slots made (up front: prefetch depth + 2; later, when the consumer
-  // holds more than one batch at a time), and slots taken while the consumer's release of their
-  // previous batch had not completed on the device (the copies then wait there, inside
+  // GPU pipelines: device slots made (up front: prefetch depth + 1 + consumer_holds; later, when
+  // the consumer holds more batches at a time), and slots taken while the consumer's release of
+  // their previous batch had not completed on the device (the copies then wait there, inside
   // copy_wait_seconds). Slots have the capacity of a full batch (every key budget), so a
   // multi-hot batch of any size fits: they are never grown.
   std::int64_t device_slots = 0;
@@ -134,9 +141,14 @@ struct PipelineStats {
 // Host batches a steady run holds at once, made before the threads start: per worker one being
 // filled and one queued; the collector's two (the one it took from a worker, the one gathering
 // partial batches), plus in Epochs mode the one held back to mark the epoch's end; for host
-// pipelines also the prefetch queue's and the consumer's one (GPU pipelines return a host batch
-// as soon as its copies are done).
-std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode);
+// pipelines also the prefetch queue's and the consumer's `consumer_holds` (GPU pipelines return
+// a host batch as soon as its copies are done).
+std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode,
+                                 int consumer_holds = 1);
+
+// Device slots a GPU pipeline makes up front: the prefetch queue's, the one the collector fills
+// and the consumer's.
+int steady_device_slots(int prefetch_depth, int consumer_holds);
 
 // The reader workers used when PipelineOptions::num_workers is 0 (before the source's own
 // limit): every hardware thread for host pipelines; two fewer for GPU pipelines, whose collector

@@ -343,6 +343,8 @@ data::PipelineOptions Session::TrainingLoop::pipeline_options() const {
   po.mode = s_.max_iter > 0 ? data::PipelineMode::Repeat : data::PipelineMode::Epochs;
   po.num_epochs = s_.num_epochs;
   po.deterministic = true;  // the same batches in the same order: resumable, reproducible
+  // A loop that prepares the next batch ahead holds it beside the one it trains on.
+  po.consumer_holds = m_.replicas.front()->prepares_ahead() ? 2 : 1;
   return po;
 }
 
@@ -700,7 +702,9 @@ void Session::TrainingLoop::interrupt() {
 
 void Session::TrainingLoop::finish() {
   progress_.clear();
-  log_shared_reading(m_.job, "training", pipeline_.stats());
+  const data::PipelineStats input = pipeline_.stats();
+  log_shared_reading(m_.job, "training", input);
+  result_.late_device_slots = input.late_device_slots;
   result_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   result_.samples_per_second =
       result_.seconds > 0 ? static_cast<double>(trained_samples_) / result_.seconds : 0;

@@ -62,6 +62,9 @@ struct TrainResult {
   std::vector<double> rates;  // samples/s over each display window, in order
   // Host-backed embeddings: the cache's figures over each display window, in order.
   std::vector<CacheFigures> cache;
+  // GPU input batches whose device memory was made while training, beyond what the input
+  // pipeline made up front (0 unless batches were held longer than it foresaw).
+  std::int64_t late_device_slots = 0;
 };
 
 // Samples held in memory, for Session::predict_samples(): `rows` samples' dense features
