@@ -12,8 +12,10 @@
 //
 //   build/bench/bench_train            GPU run
 //   build/bench/bench_train --quick    CPU run of configs/dlrm.json on this machine
-// Options: --iters N (measured iterations), --models LIST (dlrm, dcn, deepfm, wide_and_deep;
-// default all; --dlrm-only is --models dlrm), --parts (after each Ember run, a profiling pass of
+// Options: --iters N (measured iterations), --other-warmup N (steps before them for DCN, DeepFM
+// and Wide&Deep, 200 by default: see run_other_model), --models LIST (dlrm, dcn, deepfm,
+// wide_and_deep; default all; --dlrm-only is --models dlrm), --parts (after each Ember run, a
+// profiling pass of
 // --parts-steps N steps, 20 by default, timed by part: data, embedding forward, each part of the
 // dense network forward and backward, optimizer, embedding backward and update), --layers (the
 // same pass with one part per dense layer, named after it), --no-torch,
@@ -61,7 +63,8 @@ struct Args {
   bool torch = true;
   std::int64_t iters = 40;
   std::int64_t warmup = 10;
-  bool compile = true;  // PyTorch also under torch.compile
+  std::int64_t other_warmup = 200;  // DCN, DeepFM, Wide&Deep (run_other_model)
+  bool compile = true;              // PyTorch also under torch.compile
   std::set<std::string> models = {"dlrm", "dcn", "deepfm", "wide_and_deep"};
   std::int64_t other_batch = 65536;
   bool costs = false;     // only the models' costs per sample (no training)
@@ -121,13 +124,16 @@ fs::path config_path(const std::string& name) {
   return fs::path(EMBER_SOURCE_DIR) / "configs" / (name + ".json");
 }
 
-// Steady-state samples/s: the display windows after the first (warm-up) one.
-double steady_rate(const train::TrainResult& r) {
+// Steady-state samples/s: the mean of the last `windows` display windows' rates, or of every
+// window after the first (warm-up) one when `windows` is 0 or not fewer than the windows.
+double steady_rate(const train::TrainResult& r, std::size_t windows = 0) {
   if (r.rates.size() < 2) return r.samples_per_second;
+  const std::size_t first =
+      windows > 0 && windows < r.rates.size() ? r.rates.size() - windows : std::size_t{1};
   double sum = 0;
-  for (std::size_t i = 1; i < r.rates.size(); ++i)
+  for (std::size_t i = first; i < r.rates.size(); ++i)
     sum += r.rates[i];
-  return sum / static_cast<double>(r.rates.size() - 1);
+  return sum / static_cast<double>(r.rates.size() - first);
 }
 
 std::string run_capture(const std::string& cmd) {
@@ -204,7 +210,11 @@ EmberRun run_ember(const Args& a, nlohmann::json j, const Mode& mode, const std:
     for (const std::string& name : s.gathered_embeddings())
       costs.gathered.insert(name);
     run.cost = bench::sample_cost(config, costs);
-    run.rate = steady_rate(s.train());
+    // The measured steps are the last a.iters: the display windows that cover them (a run whose
+    // windows are longer, --quick's, takes every window after the first).
+    const std::int64_t display = config.solver.display;
+    run.rate =
+        steady_rate(s.train(), display > 0 ? static_cast<std::size_t>(a.iters / display) : 0);
     run.graph_status = s.cuda_graph_status();
     if (a.parts) {
       const bool gpu = j["solver"].value("device", std::string()) == "cuda";
@@ -261,8 +271,8 @@ struct TorchRun {
 };
 
 // The PyTorch peer of `model` (bench/train/torch_ctr_train.py) on the Raw file `data`.
-std::vector<TorchRun> run_torch(const Args& a, const std::string& model, const fs::path& config,
-                                const std::string& data, std::int64_t batch,
+std::vector<TorchRun> run_torch(const Args& a, std::int64_t warmup, const std::string& model,
+                                const fs::path& config, const std::string& data, std::int64_t batch,
                                 const std::vector<std::int64_t>& slot_sizes,
                                 const std::string& modes, const std::string& compiled) {
   const std::string cmd =
@@ -270,7 +280,7 @@ std::vector<TorchRun> run_torch(const Args& a, const std::string& model, const f
       "/bench/train/torch_ctr_train.py --json --model " + model + " --config " + config.string() +
       " --modes " + modes + (a.compile ? " --compile " + compiled : "") + " --data " + data +
       " --batch " + std::to_string(batch) + " --iters " + std::to_string(a.iters) + " --warmup " +
-      std::to_string(a.warmup) + " --slot-sizes " + join(slot_sizes) + " 2>&1";
+      std::to_string(warmup) + " --slot-sizes " + join(slot_sizes) + " 2>&1";
   const std::string out = run_capture(cmd);
   std::vector<TorchRun> runs;
   std::istringstream lines(out);
@@ -387,7 +397,7 @@ int run_dlrm(const Args& a, const fs::path& dir) {
     return 0;
   }
   double torch_best = 0;
-  for (const TorchRun& r : run_torch(a, "dlrm", path, desc.train.files.front(), batch,
+  for (const TorchRun& r : run_torch(a, a.warmup, "dlrm", path, desc.train.files.front(), batch,
                                      desc.slot_size_array, "fp32,tf32,f16,bf16", "f16,bf16")) {
     if (!r.error.empty() || r.rate <= 0) {
       std::printf("  PyTorch %-36s fails: %s\n", r.name().c_str(), r.error.c_str());
@@ -417,7 +427,15 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   // GPU, set Wide&Deep's pace (the host waited 2.1 ms a step for batches). Sixteen files, as a
   // Criteo set split for a 16-core host would be, give every reader thread one.
   o.files = 16;
-  o.samples = a.other_batch * (a.warmup + a.iters + 2);
+  // The window starts once the batches the input pipeline parsed ahead are used up. Its reader
+  // threads fill up to two host batches each (about 30 at 14 readers) while the session starts;
+  // a model whose step outruns them draws on that store for well over a hundred steps (the
+  // H200: Wide&Deep's step took 1.07 ms, 14 readers made a batch every 1.34 ms, and a window of
+  // steps 11 to 50 measured 61 M samples/s where 600 steps made 48.8 M). A window after 200
+  // steps measures what a long run gets.
+  const std::int64_t warmup =
+      (std::max(a.warmup, a.other_warmup) + a.iters - 1) / a.iters * a.iters;
+  o.samples = a.other_batch * (warmup + a.iters + 2);
   o.eval_samples = 1024;
   const auto desc = generated_dataset(o);
   nlohmann::json j = base;
@@ -425,8 +443,8 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   j["layers"][0]["eval_source"] = "";
   j["solver"]["batchsize"] = a.other_batch;
   j["solver"]["batchsize_eval"] = a.other_batch;
-  j["solver"]["max_iter"] = a.warmup + a.iters;
-  j["solver"]["display"] = a.warmup;
+  j["solver"]["max_iter"] = warmup + a.iters;
+  j["solver"]["display"] = a.iters;  // the last display window is the measured one
   j["solver"]["eval_interval"] = 0;
   j["solver"]["device"] = "cuda";
   double ember[2] = {0, 0};  // fp32, mixed
@@ -462,8 +480,9 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   raw.out_dir = (dir / (name + "-raw")).string();
   const auto raw_desc = generated_dataset(raw);
   double torch_best[2] = {0, 0};  // fp32, mixed (f16 or bf16)
-  for (const TorchRun& r : run_torch(a, name, path, raw_desc.train.files.front(), a.other_batch,
-                                     raw_desc.slot_size_array, "fp32,f16,bf16", "f16,bf16")) {
+  for (const TorchRun& r :
+       run_torch(a, warmup, name, path, raw_desc.train.files.front(), a.other_batch,
+                 raw_desc.slot_size_array, "fp32,f16,bf16", "f16,bf16")) {
     if (!r.error.empty() || r.rate <= 0) {
       std::printf("  PyTorch %-14s %-22s fails: %s\n", name.c_str(), r.name().c_str(),
                   r.error.c_str());
@@ -680,7 +699,8 @@ int run_scaling(const Args& a, const fs::path& dir) {
 int usage() {
   std::fprintf(
       stderr,
-      "usage: bench_train [--quick] [--costs] [--iters N] [--models LIST] [--dlrm-only] [--parts] "
+      "usage: bench_train [--quick] [--costs] [--iters N] [--other-warmup N] [--models LIST] "
+      "[--dlrm-only] [--parts] "
       "[--parts-steps N] [--layers] [--no-torch] [--no-compile] [--no-auc] [--auc-only] "
       "[--gpus N [--variants onehot,hybrid,traffic] [--modes fp32,mixed]] [--dir DIR] "
       "[--set KEY=VALUE]...\n  LIST: comma-separated of dlrm, dcn, deepfm, wide_and_deep\n  --set: "
@@ -738,6 +758,8 @@ int main(int argc, char** argv) {
       a.auc_only = true;
     } else if (s == "--iters" && value) {
       a.iters = std::stoll(argv[++i]);
+    } else if (s == "--other-warmup" && value) {
+      a.other_warmup = std::stoll(argv[++i]);
     } else if (s == "--gpus" && value) {
       a.gpus = std::stoi(argv[++i]);
     } else if ((s == "--variants" || s == "--modes") && value) {
@@ -766,6 +788,11 @@ int main(int argc, char** argv) {
     } else {
       return usage();
     }
+  }
+  if (a.iters < 1 || a.other_warmup < 0) {
+    std::fprintf(stderr,
+                 "bench_train: --iters must be at least 1 and --other-warmup not negative\n");
+    return usage();
   }
   if (a.costs) {
     print_costs(a);
