@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "support/test_support.hpp"
 
 namespace ember {
@@ -55,6 +59,34 @@ TEST(CsrTensor, ValidatesStructure) {
                Error);
   EXPECT_THROW(CsrTensor(Tensor::from_vector(std::vector<std::int32_t>{0, 1, 3}), values, 3),
                Error);
+}
+
+// The scan over the row offsets names the first row where they decrease, wherever it is, and
+// the numbers; long valid offsets pass.
+TEST(CsrTensor, NamesTheFirstDecreasingRow) {
+  auto rng = testing::make_rng();
+  for (std::int64_t rows : {1, 7, 1023, 65537}) {
+    std::vector<std::int64_t> off(static_cast<std::size_t>(rows) + 1, 0);
+    for (std::size_t r = 1; r < off.size(); ++r)
+      off[r] = off[r - 1] + static_cast<std::int64_t>(rng() % 3);
+    const std::int64_t nnz = off.back();
+    const Tensor values = Tensor::zeros({std::max<std::int64_t>(nnz, 1)}, DType::U32);
+    EXPECT_EQ(CsrTensor(Tensor::from_vector(off), values, nnz).rows(), rows);
+    // Two decreases: the message names the first.
+    const auto first = static_cast<std::size_t>(rng() % static_cast<std::uint64_t>(rows));
+    std::vector<std::int64_t> bad = off;
+    bad[first + 1] = bad[first] - 1;
+    if (first + 2 < bad.size()) bad[bad.size() - 1] = -5;
+    try {
+      CsrTensor(Tensor::from_vector(bad), values, nnz);
+      ADD_FAILURE() << "decreasing offsets accepted, " << rows << " rows";
+    } catch (const Error& e) {
+      const std::string want = "row offsets decrease at row " + std::to_string(first) + " (" +
+                               std::to_string(bad[first]) + " -> " +
+                               std::to_string(bad[first + 1]) + ")";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CsrTensor, RandomRoundTripThroughDense) {

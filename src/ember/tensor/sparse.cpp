@@ -20,14 +20,23 @@ CsrTensor::CsrTensor(Tensor row_offsets, Tensor values, std::int64_t nnz)
   EMBER_CHECK(row_offsets_.is_contiguous() && values_.is_contiguous(),
               "CsrTensor: offsets and values must be contiguous");
   if (row_offsets_.place().host_accessible()) {
+    // Every host batch of the input pipeline comes through here (1.7 M rows for 65536 samples of
+    // 26 slots), so the scan is one tight pass: the row count read once, the first decrease
+    // looked for without a branch that builds a message.
     const std::int64_t* off = row_offsets_.data<std::int64_t>();
+    const std::int64_t n = rows();
     EMBER_CHECK(off[0] == 0, "CsrTensor: row offsets must start at 0, got ", off[0]);
-    for (std::int64_t r = 0; r < rows(); ++r) {
-      EMBER_CHECK(off[r + 1] >= off[r], "CsrTensor: row offsets decrease at row ", r, " (", off[r],
-                  " -> ", off[r + 1], ")");
+    bool increasing = true;
+    for (std::int64_t r = 0; r < n; ++r)
+      increasing &= off[r + 1] >= off[r];
+    if (!increasing) {
+      std::int64_t r = 0;
+      while (off[r + 1] >= off[r])
+        ++r;
+      EMBER_THROW("CsrTensor: row offsets decrease at row ", r, " (", off[r], " -> ", off[r + 1],
+                  ")");
     }
-    EMBER_CHECK(off[rows()] == nnz, "CsrTensor: last row offset ", off[rows()],
-                " differs from nnz ", nnz);
+    EMBER_CHECK(off[n] == nnz, "CsrTensor: last row offset ", off[n], " differs from nnz ", nnz);
   }
 }
 
