@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <utility>
 
 #include "ember/data/data_source.hpp"
@@ -170,6 +171,16 @@ std::vector<Sample> samples_of(const HostBatch& b) {
     }
   }
   return out;
+}
+
+void take_two_at_a_time(Pipeline& pipeline, int steps) {
+  std::optional<Batch> current = pipeline.next();
+  ASSERT_TRUE(current) << "the pipeline gave no batch";
+  for (int i = 0; i < steps; ++i) {
+    std::optional<Batch> upcoming = pipeline.next();
+    ASSERT_TRUE(upcoming) << "the pipeline ended after " << i + 1 << " batches";
+    current = std::move(upcoming);
+  }
 }
 
 std::vector<Sample> samples_of(const Batch& batch) {

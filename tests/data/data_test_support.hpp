@@ -17,6 +17,7 @@
 #include "ember/data/dataset_description.hpp"
 #include "ember/data/host_batch.hpp"
 #include "ember/data/norm_reader.hpp"
+#include "ember/data/pipeline.hpp"
 #include "ember/data/raw_format.hpp"
 
 namespace ember::data::datatest {
@@ -66,6 +67,10 @@ RawOptions write_raw_dataset(const std::string& path, std::mt19937_64& rng,
 // device's share; keys from device 0's global CSR, which must equal every other device's).
 std::vector<Sample> samples_of(const HostBatch& batch);
 std::vector<Sample> samples_of(const Batch& batch);
+
+// Takes `steps` + 1 batches as a trainer that prepares the next batch ahead does: each before it
+// drops the one before, so two are held at a time. Fails the test if the pipeline ends first.
+void take_two_at_a_time(Pipeline& pipeline, int steps);
 
 // Every sample an open reader has left, read in batches of `batch_rows` (odd sizes cross the
 // reader's chunks at other places).

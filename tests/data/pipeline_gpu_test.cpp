@@ -368,12 +368,7 @@ TEST(PipelineGpu, AConsumerThatSaysItHoldsTwoGetsTheirSlotsUpFront) {
   Pipeline p(source, o);
   EXPECT_EQ(p.stats().device_slots, steady_device_slots(2, 2));
   EXPECT_EQ(steady_device_slots(2, 2), 5);
-  std::optional<Batch> current = p.next();
-  for (int i = 0; i < 30; ++i) {
-    std::optional<Batch> upcoming = p.next();
-    ASSERT_TRUE(current && upcoming);
-    current = std::move(upcoming);
-  }
+  datatest::take_two_at_a_time(p, 30);
   // Room for the queue to refill while the two are held.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const PipelineStats s = p.stats();

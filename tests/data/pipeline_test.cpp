@@ -740,12 +740,7 @@ TEST(PipelineMemory, AConsumerThatSaysItHoldsTwoGetsThemUpFront) {
     Pipeline p(norm_source(d, shape), o);
     const std::int64_t reserved = steady_host_batches(2, false, depth, o.mode, 2);
     EXPECT_EQ(reserved, steady_host_batches(2, false, depth, o.mode) + 1);
-    std::optional<Batch> current = p.next();
-    for (int i = 0; i < 60; ++i) {
-      std::optional<Batch> upcoming = p.next();
-      ASSERT_TRUE(current && upcoming);
-      current = std::move(upcoming);
-    }
+    datatest::take_two_at_a_time(p, 60);
     // The queue refills while the two are held.
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const PipelineStats s = p.stats();
