@@ -1,4 +1,4 @@
-// The input pipeline on host "devices": sharding over workers, both modes, the split over D
+// The input pipeline on host "devices": shards and reader threads, both modes, the split over D
 // devices, determinism, shutdown and error propagation.
 #include <gtest/gtest.h>
 
@@ -383,6 +383,47 @@ TEST(Pipeline, DeterministicModeIsIdenticalAcrossRuns) {
   }
 }
 
+// Which samples a batch holds depends on the shards alone: one reader thread or one per shard
+// read the same batches in the same order, and so does any number between, which takes from
+// whichever shard the collector needs next.
+TEST(Pipeline, TheBatchesDependOnTheShardsNotOnTheReaderThreads) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const Dataset d = write_dataset(dir.path(), rng, shape, {50, 13, 77, 31, 64, 9, 1});
+  const auto source = norm_source(d, shape);
+  for (PipelineMode mode : {PipelineMode::Epochs, PipelineMode::Repeat}) {
+    PipelineOptions o;
+    o.batch_size = 16;
+    o.num_workers = 7;  // seven shards, one thread each
+    o.deterministic = true;
+    o.mode = mode;
+    o.num_epochs = 3;
+    const auto one_per_shard = run_batches(source, o, 60);
+    ASSERT_GE(one_per_shard.size(), 30u);
+    for (int threads : {1, 2, 3, 6}) {
+      o.reader_threads = threads;
+      SCOPED_TRACE(::testing::Message()
+                   << threads << " reader threads, mode " << static_cast<int>(mode));
+      {
+        Pipeline p(source, o);
+        EXPECT_EQ(p.num_shards(), 7);
+        EXPECT_EQ(p.num_workers(), threads);
+      }
+      EXPECT_EQ(run_batches(source, o, 60), one_per_shard);
+    }
+    // The default: a shard per file, whatever the machine's cores.
+    o.num_workers = 0;
+    o.reader_threads = 0;
+    Pipeline p(source, o);
+    EXPECT_EQ(p.num_shards(), 7);
+    EXPECT_EQ(p.num_workers(),
+              std::min(7, default_num_workers(static_cast<int>(std::thread::hardware_concurrency()),
+                                              false)));
+    EXPECT_EQ(run_batches(source, o, 60), one_per_shard);
+  }
+}
+
 TEST(Pipeline, ShutsDownCleanlyMidEpoch) {
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
@@ -706,6 +747,44 @@ TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
   }
 }
 
+// Fewer threads than shards: the readers still hold no more than their lookahead, in either
+// order, through epochs whose shards end at different times.
+TEST(PipelineMemory, FewerReaderThreadsThanShardsMakeNoLateHostBatches) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  const SampleShape shape = small_shape();
+  const std::vector<std::int64_t> counts = {37, 300, 1, 129, 50, 7};
+  const Dataset d = write_dataset(dir.path(), rng, shape, counts);
+  constexpr std::int64_t B = 16;
+  constexpr int kEpochs = 3;
+  for (int threads : {1, 2, 4}) {
+    for (bool deterministic : {false, true}) {
+      PipelineOptions o;
+      o.batch_size = B;
+      o.reader_threads = threads;
+      o.prefetch_depth = 2;
+      o.mode = PipelineMode::Epochs;
+      o.num_epochs = kEpochs;
+      o.deterministic = deterministic;
+      Pipeline p(norm_source(d, shape), o);
+      std::int64_t batches = 0, samples = 0;
+      while (auto b = p.next()) {
+        ++batches;
+        samples += b->global_size;
+      }
+      const EpochShape e = expected_epoch(counts, 6, B);
+      const PipelineStats s = p.stats();
+      SCOPED_TRACE(::testing::Message() << threads << " threads, deterministic " << deterministic);
+      EXPECT_EQ(s.shards, 6);
+      EXPECT_EQ(s.workers, threads);
+      EXPECT_EQ(batches, kEpochs * (e.full + e.merged));
+      EXPECT_EQ(samples, kEpochs * static_cast<std::int64_t>(d.all.size()));
+      EXPECT_EQ(s.reserved_host_batches, steady_host_batches(threads, false, 2, o.mode));
+      EXPECT_EQ(s.late_host_batches, 0);
+    }
+  }
+}
+
 TEST(PipelineMemory, RawPartialChunksWhenRepeatingMakeNoLateHostBatches) {
   testing::ScratchDir dir;
   const auto source = int_raw_source(dir / "r.bin");  // chunks of 8, 8, 8 and 1
@@ -771,17 +850,19 @@ TEST(PipelineMemory, AConsumerHoldingBatchesMakesLateOnesAndTheyAreReused) {
   o.batch_size = 8;
   o.num_workers = 2;
   o.prefetch_depth = 2;
-  o.deterministic = true;  // batch i from worker i mod 2: each file read equally often
+  o.deterministic = true;  // batch i from shard i mod 2: each file read equally often
   const auto t0 = std::chrono::steady_clock::now();
   Pipeline p(norm_source(d, shape), o);
   constexpr std::int64_t kHeld = 6;
   std::vector<Batch> held;
   for (std::int64_t i = 0; i < kHeld; ++i)
     held.push_back(*p.next());
-  // Every stage fills up behind the held batches: each worker's two, the collector's one, the
-  // prefetch queue's two. The reservation foresaw one batch at the consumer and one gathering
-  // partial ones (unused here): kHeld - 2 more are made, late, and not one more.
-  const std::int64_t expected_late = kHeld - 2;
+  // Every stage fills up behind the held batches: the readers' lookahead (two per thread), the
+  // collector's one, the prefetch queue's two. The reservation foresaw one batch at the
+  // consumer, one gathering partial ones and one of the shard the collector waits for (both
+  // unused here: the collector waits for room, and each shard has its two queued): kHeld - 3
+  // more are made, late, and not one more.
+  const std::int64_t expected_late = kHeld - 3;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (p.stats().late_host_batches < expected_late &&
          std::chrono::steady_clock::now() < deadline) {
@@ -860,8 +941,16 @@ TEST(PipelineMemory, GpuPipelinesLeaveTwoCoresByDefault) {
   EXPECT_EQ(default_num_workers(0, true), 1);
 }
 
+TEST(PipelineMemory, DefaultShardsAreEveryFileUpToACap) {
+  EXPECT_EQ(default_num_shards(1), 1);
+  EXPECT_EQ(default_num_shards(16), 16);
+  EXPECT_EQ(default_num_shards(kMaxDefaultShards), kMaxDefaultShards);
+  EXPECT_EQ(default_num_shards(kMaxDefaultShards + 1), kMaxDefaultShards);
+  EXPECT_EQ(default_num_shards(0), 1) << "a source with no files still has one (empty) shard";
+}
+
 TEST(PipelineMemory, SteadyHostBatchesGrowWithWorkersAndDepth) {
-  // Two per worker (one filled, one queued) whatever else; the prefetch queue counts only for
+  // Two per reader thread (its lookahead) whatever else; the prefetch queue counts only for
   // host pipelines; Epochs mode holds one more back.
   for (PipelineMode mode : {PipelineMode::Repeat, PipelineMode::Epochs}) {
     for (bool gpu : {false, true}) {

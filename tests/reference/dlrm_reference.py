@@ -9,9 +9,9 @@ training loss of every logged iteration with Ember's. Given Ember's final model 
 it also compares the trained weights.
 
 What it mirrors, each point read from Ember's code:
-  * batches: Norm files of the file list in order; with W reader workers, worker w reads files
+  * batches: Norm files of the file list in order; with W shards (num_workers), shard w reads files
     w, w+W, ... (wrapping around the list, solver.max_iter repeats the data) and batch i comes
-    from worker i mod W; every batch is full and may span files; samples whose Sum checksum
+    from shard i mod W; every batch is full and may span files; samples whose Sum checksum
     fails are dropped (data/norm_reader.cpp, data/pipeline.cpp). Labels, dense features and keys
     are used as stored: no transform of the dense features, no slot offsets added.
   * embeddings: one row per raw key (one training rank: a single table for every slot);

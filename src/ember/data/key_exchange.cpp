@@ -62,7 +62,7 @@ class MessageReader {
   std::size_t pos_ = 0;
 };
 
-constexpr int kHeaderValues = 5;  // sequence, samples, workers, window offset, window size
+constexpr int kHeaderValues = 5;  // sequence, samples, shards, window offset, window size
 
 // Per sparse input, a message holds its key count, the key count every row of the window has
 // (or kVariable, and then one count per row follows), and the keys.
@@ -87,7 +87,7 @@ void pack_counts(HostBatch& batch, const Share& window, const ExchangeCheck& che
             (uniform[i] == kVariable ? static_cast<std::size_t>(rows) * sizeof(std::int32_t) : 0);
   }
   MessageWriter w(out, size);
-  const std::int64_t header[kHeaderValues] = {check.sequence, check.samples, check.workers,
+  const std::int64_t header[kHeaderValues] = {check.sequence, check.samples, check.shards,
                                               window.offset, window.size};
   w.put(header, kHeaderValues);
   for (std::size_t i = 0; i < inputs; ++i) {
@@ -212,11 +212,11 @@ bool exchange_batch_keys(HostBatch& batch, const Share& window, const ExchangeCh
     std::int64_t h[kHeaderValues];
     for (std::int64_t& v : h)
       v = in.get<std::int64_t>();
-    if (h[0] != check.sequence || h[1] != check.samples || h[2] != check.workers) {
+    if (h[0] != check.sequence || h[1] != check.samples || h[2] != check.shards) {
       EMBER_THROW_AS(DataError, "shared reading: process ", exchange.process(), "'s batch ",
-                     check.sequence, " has ", check.samples, " samples read by ", check.workers,
-                     " reader workers, but process ", p, "'s batch ", h[0], " has ", h[1],
-                     " samples read by ", h[2],
+                     check.sequence, " has ", check.samples, " samples from ", check.shards,
+                     " shards, but process ", p, "'s batch ", h[0], " has ", h[1], " samples from ",
+                     h[2], " shards",
                      ": the processes read different batches (they must run the same "
                      "configuration, data files and layers.data.num_workers)");
     }

@@ -56,11 +56,11 @@ class ProcessExchange {
 };
 
 // What a batch's exchange checks that every process agrees on: the batch's place in the stream,
-// its size, and how the readers were split (the batches' content depends on the worker count).
+// its size, and how the data was split (the batches' content depends on the shards).
 struct ExchangeCheck {
   std::int64_t sequence = 0;
   std::int64_t samples = 0;
-  std::int64_t workers = 0;
+  std::int64_t shards = 0;
 };
 
 // The messages one pipeline's exchanges reuse from batch to batch (its collector's).

@@ -27,7 +27,7 @@ namespace {
 using Clock = TimeCounter::Clock;
 
 struct WorkItem {
-  // Retired: the worker's shard holds no samples at all (Repeat mode); it has stopped.
+  // Retired: the shard holds no samples at all (Repeat mode); it is read no more.
   enum class Kind { Batch, EndOfEpoch, Retired, Error } kind = Kind::Batch;
   HostBatchLease batch;
   std::exception_ptr error;
@@ -39,10 +39,21 @@ struct OutItem {
   std::exception_ptr error;
 };
 
-// Batches a worker may have queued for the collector. One is enough to keep the collector fed
-// (it takes from whichever worker is ready), and every queued batch is memory held: pinned, for a
-// GPU pipeline, 100 MB or more per multi-hot batch of 65536 samples.
-constexpr std::size_t kWorkQueueCapacity = 1;
+// Batches the reader threads may hold ahead of the collector (being filled or queued), per
+// thread. Every one is memory held: pinned, for a GPU pipeline, 100 MB or more per multi-hot
+// batch of 65536 samples.
+constexpr int kLookaheadPerReader = 2;
+
+// One shard's reading state. While `busy`, the one thread reading it owns `reader`, `restart`
+// and `epoch`; everything else is under the work mutex.
+struct Shard {
+  std::unique_ptr<ShardReader> reader;  // opened by the first thread that reads the shard
+  std::deque<WorkItem> queue;           // to the collector, in order
+  bool busy = false;                    // a thread is reading its next batch
+  bool finished = false;                // nothing more to read: retired, last epoch, an error
+  bool restart = false;                 // its next batch starts the next epoch
+  std::int64_t epoch = 0;
+};
 
 }  // namespace
 
@@ -53,18 +64,22 @@ struct Pipeline::Impl {
   PipelineOptions options;
   BatchLayout layout;
   bool gpu = false;
-  int workers = 1;
+  int num_shards = 1;
+  int reader_threads = 1;
+  int lookahead = kLookaheadPerReader;  // batches held ahead of the collector, all threads
   ReadCounters counters;
 
   // Shared with the host batches handed out (host pipelines), which may outlive the pipeline.
   std::shared_ptr<HostBatchPool> host_pool;
   std::unique_ptr<DeviceTransfer> transfer;  // GPU pipelines
 
-  // Worker -> collector.
+  // Readers -> collector.
   std::mutex work_mutex;
   std::condition_variable work_ready;  // an item was queued (collector waits)
-  std::condition_variable work_space;  // an item was taken (workers wait)
-  std::vector<std::deque<WorkItem>> work;
+  std::condition_variable work_space;  // an item was taken (readers wait)
+  std::vector<Shard> shards;
+  int turn = 0;           // the shard whose item the collector takes next (the first not done)
+  std::int64_t held = 0;  // batches the readers fill or have queued
 
   // Collector -> consumer.
   std::mutex out_mutex;
@@ -100,10 +115,13 @@ struct Pipeline::Impl {
 
   void start();
   void stop();
-  void worker_main(int w);
+  void reader_main();
+  // The shard a free reader thread reads next (-1: stopping), marked busy.
+  int claim_shard(std::unique_lock<std::mutex>& lock);
+  // One item of shard s: its next batch, or its end (of an epoch, or for good).
+  WorkItem read_item(int s, bool& finished);
   HostBatchLease fill(ShardReader& reader);
   void collector_main();
-  bool push_work(int w, WorkItem item);
   bool pop_work(std::vector<bool>& done, int& round_robin, WorkItem& item, int& from);
   bool push_out(OutItem item);
   // Shared reading: waits until the prefetch queue has room for the next batch (false: stopping,
@@ -117,7 +135,7 @@ struct Pipeline::Impl {
   bool deliver(HostBatchLease batch, std::int64_t epoch, bool end_of_epoch);
 };
 
-// The collector (one thread): takes the workers' batches in turn, gathers partial ones into full
+// The collector (one thread): takes the shards' batches in turn, gathers partial ones into full
 // batches, in Epochs mode holds back one batch so that the epoch's last is marked, and delivers.
 // The batches it holds go back to the pool whatever way it ends (stopping, an error).
 class Pipeline::Impl::Collector {
@@ -125,7 +143,7 @@ class Pipeline::Impl::Collector {
   explicit Collector(Impl& m)
       : m_(m),
         epochs_(m.options.mode == PipelineMode::Epochs),
-        done_(static_cast<std::size_t>(m.workers), false) {}
+        done_(static_cast<std::size_t>(m.num_shards), false) {}
 
   void run();
 
@@ -246,24 +264,101 @@ void Pipeline::Impl::collector_main() {
   Collector(*this).run();
 }
 
-bool Pipeline::Impl::push_work(int w, WorkItem item) {
-  std::unique_lock lock(work_mutex);
-  auto& q = work[static_cast<std::size_t>(w)];
-  const auto room = [&] { return stopping.load() || q.size() < kWorkQueueCapacity; };
-  if (!room()) {
+// The free shard whose next item the collector will take soonest: counted from the collector's
+// turn, a cycle of all shards for each item already queued. The readers hold at most
+// `lookahead` batches (being filled or queued), which bounds the memory they take
+// (steady_host_batches()), and one more from the shard at the collector's turn: else they could
+// fill their lookahead with batches the collector takes later (later shards' in deterministic
+// order, the next epoch's of shards done with this one) and wait for it as it waits for them.
+// Only one such batch is read at a time: it is in a shard the collector takes from (the turn's),
+// so it goes on, and the readers can read again.
+int Pipeline::Impl::claim_shard(std::unique_lock<std::mutex>& lock) {
+  const int S = num_shards;
+  for (;;) {
+    if (stopping.load()) return -1;
+    int chosen = -1;
+    std::int64_t soonest = 0;
+    for (int s = 0; s < S; ++s) {
+      const Shard& shard = shards[static_cast<std::size_t>(s)];
+      if (shard.busy || shard.finished) continue;
+      const bool awaited = s == turn && shard.queue.empty();
+      if (held >= lookahead + (awaited ? 1 : 0)) continue;
+      const std::int64_t at =
+          (s - turn + S) % S +
+          static_cast<std::int64_t>(S) * static_cast<std::int64_t>(shard.queue.size());
+      if (chosen < 0 || at < soonest) {
+        soonest = at;
+        chosen = s;
+      }
+    }
+    if (chosen >= 0) {
+      shards[static_cast<std::size_t>(chosen)].busy = true;
+      ++held;
+      return chosen;
+    }
     const auto t0 = Clock::now();
-    work_space.wait(lock, room);
+    work_space.wait(lock);
     worker_output_wait.add_since(t0);
   }
-  if (stopping.load()) return false;  // the item's batch goes back with it
-  q.push_back(std::move(item));
-  lock.unlock();
-  work_ready.notify_all();
-  return true;
 }
 
-// A batch filled from the worker's shard; none when the shard is exhausted (the batch taken for
-// it goes straight back, so the worker holds nothing while it reports the end).
+void Pipeline::Impl::reader_main() {
+  std::unique_lock lock(work_mutex);
+  for (;;) {
+    const int s = claim_shard(lock);
+    if (s < 0) return;
+    lock.unlock();
+    bool finished = false;
+    WorkItem item = read_item(s, finished);
+    lock.lock();
+    Shard& shard = shards[static_cast<std::size_t>(s)];
+    shard.busy = false;
+    shard.finished = finished;
+    if (item.kind != WorkItem::Kind::Batch) --held;  // the batch it took went back
+    shard.queue.push_back(std::move(item));
+    work_ready.notify_all();
+  }
+}
+
+WorkItem Pipeline::Impl::read_item(int s, bool& finished) {
+  Shard& shard = shards[static_cast<std::size_t>(s)];
+  try {
+    if (shard.reader == nullptr) {
+      ShardSpec spec;
+      spec.worker = s;
+      spec.num_workers = num_shards;
+      spec.repeat = options.mode == PipelineMode::Repeat;
+      spec.batch_size = options.batch_size;
+      spec.counters = &counters;
+      spec.window = window;
+      shard.reader = source->open_shard(spec);
+    }
+    if (shard.restart) {
+      shard.reader->restart();
+      shard.restart = false;
+    }
+    if (HostBatchLease batch = fill(*shard.reader))
+      return {WorkItem::Kind::Batch, std::move(batch), nullptr};
+    if (options.mode == PipelineMode::Repeat) {
+      EMBER_LOG_WARN("{}: reader shard {} has no samples in its files; it is read no more",
+                     source->description(), s);
+      finished = true;
+      return {WorkItem::Kind::Retired, nullptr, nullptr};
+    }
+    ++shard.epoch;
+    if (options.num_epochs >= 0 && shard.epoch >= options.num_epochs)
+      finished = true;
+    else
+      shard.restart = true;
+    return {WorkItem::Kind::EndOfEpoch, nullptr, nullptr};
+  } catch (...) {
+    finished = true;
+    return {WorkItem::Kind::Error, nullptr, std::current_exception()};
+  }
+}
+
+// A batch filled from a shard; none when the shard is exhausted (the batch taken for it goes
+// straight back, so the thread holds nothing while it reports the end).
 HostBatchLease Pipeline::Impl::fill(ShardReader& reader) {
   HostBatchLease batch = host_pool->acquire();
   if (reader.fill(*batch) == 0) return nullptr;
@@ -280,58 +375,49 @@ HostBatchLease Pipeline::Impl::fill(ShardReader& reader) {
   return batch;
 }
 
-void Pipeline::Impl::worker_main(int w) {
-  try {
-    ShardSpec spec;
-    spec.worker = w;
-    spec.num_workers = workers;
-    spec.repeat = options.mode == PipelineMode::Repeat;
-    spec.batch_size = options.batch_size;
-    spec.counters = &counters;
-    spec.window = window;
-    std::unique_ptr<ShardReader> reader = source->open_shard(spec);
-    std::int64_t epoch = 0;
-    while (!stopping.load()) {
-      if (HostBatchLease batch = fill(*reader)) {
-        if (!push_work(w, {WorkItem::Kind::Batch, std::move(batch), nullptr})) return;
-        continue;
-      }
-      if (options.mode == PipelineMode::Repeat) {
-        EMBER_LOG_WARN("{}: reader worker {} has no samples in its files; it stops",
-                       source->description(), w);
-        push_work(w, {WorkItem::Kind::Retired, nullptr, nullptr});
-        return;
-      }
-      if (!push_work(w, {WorkItem::Kind::EndOfEpoch, nullptr, nullptr})) return;
-      ++epoch;
-      if (options.num_epochs >= 0 && epoch >= options.num_epochs) return;
-      reader->restart();
-    }
-  } catch (...) {
-    push_work(w, {WorkItem::Kind::Error, nullptr, std::current_exception()});
-  }
-}
-
 bool Pipeline::Impl::pop_work(std::vector<bool>& done, int& round_robin, WorkItem& item,
                               int& from) {
+  const int S = num_shards;
+  // The readers read the shards in the order the collector takes them from here on: from the
+  // first shard not done with this epoch (after the epoch, shard 0).
+  const auto publish_turn = [&] {
+    int first = 0;
+    for (int k = 0; k < S; ++k) {
+      const int s = (round_robin + k) % S;
+      if (!done[static_cast<std::size_t>(s)]) {
+        first = s;
+        break;
+      }
+    }
+    if (first != turn) {
+      turn = first;
+      work_space.notify_all();
+    }
+  };
   std::unique_lock lock(work_mutex);
   for (;;) {
     if (stopping.load()) return false;
+    publish_turn();
     int chosen = -1;
-    for (int k = 0; k < workers; ++k) {
-      const int w = (round_robin + k) % workers;
-      if (done[static_cast<std::size_t>(w)]) continue;
-      const bool ready = !work[static_cast<std::size_t>(w)].empty();
-      if (ready) chosen = w;
-      // Deterministic mode: strict turn order, waiting for this worker even if others are ready.
+    for (int k = 0; k < S; ++k) {
+      const int s = (round_robin + k) % S;
+      if (done[static_cast<std::size_t>(s)]) continue;
+      const bool ready = !shards[static_cast<std::size_t>(s)].queue.empty();
+      if (ready) chosen = s;
+      // Deterministic mode: strict turn order, waiting for this shard even if others are ready.
       if (ready || options.deterministic) break;
     }
     if (chosen >= 0) {
-      auto& q = work[static_cast<std::size_t>(chosen)];
+      auto& q = shards[static_cast<std::size_t>(chosen)].queue;
       item = std::move(q.front());
       q.pop_front();
       from = chosen;
-      round_robin = (chosen + 1) % workers;
+      round_robin = (chosen + 1) % S;
+      if (item.kind == WorkItem::Kind::Batch) --held;
+      // Marked here as take() will, so that the turn published is the shard awaited next.
+      if (item.kind == WorkItem::Kind::EndOfEpoch || item.kind == WorkItem::Kind::Retired)
+        done[static_cast<std::size_t>(chosen)] = true;
+      publish_turn();
       lock.unlock();
       work_space.notify_all();
       return true;
@@ -389,7 +475,7 @@ bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_
         process_window(batch->size(), options.slice, static_cast<int>(options.devices.size()));
     const auto t0 = Clock::now();
     info.keys_from_ranks = exchange_batch_keys(
-        *batch, rows, {sequence, batch->size(), workers}, *options.exchange, &exchange_buffers,
+        *batch, rows, {sequence, batch->size(), num_shards}, *options.exchange, &exchange_buffers,
         options.ranks_gather_keys ? options.slice.world_ranks : 0);
     exchange_time.add_since(t0);
     if (info.keys_from_ranks) keys_from_ranks.fetch_add(1, std::memory_order_relaxed);
@@ -406,10 +492,11 @@ bool Pipeline::Impl::deliver(HostBatchLease batch, std::int64_t epoch, bool end_
 }
 
 void Pipeline::Impl::start() {
-  work.resize(static_cast<std::size_t>(workers));
+  shards = std::vector<Shard>(static_cast<std::size_t>(num_shards));
+  lookahead = kLookaheadPerReader * reader_threads;
   try {
-    for (int w = 0; w < workers; ++w)
-      threads.emplace_back([this, w] { worker_main(w); });
+    for (int t = 0; t < reader_threads; ++t)
+      threads.emplace_back([this] { reader_main(); });
     threads.emplace_back([this] { collector_main(); });
     collector_started = true;
   } catch (...) {
@@ -443,24 +530,24 @@ void Pipeline::Impl::stop() {
     if (t.joinable()) t.join();
   }
   threads.clear();
-  work.clear();  // the queued batches go back to the pool
-  out.clear();   // so do the undelivered ones
+  shards.clear();  // the queued batches go back to the pool
+  out.clear();     // so do the undelivered ones
 }
 
-std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode,
-                                 int consumer_holds) {
-  EMBER_CHECK(workers >= 1 && prefetch_depth >= 1 && consumer_holds >= 1,
-              "steady_host_batches: ", workers, " workers, prefetch depth ", prefetch_depth,
-              ", consumer holds ", consumer_holds);
-  // Each worker: its queue's and the one it fills (or holds, waiting for room in the queue).
-  const std::int64_t per_worker = static_cast<std::int64_t>(kWorkQueueCapacity) + 1;
+std::int64_t steady_host_batches(int reader_threads, bool gpu, int prefetch_depth,
+                                 PipelineMode mode, int consumer_holds) {
+  EMBER_CHECK(reader_threads >= 1 && prefetch_depth >= 1 && consumer_holds >= 1,
+              "steady_host_batches: ", reader_threads, " reader threads, prefetch depth ",
+              prefetch_depth, ", consumer holds ", consumer_holds);
+  // The readers' lookahead, and the batch of the shard the collector waits for (claim_shard()).
+  const std::int64_t readers = static_cast<std::int64_t>(kLookaheadPerReader) * reader_threads + 1;
   // The collector: the batch it took from a worker and the one gathering partial batches; in
   // Epochs mode the one it holds back to mark the epoch's end.
   std::int64_t collector = 2 + (mode == PipelineMode::Epochs ? 1 : 0);
   // Host pipelines hand the host batches themselves on: the prefetch queue's and the consumer's.
   // GPU pipelines return a host batch once its copies are done; device slots hold the rest.
   const std::int64_t downstream = gpu ? 0 : prefetch_depth + consumer_holds;
-  return workers * per_worker + collector + downstream;
+  return readers + collector + downstream;
 }
 
 int steady_device_slots(int prefetch_depth, int consumer_holds) {
@@ -472,6 +559,10 @@ int steady_device_slots(int prefetch_depth, int consumer_holds) {
 int default_num_workers(int hardware_threads, bool gpu) {
   const int cores = std::max(1, hardware_threads);
   return std::max(1, gpu ? cores - 2 : cores);
+}
+
+int default_num_shards(int usable) {
+  return std::clamp(usable, 1, kMaxDefaultShards);
 }
 
 namespace {
@@ -517,26 +608,35 @@ void check_options(const PipelineOptions& options) {
   }
 }
 
-// The reader workers: as asked (at most what the source can use), else the default.
-int choose_workers(const DataSource& source, const PipelineOptions& options, bool gpu) {
+// The shards: num_workers (at most what the source can use), else the default.
+int choose_shards(const DataSource& source, const PipelineOptions& options) {
   const int usable = std::max(1, source.max_workers(options.batch_size));
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  int workers = options.num_workers;
-  if (workers <= 0) {
-    workers = std::min(usable, default_num_workers(cores, gpu));
-  } else if (workers > usable) {
+  if (options.num_workers <= 0) return default_num_shards(usable);
+  if (options.num_workers > usable) {
     EMBER_LOG_INFO("{}: {} reader workers asked for, {} used (one per file or chunk)",
-                   source.description(), workers, usable);
-    workers = usable;
+                   source.description(), options.num_workers, usable);
+    return usable;
   }
-  if (gpu && cores > 0 && workers > default_num_workers(cores, true)) {
+  return options.num_workers;
+}
+
+// The reader threads: reader_threads, else num_workers as given, else the default; at most one
+// per shard.
+int choose_reader_threads(const DataSource& source, const PipelineOptions& options, bool gpu,
+                          int shards) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  int threads = options.reader_threads > 0 ? options.reader_threads
+                : options.num_workers > 0  ? options.num_workers
+                                           : default_num_workers(cores, gpu);
+  threads = std::min(threads, shards);
+  if (gpu && cores > 0 && threads > default_num_workers(cores, true)) {
     EMBER_LOG_INFO(
-        "{}: {} reader workers on {} hardware threads leave none for the collector "
+        "{}: {} reader threads on {} hardware threads leave none for the collector "
         "(which queues the device copies) and the training thread; when the readers "
         "are busy they compete with those two",
-        source.description(), workers, cores);
+        source.description(), threads, cores);
   }
-  return workers;
+  return threads;
 }
 
 Allocator& host_batch_allocator(const PipelineOptions& options, bool gpu) {
@@ -563,24 +663,25 @@ Pipeline::Pipeline(std::shared_ptr<const DataSource> source, PipelineOptions opt
   m.source = std::move(source);
   m.options = std::move(options);
   m.layout = m.source->layout();
-  m.workers = choose_workers(*m.source, m.options, m.gpu);
+  m.num_shards = choose_shards(*m.source, m.options);
   if (m.options.exchange) {
-    // Which samples a batch holds depends on the worker count: every process takes the fewest.
+    // Which samples a batch holds depends on the shards: every process takes the fewest.
     std::vector<std::byte> mine(sizeof(int));
-    std::memcpy(mine.data(), &m.workers, sizeof(int));
+    std::memcpy(mine.data(), &m.num_shards, sizeof(int));
     for (const auto& theirs : m.options.exchange->all_gather(mine)) {
       int w = 0;
       EMBER_CHECK(theirs.size() == sizeof(int), "Pipeline: a process sent ", theirs.size(),
-                  " bytes for its reader worker count");
+                  " bytes for its reader shard count");
       std::memcpy(&w, theirs.data(), sizeof(int));
-      m.workers = std::min(m.workers, w);
+      m.num_shards = std::min(m.num_shards, w);
     }
     m.window = process_window(m.options.batch_size, m.options.slice,
                               static_cast<int>(m.options.devices.size()));
   }
   // Everything a steady run needs is made before any thread starts.
-  const std::int64_t host_batches = steady_host_batches(m.workers, m.gpu, m.options.prefetch_depth,
-                                                        m.options.mode, m.options.consumer_holds);
+  m.reader_threads = choose_reader_threads(*m.source, m.options, m.gpu, m.num_shards);
+  const std::int64_t host_batches = steady_host_batches(
+      m.reader_threads, m.gpu, m.options.prefetch_depth, m.options.mode, m.options.consumer_holds);
   const int device_slots = steady_device_slots(m.options.prefetch_depth, m.options.consumer_holds);
   try {
     m.host_pool = std::make_shared<HostBatchPool>(m.layout, m.options.batch_size,
@@ -658,7 +759,8 @@ PipelineStats Pipeline::stats() const {
   s.dropped = m.counters.dropped.load();
   s.bad_samples = m.counters.bad.load();
   s.bytes_read = m.counters.bytes.load();
-  s.workers = m.workers;
+  s.workers = m.reader_threads;
+  s.shards = m.num_shards;
   const HostBatchPoolStats host = m.host_pool->stats();
   s.host_batches = host.batches;
   s.late_host_batches = host.late_batches;
@@ -692,7 +794,10 @@ const PipelineOptions& Pipeline::options() const {
   return impl_->options;
 }
 int Pipeline::num_workers() const {
-  return impl_->workers;
+  return impl_->reader_threads;
+}
+int Pipeline::num_shards() const {
+  return impl_->num_shards;
 }
 
 }  // namespace ember::data

@@ -1,13 +1,21 @@
-// The input pipeline: reader workers parse their shards of the dataset into host batches, a
+// The input pipeline: reader threads parse the shards of the dataset into host batches, a
 // collector puts the batches in order (and merges partial ones), splits them over the training
 // devices and, for GPUs, copies them to device memory on each device's copy stream, keeping up
 // to `prefetch_depth` batches ready ahead of the consumer (Caffe's prefetching lesson).
 //
-//   workers (threads) --per-worker queues--> collector (thread) --prefetch queue--> next()
+//   shards (S, read by T threads) --per-shard queues--> collector (thread) --prefetch queue-->
+//   next()
+//
+// A shard is a fixed part of the data (Norm, Parquet: files s, s+S, ...; Raw: chunks) read in
+// order; which samples a batch holds depends on the shards, never on the threads. A reader thread
+// is not tied to a shard: each time it is free it reads the next batch of the shard the
+// collector needs soonest. So a thread that runs slower (a busier core) does not hold the others
+// back, as one reader per shard would in deterministic order, where every shard must give its
+// batch in turn.
 //
 // Host batches bound for a GPU live in pinned memory, so the copies are asynchronous DMA; the
 // consumer's stream waits on an event instead of the host waiting for the copy. A CPU-only run
-// makes no CUDA call at all: batches are views of the host buffers the workers filled.
+// makes no CUDA call at all: batches are views of the host buffers the readers filled.
 //
 // Memory is taken before any thread starts: the host batches a steady run holds at once
 // (steady_host_batches()) and, for GPUs, the device slots (prefetch depth + 1 + the batches the
@@ -22,9 +30,9 @@
 // Modes: Repeat (HugeCTR's max_iter: the dataset wraps around forever, every batch full) and
 // Epochs (num_epochs passes, every sample exactly once per epoch, the last batch of an epoch
 // possibly partial and marked end_of_epoch). Deterministic mode hands out the same batches in the
-// same order whatever the thread timing: batch i comes from worker i mod W.
+// same order whatever the thread timing and the thread count: batch i comes from shard i mod S.
 //
-// Errors: an exception in a worker (a bad file, a truncated sample, ...) is rethrown by next() to
+// Errors: an exception in a reader (a bad file, a truncated sample, ...) is rethrown by next() to
 // the consumer, with the file and sample named; the pipeline is then failed and rethrows it on
 // every later call. Destroying the pipeline at any point stops and joins every thread.
 #pragma once
@@ -54,8 +62,14 @@ struct PipelineOptions {
   std::string batch_size_name = "the batch size";
   // The training devices: D host "devices" (all Place::host()) or D GPUs (Place::cuda(d)).
   std::vector<Place> devices{Place::host()};
-  // Reader threads; 0: min(default_num_workers(), what the source can use (files, chunks)).
+  // The shards, and as many reader threads (HugeCTR's num_workers: one reader per shard), at
+  // most what the source can use (files, chunks). 0: the default_num_shards() the source can
+  // use, read by min(those, default_num_workers()) threads: which samples a batch holds then
+  // depends on the data alone, not on the machine's cores.
   int num_workers = 0;
+  // Reader threads, when not num_workers' (at most the shards; 0: as num_workers says). The
+  // batches do not depend on it.
+  int reader_threads = 0;
   // Batches kept ready ahead of the consumer.
   int prefetch_depth = 3;
   // Batches the consumer holds at once: 2 for a trainer that takes the next batch before it
@@ -100,7 +114,8 @@ struct PipelineStats {
   std::int64_t dropped = 0;          // samples dropped by checksum mismatches
   std::int64_t bad_samples = 0;      // samples dropped by bad_sample_policy "drop"
   std::int64_t bytes_read = 0;
-  int workers = 0;
+  int workers = 0;  // reader threads
+  int shards = 0;
 
   // Host batches (pinned for GPUs): made in all, made up front (steady_host_batches()), made
   // later because none was free (only a consumer of a host pipeline holding more than one batch
@@ -134,12 +149,13 @@ struct PipelineStats {
   double exchange_meet_seconds = 0;          // of which in the counts' all-gather (waiting)
   double copy_issue_seconds = 0;             // queuing the device copies (host side)
   double copy_wait_seconds = 0;              // waiting for the copies to finish
-  double worker_output_wait_seconds = 0;     // workers: their queue full (collector-bound)
+  double worker_output_wait_seconds = 0;     // readers: no shard to read ahead (collector-bound)
   double consumer_wait_seconds = 0;          // next() waiting for a batch
 };
 
-// Host batches a steady run holds at once, made before the threads start: per worker one being
-// filled and one queued; the collector's two (the one it took from a worker, the one gathering
+// Host batches a steady run holds at once, made before the threads start: the readers'
+// lookahead, two batches per reader thread (filled or being filled, ahead of the collector); the
+// collector's two (the one it took from a worker, the one gathering
 // partial batches), plus in Epochs mode the one held back to mark the epoch's end; for host
 // pipelines also the prefetch queue's and the consumer's `consumer_holds` (GPU pipelines return
 // a host batch as soon as its copies are done).
@@ -150,11 +166,18 @@ std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, Pipe
 // and the consumer's.
 int steady_device_slots(int prefetch_depth, int consumer_holds);
 
-// The reader workers used when PipelineOptions::num_workers is 0 (before the source's own
-// limit): every hardware thread for host pipelines; two fewer for GPU pipelines, whose collector
+// The reader threads used when PipelineOptions::num_workers is 0 (before the shards' limit):
+// every hardware thread for host pipelines; two fewer for GPU pipelines, whose collector
 // (queuing copies) and training thread (launching kernels) must not wait for a core behind busy
 // readers. An explicit num_workers is used as given.
 int default_num_workers(int hardware_threads, bool gpu);
+
+// The shards used when PipelineOptions::num_workers is 0: every one the source can use (a file
+// each for Norm and Parquet), at most this many. A fixed number rather than one tied to the
+// cores, so that the batches are the same on every machine; more shards than reader threads let
+// a fast thread read ahead where a slow one lags.
+constexpr int kMaxDefaultShards = 128;
+int default_num_shards(int usable);
 
 class Pipeline {
  public:
@@ -170,7 +193,8 @@ class Pipeline {
   PipelineStats stats() const;
   const BatchLayout& layout() const;
   const PipelineOptions& options() const;
-  int num_workers() const;
+  int num_workers() const;  // reader threads
+  int num_shards() const;
 
  private:
   struct Impl;
