@@ -103,6 +103,45 @@ TEST(NormReader, StopsAtBatchCapacityAndResumes) {
   EXPECT_EQ(got, samples);
 }
 
+// A rewound reader reads its file again from the first sample, wherever it stood, as a reader
+// that opened the file again would; with no file open it refuses.
+TEST(NormReader, RewindReadsTheFileAgainAsReopeningWould) {
+  auto rng = testing::make_rng();
+  testing::ScratchDir dir;
+  SampleShape shape;
+  for (std::int64_t n : {1, 7, 1023}) {
+    const auto samples = datatest::random_samples(rng, n, shape);
+    const std::string path = dir / ("f" + std::to_string(n) + ".data");
+    datatest::write_norm(path, samples, shape, CheckMode::Sum, DType::U32);
+    const BatchLayout layout = datatest::layout_for(shape, DType::U32);
+    NormFileReader reader(layout, CheckMode::Sum);
+    EXPECT_THROW(reader.rewind(), Error);
+    reader.open(path);
+    HostBatch batch(layout, 5);
+    const auto read_all = [&] {
+      std::vector<Sample> got;
+      while (!reader.done()) {
+        batch.clear();
+        reader.read(batch);
+        for (auto& s : datatest::samples_of(batch))
+          got.push_back(s);
+      }
+      return got;
+    };
+    EXPECT_EQ(read_all(), samples);
+    reader.rewind();
+    EXPECT_FALSE(reader.done());
+    EXPECT_EQ(reader.position().record, 0);
+    EXPECT_EQ(read_all(), samples) << n << " samples, after the end";
+    // Mid-file.
+    reader.rewind();
+    batch.clear();
+    reader.read(batch);
+    reader.rewind();
+    EXPECT_EQ(read_all(), samples) << n << " samples, from the middle";
+  }
+}
+
 TEST(HostBatch, AppendRebasesRowOffsets) {
   auto rng = testing::make_rng();
   SampleShape shape;

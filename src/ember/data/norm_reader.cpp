@@ -182,6 +182,14 @@ void NormFileReader::open(const std::string& path) {
   check_key_width_at_open();
 }
 
+void NormFileReader::rewind() {
+  EMBER_CHECK(is_open(), "NormFileReader::rewind with no file open");
+  pos_ = data_begin_;
+  record_ = 0;
+  end_checked_ = false;
+  bad_ = 0;
+}
+
 void NormFileReader::check_key_width_at_open() const {
   // The first samples only: enough to tell the widths apart, cheap at every open.
   constexpr std::int64_t kProbeSamples = 32;
@@ -647,13 +655,17 @@ class NormShardReader final : public ShardReader {
     const auto n = static_cast<std::int64_t>(files.size());
     while (!batch.full()) {
       if (!reader_.is_open() || reader_.done()) {
-        // Worker w reads files w, w+W, w+2W, ...; repeating, the sequence wraps modulo N.
+        // Shard w reads files w, w+W, w+2W, ...; repeating, the sequence wraps modulo N.
         const std::int64_t position = spec_.worker + next_ * spec_.num_workers;
         if (!spec_.repeat && position >= n) break;
         // Repeating, a shard whose files hold no samples (after checksum drops) would spin
         // forever: report it exhausted instead; the pipeline retires the worker.
         if (files_without_samples_ > n) break;
-        reader_.open(files[static_cast<std::size_t>(position % n)]);
+        const std::string& file = files[static_cast<std::size_t>(position % n)];
+        if (reader_.is_open() && reader_.path() == file)
+          reader_.rewind();
+        else
+          reader_.open(file);
         ++next_;
         ++files_without_samples_;
       }

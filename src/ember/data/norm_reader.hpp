@@ -38,6 +38,10 @@ class NormFileReader {
   // whose first samples parse with the other key width (I32 / I64) but not with the configured
   // one.
   void open(const std::string& path);
+  // Back to the first sample of the open file, as open() of the same file would be, but keeping
+  // its mapping: a shard that reads one file over and over (Repeat mode) neither unmaps it (a
+  // TLB shootdown on every core of the process) nor faults its pages in again on every pass.
+  void rewind();
   void close();
   bool is_open() const { return file_ != nullptr; }
   // All of the file's records have been consumed.
