@@ -3,13 +3,14 @@
 // second it puts into device memory with nothing else running.
 //
 //   build/bench/bench_data [--gpu] [--quick] [--parsers] [--threads N] [--samples N] [--dir DIR]
+//   build/bench/bench_data --config CONFIG.json [--threads N] [--samples N] [--gpu] ...
 //
 // Two Norm datasets are generated in a temporary directory (and removed at the end): DLRM-shaped
 // (1 label, 13 dense, 26 one-hot slots) and multi-hot (26 slots of 1..10 keys), both with check
 // Sum and u32 keys, 16 files each; the DLRM set is written again as Parquet (bench_parquet.cpp:
 // the same samples and keys, Ember's writer with each codec). They are read once before timing
 // so they sit in the page cache. --parsers measures the one-thread parsers alone (no pipelines,
-// no peers).
+// no peers). --config measures a model configuration's Data layer instead (bench_config.cpp).
 // After each pipeline run it prints where the time went (Pipeline::stats(), the caching pinned
 // allocator's counters, the process's CPU time and context switches), so a slow configuration on
 // the device shows its cause in the same output.
@@ -70,9 +71,12 @@ Args parse(int argc, char** argv) {
       a.samples = std::stoll(value());
     else if (s == "--dir")
       a.dir = value();
+    else if (s == "--config")
+      a.config = value();
     else if (s == "--help" || s == "-h") {
       std::printf(
-          "usage: bench_data [--gpu|--no-gpu] [--quick] [--threads N] [--samples N] [--dir DIR]\n");
+          "usage: bench_data [--gpu|--no-gpu] [--quick] [--parsers] [--threads N] [--samples N] "
+          "[--dir DIR] [--config FILE]\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "bench_data: unknown argument %s\n", s.c_str());
@@ -272,9 +276,9 @@ void print_diagnosis(const PipelineResult& r) {
   const auto ms = [&](double a, double b) { return 1e3 * (b - a) / batches; };
   const double delivered = static_cast<double>(std::max<std::int64_t>(1, s1.samples - s0.samples));
   std::printf(
-      "      start %.2f s (construction + warm-up), %d workers: %lld host batches of "
-      "%.1f MB (%lld up front), %.2f s making them",
-      start_seconds, s1.workers, static_cast<long long>(s0.host_batches),
+      "      start %.2f s (construction + warm-up), %d reader threads, %d shards: %lld host "
+      "batches of %.1f MB (%lld up front), %.2f s making them",
+      start_seconds, s1.workers, s1.shards, static_cast<long long>(s0.host_batches),
       static_cast<double>(s1.host_batch_bytes) / 1e6,
       static_cast<long long>(s0.reserved_host_batches), s0.host_batch_seconds);
   if (p0.valid) {
@@ -318,12 +322,18 @@ void print_diagnosis(const PipelineResult& r) {
       static_cast<double>(r.c1.involuntary - r.c0.involuntary) / batches);
 }
 
+// `workers` reader threads, each with a shard of its own (HugeCTR's num_workers), or with
+// `file_shards` over the default shards (a file each, as `ember train` reads when the Data layer
+// sets no num_workers).
 PipelineResult run_pipeline(const Dataset& d, int workers, std::vector<Place> devices,
-                            std::int64_t batch_size, double min_seconds) {
+                            std::int64_t batch_size, double min_seconds, bool deterministic = false,
+                            bool file_shards = false) {
   PipelineOptions o;
+  o.deterministic = deterministic;
   o.batch_size = batch_size;
   o.devices = std::move(devices);
-  o.num_workers = workers;
+  o.num_workers = file_shards ? 0 : workers;
+  o.reader_threads = workers;
   o.prefetch_depth = 3;
   o.mode = PipelineMode::Repeat;
   const bool gpu = o.devices.front().is_cuda();
@@ -414,6 +424,18 @@ double host_pipeline_rate(const Dataset& d, int workers, double seconds) {
   return run_pipeline(d, workers, {Place::host()}, 65536, seconds).samples_per_s;
 }
 
+double measure_pipeline(const Dataset& d, int threads, Place device, bool deterministic,
+                        bool file_shards, double seconds) {
+  const PipelineResult r =
+      run_pipeline(d, threads, {device}, 65536, seconds, deterministic, file_shards);
+  std::printf("  pipeline -> %-6s %2d thr, %-13s %-16s %8.2f M samples/s  %6.2f GB/s parsed\n",
+              device.is_cuda() ? "cuda:0" : "host", threads,
+              deterministic ? "deterministic," : "free order,",
+              file_shards ? "a shard per file" : "a shard each", r.samples_per_s / 1e6, r.gb_per_s);
+  print_diagnosis(r);
+  return r.samples_per_s;
+}
+
 namespace {
 
 // The PyTorch peer: numpy + torch reading the same one-hot files (fixed-size records).
@@ -457,6 +479,13 @@ int main(int argc, char** argv) {
   try {
     std::printf("bench_data: %d threads at most, %s\n", a.threads,
                 a.gpu ? "with cuda:0" : "host only (--gpu for the device figures)");
+    if (!a.config.empty()) {
+      bench_config(dir, a, summary);
+      if (a.dir.empty()) fs::remove_all(dir);
+      for (const auto& line : summary)
+        std::printf("%s\n", line.c_str());
+      return 0;
+    }
     const auto t0 = Clock::now();
     const Dataset dlrm = write_dataset(dir, "dlrm", a.samples, 1, 16, a.threads);
     const Dataset multi = write_dataset(dir, "multihot", a.samples / 4, 10, 16, a.threads);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/core/place.hpp"
 #include "ember/data/batch_layout.hpp"
 #include "ember/data/data_source.hpp"
 
@@ -26,6 +27,7 @@ struct Args {
   int threads = 1;
   std::int64_t samples = 2000000;  // DLRM-shaped; the multi-hot set has a quarter of it
   std::string dir;
+  std::string config;  // --config: only the pipeline of this model configuration's Data layer
 };
 
 struct Dataset {
@@ -58,10 +60,21 @@ void bench_gpu_pipeline(const Dataset& d, const Args& a, std::vector<std::string
                         bool has_target);
 // Samples per second of the pipeline into host batches with `workers` workers.
 double host_pipeline_rate(const Dataset& d, int workers, double seconds);
+// One pipeline run into `device` (batch 65536) with `threads` reader threads: in deterministic
+// order (as `ember train` reads) or in free order; over a shard per file (`ember train`'s
+// default) or a shard per thread (HugeCTR's num_workers). Prints its rate and diagnosis, returns
+// samples per second.
+double measure_pipeline(const Dataset& d, int threads, Place device, bool deterministic,
+                        bool file_shards, double seconds);
 
 // The Parquet part (bench_parquet.cpp): writes the DLRM set as Parquet under `dir` and measures
 // its readers; `norm_rate` is Norm's parser in samples per CPU-second.
 void bench_parquet(const std::filesystem::path& dir, double norm_rate, const Args& a,
                    std::vector<std::string>& summary);
+
+// The --config part (bench_config.cpp): a dataset shaped like a.config's Data layer under `dir`,
+// its parser and its pipeline as `ember train` makes it.
+void bench_config(const std::filesystem::path& dir, const Args& a,
+                  std::vector<std::string>& summary);
 
 }  // namespace ember::benchdata
