@@ -704,6 +704,9 @@ TEST(PipelineMemory, SteadyRepeatRunMakesNoLateHostBatches) {
   }
 }
 
+// A shard per thread (num_workers), and fewer threads than shards (the default six shards, a
+// file each, read by 1, 2 or 4 threads): the readers hold no more than their lookahead, in either
+// order, through epochs whose shards end at different times.
 TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
   auto rng = testing::make_rng();
   testing::ScratchDir dir;
@@ -712,11 +715,17 @@ TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
   const Dataset d = write_dataset(dir.path(), rng, shape, counts);
   constexpr std::int64_t B = 16;
   constexpr int kEpochs = 3;
-  for (int workers : {1, 2, 3, 6}) {
+  struct Readers {
+    int num_workers, reader_threads, shards, threads;
+  };
+  for (const Readers r :
+       {Readers{1, 0, 1, 1}, Readers{2, 0, 2, 2}, Readers{3, 0, 3, 3}, Readers{6, 0, 6, 6},
+        Readers{0, 1, 6, 1}, Readers{0, 2, 6, 2}, Readers{0, 4, 6, 4}}) {
     for (bool deterministic : {false, true}) {
       PipelineOptions o;
       o.batch_size = B;
-      o.num_workers = workers;
+      o.num_workers = r.num_workers;
+      o.reader_threads = r.reader_threads;
       o.prefetch_depth = 2;
       o.mode = PipelineMode::Epochs;
       o.num_epochs = kEpochs;
@@ -729,9 +738,12 @@ TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
         samples += b->global_size;
         ends += b->end_of_epoch ? 1 : 0;
       }
-      const EpochShape e = expected_epoch(counts, workers, B);
+      const EpochShape e = expected_epoch(counts, r.shards, B);
       const PipelineStats s = p.stats();
-      SCOPED_TRACE(::testing::Message() << workers << " workers, deterministic " << deterministic);
+      SCOPED_TRACE(::testing::Message() << r.shards << " shards, " << r.threads
+                                        << " threads, deterministic " << deterministic);
+      EXPECT_EQ(s.shards, r.shards);
+      EXPECT_EQ(s.workers, r.threads);
       EXPECT_EQ(ends, kEpochs);
       EXPECT_EQ(s.batches, batches);
       EXPECT_EQ(batches, kEpochs * (e.full + e.merged));
@@ -739,48 +751,10 @@ TEST(PipelineMemory, EpochsWithPartialBatchesMakeNoLateHostBatches) {
       EXPECT_EQ(samples, kEpochs * static_cast<std::int64_t>(d.all.size()));
       EXPECT_EQ(s.samples_read, samples) << "Epochs mode reads every sample once per epoch";
       EXPECT_EQ(s.merged_batches, kEpochs * e.merged);
-      EXPECT_EQ(s.reserved_host_batches, steady_host_batches(workers, false, 2, o.mode));
+      EXPECT_EQ(s.reserved_host_batches, steady_host_batches(r.threads, false, 2, o.mode));
       EXPECT_EQ(s.late_host_batches, 0);
       EXPECT_EQ(s.host_batches, s.reserved_host_batches);
       expect_timers_within(s, seconds_since(t0));
-    }
-  }
-}
-
-// Fewer threads than shards: the readers still hold no more than their lookahead, in either
-// order, through epochs whose shards end at different times.
-TEST(PipelineMemory, FewerReaderThreadsThanShardsMakeNoLateHostBatches) {
-  auto rng = testing::make_rng();
-  testing::ScratchDir dir;
-  const SampleShape shape = small_shape();
-  const std::vector<std::int64_t> counts = {37, 300, 1, 129, 50, 7};
-  const Dataset d = write_dataset(dir.path(), rng, shape, counts);
-  constexpr std::int64_t B = 16;
-  constexpr int kEpochs = 3;
-  for (int threads : {1, 2, 4}) {
-    for (bool deterministic : {false, true}) {
-      PipelineOptions o;
-      o.batch_size = B;
-      o.reader_threads = threads;
-      o.prefetch_depth = 2;
-      o.mode = PipelineMode::Epochs;
-      o.num_epochs = kEpochs;
-      o.deterministic = deterministic;
-      Pipeline p(norm_source(d, shape), o);
-      std::int64_t batches = 0, samples = 0;
-      while (auto b = p.next()) {
-        ++batches;
-        samples += b->global_size;
-      }
-      const EpochShape e = expected_epoch(counts, 6, B);
-      const PipelineStats s = p.stats();
-      SCOPED_TRACE(::testing::Message() << threads << " threads, deterministic " << deterministic);
-      EXPECT_EQ(s.shards, 6);
-      EXPECT_EQ(s.workers, threads);
-      EXPECT_EQ(batches, kEpochs * (e.full + e.merged));
-      EXPECT_EQ(samples, kEpochs * static_cast<std::int64_t>(d.all.size()));
-      EXPECT_EQ(s.reserved_host_batches, steady_host_batches(threads, false, 2, o.mode));
-      EXPECT_EQ(s.late_host_batches, 0);
     }
   }
 }
