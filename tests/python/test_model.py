@@ -68,6 +68,10 @@ def test_graph_to_json_trains_the_same_from_the_cli(ember_exe, settings, tmp_pat
     s = dlrm_small().session(set=settings, quiet=True)
     result = s.fit()
     assert dict(result["losses"]) == pytest.approx(built, rel=2e-8)
+    # one rate per display window, as the display lines print them; a CPU run copies no batch
+    assert len(result["rates"]) == len(result["losses"])
+    assert all(rate > 0 for rate in result["rates"])
+    assert result["late_device_slots"] == 0
 
 
 def test_fit_takes_hugectr_arguments(settings, capsys):

@@ -65,6 +65,8 @@ py::dict train_dict(const train::TrainResult& r) {
   d["seconds"] = r.seconds;
   d["samples_per_second"] = r.samples_per_second;
   d["losses"] = r.losses;
+  d["rates"] = r.rates;
+  d["late_device_slots"] = r.late_device_slots;
   return d;
 }
 
