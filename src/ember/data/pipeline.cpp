@@ -314,9 +314,12 @@ void Pipeline::Impl::reader_main() {
     Shard& shard = shards[static_cast<std::size_t>(s)];
     shard.busy = false;
     shard.finished = finished;
-    if (item.kind != WorkItem::Kind::Batch) --held;  // the batch it took went back
+    // A shard's end gives back the batch taken for it: a reader waiting for room may read.
+    const bool gave_back = item.kind != WorkItem::Kind::Batch;
+    if (gave_back) --held;
     shard.queue.push_back(std::move(item));
     work_ready.notify_all();
+    if (gave_back) work_space.notify_all();
   }
 }
 
