@@ -154,6 +154,37 @@ __global__ void pool8_kernel(const std::int64_t* __restrict__ offsets,
 // Items (bag, 32-byte row piece) a thread of short_bags_kernel keeps in flight.
 constexpr int kShortBagItems = 4;
 
+// The items a short-bag thread takes: first + q * stride for q < kShortBagItems, each split by
+// `split` into its bag and its part of the bag (a piece or a column), with the bag's entries and
+// its first row (-1 where the bag is empty or the item is past `items`). All the offsets are
+// loaded before any row index, so that a thread has kShortBagItems loads in flight at each link
+// of the chain offsets -> row index.
+struct ShortBagItems {
+  std::uint32_t bag[kShortBagItems], part[kShortBagItems];
+  std::int64_t begin[kShortBagItems], end[kShortBagItems], first_row[kShortBagItems];
+};
+
+__device__ __forceinline__ void locate_short_bag_items(const std::int64_t* __restrict__ offsets,
+                                                       const std::int64_t* __restrict__ rows,
+                                                       std::uint32_t first, std::uint32_t stride,
+                                                       std::uint32_t items, FastDivmod split,
+                                                       ShortBagItems& it) {
+#pragma unroll
+  for (int q = 0; q < kShortBagItems; ++q) {
+    const std::uint32_t i = first + q * stride;
+    it.bag[q] = 0;
+    it.part[q] = 0;
+    it.begin[q] = it.end[q] = 0;
+    if (i < items) {
+      split.divmod(i, it.bag[q], it.part[q]);
+      bag_range(offsets, it.bag[q], it.begin[q], it.end[q]);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < kShortBagItems; ++q)
+    it.first_row[q] = it.begin[q] < it.end[q] ? __ldg(rows + it.begin[q]) : -1;
+}
+
 // A 32-byte row piece (two 16-byte loads) as f32: 8 columns of an f32 table, 16 of a 16-bit one.
 template <class V>
 __device__ inline void widen_piece(const uint4 (&raw)[2], float (&v)[32 / sizeof(V)]) {
@@ -220,29 +251,15 @@ __global__ void __launch_bounds__(kThreads)
   const std::uint32_t stride = gridDim.x * blockDim.x;
   for (std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x; first < items;
        first += stride * kShortBagItems) {
-    std::uint32_t bag[kShortBagItems], piece[kShortBagItems];
-    std::int64_t begin[kShortBagItems], end[kShortBagItems], r[kShortBagItems];
-#pragma unroll
-    for (int q = 0; q < kShortBagItems; ++q) {
-      const std::uint32_t i = first + q * stride;
-      bag[q] = 0;
-      piece[q] = 0;
-      begin[q] = end[q] = 0;
-      if (i < items) {
-        pieces.divmod(i, bag[q], piece[q]);
-        bag_range(offsets, bag[q], begin[q], end[q]);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kShortBagItems; ++q)
-      r[q] = begin[q] < end[q] ? __ldg(rows + begin[q]) : -1;
+    ShortBagItems it;
+    locate_short_bag_items(offsets, rows, first, stride, items, pieces, it);
     uint4 raw[kShortBagItems][2];
 #pragma unroll
     for (int q = 0; q < kShortBagItems; ++q) {
       raw[q][0] = raw[q][1] = make_uint4(0u, 0u, 0u, 0u);
-      if (r[q] >= 0) {
-        const uint4* p =
-            reinterpret_cast<const uint4*>(values + r[q] * vec_size + piece[q] * kCols);
+      if (it.first_row[q] >= 0) {
+        const uint4* p = reinterpret_cast<const uint4*>(values + it.first_row[q] * vec_size +
+                                                        it.part[q] * kCols);
         raw[q][0] = __ldg(p);
         raw[q][1] = __ldg(p + 1);
       }
@@ -250,13 +267,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int q = 0; q < kShortBagItems; ++q) {
       if (first + q * stride >= items) continue;
-      const std::int64_t column = static_cast<std::int64_t>(piece[q]) * kCols;
+      const std::int64_t column = static_cast<std::int64_t>(it.part[q]) * kCols;
       float acc[kCols];
       widen_piece<V>(raw[q], acc);
 #pragma unroll
       for (int k = 0; k < kCols; ++k)
-        acc[k] = r[q] >= 0 ? 0.f + acc[k] : 0.f;
-      for (std::int64_t e = begin[q] + 1; e < end[q]; ++e) {
+        acc[k] = it.first_row[q] >= 0 ? 0.f + acc[k] : 0.f;
+      for (std::int64_t e = it.begin[q] + 1; e < it.end[q]; ++e) {
         const std::int64_t row = __ldg(rows + e);
         if (row < 0) continue;
         const uint4* p = reinterpret_cast<const uint4*>(values + row * vec_size + column);
@@ -267,11 +284,11 @@ __global__ void __launch_bounds__(kThreads)
         for (int k = 0; k < kCols; ++k)
           acc[k] += v[k];
       }
-      const float s = bag_scale(scale, bag[q]);
+      const float s = bag_scale(scale, it.bag[q]);
 #pragma unroll
       for (int k = 0; k < kCols; ++k)
         acc[k] *= s;
-      O* o = out + static_cast<std::int64_t>(bag[q]) * vec_size + column;
+      O* o = out + static_cast<std::int64_t>(it.bag[q]) * vec_size + column;
 #pragma unroll
       for (int h = 0; h < kCols / 8; ++h)
         store8_streaming(o + 8 * h, acc + 8 * h);
@@ -379,44 +396,32 @@ __global__ void __launch_bounds__(kThreads)
   const std::uint32_t stride = gridDim.x * blockDim.x;
   for (std::uint32_t first = blockIdx.x * blockDim.x + threadIdx.x; first < items;
        first += stride * kShortBagItems) {
-    std::uint32_t bag[kShortBagItems], c[kShortBagItems];
-    std::int64_t begin[kShortBagItems], end[kShortBagItems], r[kShortBagItems];
-#pragma unroll
-    for (int q = 0; q < kShortBagItems; ++q) {
-      const std::uint32_t i = first + q * stride;
-      bag[q] = 0;
-      c[q] = 0;
-      begin[q] = end[q] = 0;
-      if (i < items) {
-        cols.divmod(i, bag[q], c[q]);
-        bag_range(offsets, bag[q], begin[q], end[q]);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kShortBagItems; ++q)
-      r[q] = begin[q] < end[q] ? __ldg(rows + begin[q]) : -1;
+    ShortBagItems it;
+    locate_short_bag_items(offsets, rows, first, stride, items, cols, it);
     float acc[kShortBagItems];
 #pragma unroll
     for (int q = 0; q < kShortBagItems; ++q)
-      acc[q] = r[q] >= 0 ? 0.f + ldg1(values + r[q] * cols.divisor + c[q]) : 0.f;
+      acc[q] = it.first_row[q] >= 0
+                   ? 0.f + ldg1(values + it.first_row[q] * cols.divisor + it.part[q])
+                   : 0.f;
 #pragma unroll
     for (int q = 0; q < kShortBagItems; ++q) {
       const std::uint32_t i = first + q * stride;
       if (i >= items) continue;
-      std::int64_t e = begin[q] + 1;
+      std::int64_t e = it.begin[q] + 1;
       // Two rows in flight: their loads do not wait on each other.
-      for (; e + 1 < end[q]; e += 2) {
+      for (; e + 1 < it.end[q]; e += 2) {
         const std::int64_t r0 = __ldg(rows + e), r1 = __ldg(rows + e + 1);
-        const float v0 = r0 >= 0 ? ldg1(values + r0 * cols.divisor + c[q]) : 0.f;
-        const float v1 = r1 >= 0 ? ldg1(values + r1 * cols.divisor + c[q]) : 0.f;
+        const float v0 = r0 >= 0 ? ldg1(values + r0 * cols.divisor + it.part[q]) : 0.f;
+        const float v1 = r1 >= 0 ? ldg1(values + r1 * cols.divisor + it.part[q]) : 0.f;
         acc[q] += v0;
         acc[q] += v1;
       }
-      if (e < end[q]) {
+      if (e < it.end[q]) {
         const std::int64_t row = __ldg(rows + e);
-        if (row >= 0) acc[q] += ldg1(values + row * cols.divisor + c[q]);
+        if (row >= 0) acc[q] += ldg1(values + row * cols.divisor + it.part[q]);
       }
-      store1_streaming(out + i, acc[q] * bag_scale(scale, bag[q]));
+      store1_streaming(out + i, acc[q] * bag_scale(scale, it.bag[q]));
     }
   }
 }
