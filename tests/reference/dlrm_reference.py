@@ -9,7 +9,8 @@ training loss of every logged iteration with Ember's. Given Ember's final model 
 it also compares the trained weights.
 
 What it mirrors, each point read from Ember's code:
-  * batches: Norm files of the file list in order; with W shards (num_workers), shard w reads files
+  * batches: Norm files of the file list in order; with W shards (num_workers, at most one per
+    file; without it one per file, at most 128), shard w reads files
     w, w+W, ... (wrapping around the list, solver.max_iter repeats the data) and batch i comes
     from shard i mod W; every batch is full and may span files; samples whose Sum checksum
     fails are dropped (data/norm_reader.cpp, data/pipeline.cpp). Labels, dense features and keys
@@ -66,6 +67,7 @@ EMBEDDING_TYPES = (
     "LocalizedSlotSparseEmbeddingOneHot",
 )
 INIT_BOUND = np.float32(0.05)  # EmbeddingConfig::init_bound
+MAX_DEFAULT_SHARDS = 128  # data::kMaxDefaultShards: the shards of a Data layer without num_workers
 U64 = np.uint64
 
 
@@ -157,10 +159,8 @@ class Config:
             raise InputError(f"{path}: the first layer must be a Norm Data layer")
         self.source = source_override or data["source"]
         self.check = str(data.get("check", "None")).lower()
+        # 0: Ember's default, a shard per file (Batches fixes it once it has the file list).
         self.num_workers = int(data.get("num_workers", 0))
-        if self.num_workers <= 0:
-            raise InputError(f"{path}: set the Data layer's num_workers (the batch order depends "
-                             "on it; Ember's default depends on the machine)")
         self.label_top = data["label"]["top"]
         self.label_dim = int(data["label"]["label_dim"])
         self.dense_top = data["dense"]["top"] if "dense" in data else None
@@ -286,7 +286,12 @@ class Batches:
         self.cfg = cfg
         self.files = read_file_list(cfg.source)
         self.cache = {}
-        W = cfg.num_workers
+        # Ember's shards (data/pipeline.cpp, choose_shards): num_workers, at most one per file;
+        # by default one per file, at most MAX_DEFAULT_SHARDS.
+        n = len(self.files)
+        asked = cfg.num_workers if cfg.num_workers > 0 else MAX_DEFAULT_SHARDS
+        self.shards = max(1, min(asked, n))
+        W = self.shards
         # Worker w's position: (k-th file of its shard, sample within it).
         self.cursor = [[0, 0] for _ in range(W)]
         self.next_batch = 0
@@ -300,7 +305,7 @@ class Batches:
         return self.cache[index]
 
     def next(self):
-        cfg, W, n = self.cfg, self.cfg.num_workers, len(self.files)
+        cfg, W, n = self.cfg, self.shards, len(self.files)
         w = self.next_batch % W
         self.next_batch += 1
         cursor = self.cursor[w]

@@ -7,12 +7,15 @@
 #
 #   tests/reference/run_reference_check.sh [--build DIR | --ember PATH] [--device cpu|cuda|both|auto]
 #       [--iterations N] [--samples N] [--data DIR] [--work DIR] [--config FILE] [--keep]
-#       [--precision f32|f16|bf16]
+#       [--precision f32|f16|bf16] [--files N] [--default-shards]
 #       [--python-module DIR]
 #
 # --device auto (the default) checks the CPU, and CUDA too when nvidia-smi lists a GPU.
 # --precision f16|bf16: Ember trains with "mixed_precision" in that dtype (CUDA only), PyTorch
 # under torch.autocast in the same dtype with the same static loss scale (1024).
+# --files N: the generated training data in N files (2 by default). --default-shards: the Data
+# layer's num_workers is taken out of the configuration, so that Ember reads with its default
+# shards (one per file) and the reference must follow the same rule.
 # Exit status: 0 all comparisons agree, 1 a mismatch, 2 a usage or setup error, 77 skipped
 # (no Python with PyTorch and numpy; CTest reports that as skipped).
 set -euo pipefail
@@ -30,8 +33,10 @@ config="$here/dlrm_small.json"
 keep=0
 precision=f32
 module=""
+files=2
+default_shards=0
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -44,6 +49,8 @@ while [ $# -gt 0 ]; do
     --config) config=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --precision) precision=$2; shift 2 ;;
+    --files) files=$2; shift 2 ;;
+    --default-shards) default_shards=1; shift ;;
     --python-module) module=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run_reference_check: unknown argument '$1'" >&2; usage ;;
@@ -116,11 +123,23 @@ if [ -z "$work" ]; then
 fi
 mkdir -p "$work"
 cd "$work"
+if [ "$default_shards" = 1 ]; then
+  "$python" - "$config" "$work/config.json" <<'PY'
+import json, sys
+with open(sys.argv[1]) as f:
+    root = json.load(f)
+root["layers"][0].pop("num_workers", None)
+with open(sys.argv[2], "w") as f:
+    json.dump(root, f, indent=2)
+PY
+  config="$work/config.json"
+fi
 if [ -z "$data" ]; then
   data="$work/reference-data"
   rm -rf "$data"
-  # Two training files: the 200 batches wrap around the data and cross file boundaries.
-  "$ember" datagen --like "$config" --out "$data" --samples "$samples" --files 2 \
+  # Two training files by default: the 200 batches wrap around the data and cross file
+  # boundaries.
+  "$ember" datagen --like "$config" --out "$data" --samples "$samples" --files "$files" \
     --eval-samples 512 --seed 5 --threads 2 >/dev/null
 fi
 source_list="$data/train.txt"
