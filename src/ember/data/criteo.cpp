@@ -194,6 +194,21 @@ class LineScanner {
   std::uint64_t total_bytes_ = 0;
 };
 
+// A record's dense features as Norm and Parquet store them (criteo_dense_transform).
+std::array<float, kCriteoDense> transformed_dense(const CriteoRecord& r) {
+  std::array<float, kCriteoDense> dense{};
+  for (std::size_t j = 0; j < dense.size(); ++j)
+    dense[j] = criteo_dense_transform(r.dense[j]);
+  return dense;
+}
+
+// Every Criteo slot holds one key.
+constexpr std::array<std::int32_t, kCriteoCategorical> kOneKeyPerSlot = [] {
+  std::array<std::int32_t, kCriteoCategorical> a{};
+  a.fill(1);
+  return a;
+}();
+
 // Norm or Raw output of one split, rolling Norm files every samples_per_file samples.
 class SplitWriter {
  public:
@@ -227,16 +242,8 @@ class SplitWriter {
             path, NormWriterOptions{o_.check, o_.key_type, 1, kCriteoDense, kCriteoCategorical});
       }
       const float label = static_cast<float>(r.label);
-      std::array<float, kCriteoDense> dense{};
-      for (int j = 0; j < kCriteoDense; ++j) {
-        dense[static_cast<std::size_t>(j)] =
-            criteo_dense_transform(r.dense[static_cast<std::size_t>(j)]);
-      }
-      static const std::array<std::int32_t, kCriteoCategorical> ones = [] {
-        std::array<std::int32_t, kCriteoCategorical> a{};
-        a.fill(1);
-        return a;
-      }();
+      const auto dense = transformed_dense(r);
+      const auto& ones = kOneKeyPerSlot;
       if (o_.key_type == DType::U32) {
         std::array<std::uint32_t, kCriteoCategorical> keys{};
         for (std::size_t s = 0; s < keys.size(); ++s) {
@@ -296,16 +303,8 @@ class SplitWriter {
       parquet_ = std::make_unique<parquet::ParquetWriter>(path, parquet_options());
     }
     const float label = static_cast<float>(r.label);
-    std::array<float, kCriteoDense> dense{};
-    for (int j = 0; j < kCriteoDense; ++j) {
-      dense[static_cast<std::size_t>(j)] =
-          criteo_dense_transform(r.dense[static_cast<std::size_t>(j)]);
-    }
-    static const std::array<std::int32_t, kCriteoCategorical> ones = [] {
-      std::array<std::int32_t, kCriteoCategorical> a{};
-      a.fill(1);
-      return a;
-    }();
+    const auto dense = transformed_dense(r);
+    const auto& ones = kOneKeyPerSlot;
     std::array<std::int64_t, kCriteoCategorical> keys{};
     for (std::size_t s = 0; s < keys.size(); ++s)
       keys[s] = ids[s];
