@@ -231,6 +231,44 @@ TEST_F(RobustCli, ACheckpointOfAnotherNetworkIsRefused) {
   EXPECT_THAT(file.err, Not(HasSubstr("does not exist")));
 }
 
+TEST_F(RobustCli, AMissingTrainingSourceSaysHowToMakeOne) {
+  // The sample configuration as a new user first runs it: from a directory without its data.
+  fs::create_directories(dir_ / "new");
+  const std::string in_new = "cd " + q(dir_ / "new") + " && \"$EMBER\" ";
+  const std::string quick =
+      " --device cpu --no-progress --set solver.max_iter=3 --set solver.batchsize=256"
+      " --set solver.batchsize_eval=256 --set solver.eval_interval=0";
+  const Outcome first = shell(in_new + "train '" + config() + "'" + quick, dir_);
+  EXPECT_EQ(first.status, 1);
+  const std::string advice = "ember datagen --like " + config() + " --out ./demo-data";
+  EXPECT_THAT(first.err, HasSubstr("file list './demo-data/train.txt' does not exist; to train on "
+                                   "synthetic data of this model's shape, make it first: " +
+                                   advice));
+  // The advice works (with fewer samples, to be quick).
+  const Outcome made =
+      shell(in_new + "datagen --like '" + config() + "' --out ./demo-data --samples 3000", dir_);
+  ASSERT_EQ(made.status, 0) << made.err;
+  const Outcome then = shell(in_new + "train '" + config() + "'" + quick, dir_);
+  EXPECT_EQ(then.status, 0) << then.err;
+  EXPECT_THAT(then.out, HasSubstr("done iter=3"));
+  // A source outside datagen's layout: the flags that point the run at generated data.
+  const Outcome other = ember(
+      "train '" + config() + "'" + quick + " --set layers.data.source=" + q(dir_ / "x.txt"), dir_);
+  EXPECT_EQ(other.status, 1);
+  EXPECT_THAT(other.err, HasSubstr("' does not exist; to train on synthetic data of this model's "
+                                   "shape: ember datagen --like " +
+                                   config() +
+                                   " --out DIR, then --set layers.data.source=DIR/train.txt "
+                                   "--set layers.data.eval_source=DIR/eval.txt"));
+  // A training source that exists gets no advice, whatever else is wrong with the data.
+  const Outcome bad = ember(
+      train_args("--set solver.max_iter=3 --set layers.data.eval_source=" + q(dir_ / "none.txt")),
+      dir_);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_THAT(bad.err, HasSubstr("none.txt' does not exist"));
+  EXPECT_THAT(bad.err, Not(HasSubstr("datagen")));
+}
+
 TEST_F(RobustCli, CpuRanksMustBePositive) {
   for (const char* ranks : {"0", "-2", "65"}) {
     const Outcome o =

@@ -9,6 +9,7 @@
 
 #include "ember/cli/commands.hpp"
 #include "ember/cli/session_flags.hpp"
+#include "ember/core/error.hpp"
 #include "ember/core/log.hpp"
 #include "ember/distributed/process_world.hpp"
 #include "ember/train/checkpoint_recovery.hpp"
@@ -82,6 +83,46 @@ void check_outputs(const TrainFlags& f, const train::ModelConfig& config, const 
   }
 }
 
+// Where `ember datagen --out DIR` puts a split's source ("train", "eval") in a format.
+fs::path datagen_source(const fs::path& dir, data::DataFormat format, const std::string& split) {
+  switch (format) {
+    case data::DataFormat::Raw:
+      return dir / (split + ".bin");
+    case data::DataFormat::Parquet:
+      return dir / split / "_file_list.txt";
+    default:
+      return dir / (split + ".txt");
+  }
+}
+
+// A first run of a sample configuration names a dataset that is not there yet: the error says
+// how to make one of the model's shape ("" when the training source exists).
+std::string missing_source_hint(const train::ModelConfig& config, const std::string& config_path) {
+  const data::DataConfig& d = config.data;
+  std::error_code err;
+  if (d.source.empty() || fs::exists(d.source, err)) return "";
+  const std::string raw_note =
+      d.format == data::DataFormat::Raw
+          ? cat(" (for Raw it writes the Data layer's num_samples, ", d.num_samples,
+                "; for fewer, add --samples N and --set layers.data.num_samples=N)")
+          : std::string();
+  // The source in datagen's layout under some DIR: then --out DIR writes exactly it.
+  const fs::path given(d.source);
+  for (fs::path dir = given.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (datagen_source(dir, d.format, "train") == given) {
+      return cat(
+          "; to train on synthetic data of this model's shape, make it first: ember datagen "
+          "--like ",
+          config_path, " --out ", dir.string(), raw_note);
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  return cat("; to train on synthetic data of this model's shape: ember datagen --like ",
+             config_path, " --out DIR", raw_note,
+             ", then --set layers.data.source=", datagen_source("DIR", d.format, "train").string(),
+             " --set layers.data.eval_source=", datagen_source("DIR", d.format, "eval").string());
+}
+
 void print_done(const train::TrainResult& r) {
   std::cout << "done iter=" << r.iterations;
   if (r.last_loss) std::cout << " loss=" << *r.last_loss;
@@ -106,6 +147,7 @@ void run(const TrainFlags& f) {
   o.append_metrics = !f.resume.empty();
   o.stop_requested = &stop_requested;
   const std::string config_path = f.session.config;
+  const std::string hint = missing_source_hint(config, config_path);
   train::Session session(std::move(config), o);
   if (!f.resume.empty()) {
     session.load(f.resume);
@@ -116,7 +158,15 @@ void run(const TrainFlags& f) {
     std::cout << "initial model written to " << f.export_initial << std::endl;
   }
   InterruptHandler interrupts;
-  const train::TrainResult r = session.train();
+  // The training source is opened here, by the training loop.
+  const train::TrainResult r = [&] {
+    try {
+      return session.train();
+    } catch (const DataError& e) {
+      if (hint.empty()) throw;
+      throw DataError(cat(e.what(), hint), e.where());
+    }
+  }();
   if (r.interrupted) {
     std::cout << "stopped by Ctrl-C at iter=" << r.iterations << "; the model is in "
               << r.interrupt_snapshot.string() << " (continue with: ember train " << config_path

@@ -54,7 +54,8 @@ struct DataConfig {
   std::string source;
   std::string eval_source;
   CheckMode check = CheckMode::None;
-  // Reader threads; 0 means the pipeline's default (min(cores, files)).
+  // Reader shards, one thread each (HugeCTR's reader workers); 0: the pipeline's default, a
+  // shard per file (at most 128) and threads by the machine's cores (docs/data.md, "Shards").
   int num_workers = 0;
   // HugeCTR's cache_eval_data: false/0 off, true (-1) the whole evaluation set, N batches: the
   // evaluation batches are kept (on the training devices) after the first evaluation and used
