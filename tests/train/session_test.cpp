@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ember/core/device.hpp"
 #include "ember/core/error.hpp"
 #include "ember/data/auc.hpp"
 #include "ember/train/checkpoint.hpp"
@@ -249,6 +250,48 @@ TEST(Session, ModelErrorsAtBuildTimeNameTheLayerAndShapes) {
   // The batch must split evenly over the ranks.
   EXPECT_THROW(Session(tiny_config(sample_config("dlrm"), *data, 250, 1), quiet_options("", 3)),
                ConfigError);
+}
+
+// --gpus and --cpu-ranks choose the device over the solver's, and contradicting flags are refused:
+// no request is dropped without a word (before, --gpus on a machine without a GPU trained on the
+// CPU, and --cpu-ranks on a GPU machine trained on the GPU).
+TEST(Session, GpusOrCpuRanksChooseTheDeviceAndContradictionsAreRefused) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 2000);
+  auto solver_cuda = tiny_config(json, *data, 256, 1);
+  solver_cuda.solver.device = "cuda";
+  {
+    // CPU ranks asked for, the solver says cuda: the CPU ranks.
+    Session s(solver_cuda, quiet_options("", 2));
+    EXPECT_EQ(s.ranks(), 2);
+    EXPECT_EQ(s.describe_devices(), "cpu x2");
+  }
+  const auto refused = [&](SessionOptions o, const std::string& words) {
+    try {
+      Session s(tiny_config(json, *data, 256, 1), o);
+      ADD_FAILURE() << "no error; expected: " << words;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  SessionOptions gpus_on_cpu = quiet_options("cpu");
+  gpus_on_cpu.gpus = {0};
+  refused(gpus_on_cpu, "GPUs were asked for (--gpus) on the CPU (--device cpu)");
+  refused(quiet_options("cuda", 2),
+          "2 CPU rank(s) were asked for (--cpu-ranks) on the GPU (--device cuda)");
+  SessionOptions both = quiet_options("", 2);
+  both.gpus = {0, 1};
+  refused(both, "both GPUs (2) and 2 CPU rank(s) were asked for");
+  // GPUs asked for with no device named: the GPU, or an error where there is none.
+  SessionOptions gpus = quiet_options("");
+  gpus.gpus = {0};
+  auto solver_cpu = tiny_config(json, *data, 256, 1);  // its solver says cpu
+  if (cuda_available()) {
+    Session s(solver_cpu, gpus);
+    EXPECT_EQ(s.describe_devices(), "cuda:0");
+  } else {
+    EXPECT_THROW(Session(solver_cpu, gpus), Error);
+  }
 }
 
 }  // namespace

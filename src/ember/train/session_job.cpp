@@ -11,10 +11,30 @@ namespace {
 
 std::vector<Place> choose_places(const ModelConfig& c, const SessionOptions& o,
                                  const distributed::ProcessWorld& world) {
-  std::string device = !o.device.empty() ? o.device : c.solver.device;
-  if (device.empty()) device = cuda_available() ? "cuda" : "cpu";
-  if (device != "cpu" && device != "cuda") {
-    EMBER_THROW_AS(ConfigError, "unknown device '", device, "' (expected cpu or cuda)");
+  for (const std::string& d : {o.device, c.solver.device}) {
+    if (!d.empty() && d != "cpu" && d != "cuda")
+      EMBER_THROW_AS(ConfigError, "unknown device '", d, "' (expected cpu or cuda)");
+  }
+  // GPUs or CPU ranks asked for by the caller (--gpus, --cpu-ranks) choose the device over the
+  // solver's, and contradict a device the caller names: none of them is dropped without a word.
+  if (!o.gpus.empty() && o.cpu_ranks > 0) {
+    EMBER_THROW_AS(ConfigError, "both GPUs (", o.gpus.size(), ") and ", o.cpu_ranks,
+                   " CPU rank(s) were asked for (--gpus and --cpu-ranks); give one of them");
+  }
+  if (o.device == "cpu" && !o.gpus.empty()) {
+    EMBER_THROW_AS(ConfigError, "GPUs were asked for (--gpus) on the CPU (--device cpu)");
+  }
+  if (o.device == "cuda" && o.cpu_ranks > 0) {
+    EMBER_THROW_AS(ConfigError, o.cpu_ranks,
+                   " CPU rank(s) were asked for (--cpu-ranks) on the GPU (--device cuda)");
+  }
+  std::string device = o.device;
+  if (device.empty()) {
+    device = !o.gpus.empty()            ? "cuda"
+             : o.cpu_ranks > 0          ? "cpu"
+             : !c.solver.device.empty() ? c.solver.device
+             : cuda_available()         ? "cuda"
+                                        : "cpu";
   }
   std::vector<Place> places;
   if (device == "cuda") {
