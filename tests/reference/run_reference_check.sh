@@ -79,7 +79,7 @@ fi
 # The module beside the executable (<build>/python) unless told where it is.
 [ -n "$module" ] || module="$(cd "$(dirname "$ember")" && pwd)/python"
 driver="ember command"
-if [ -d "$module" ] && PYTHONPATH="$module" "$python" -c 'import ember' >/dev/null 2>&1; then
+if [ -d "$module" ] && PYTHONPATH="$module" "$python" -c 'import ember; ember.Session' >/dev/null 2>&1; then
   driver="Python module $module"
 else
   module=""
