@@ -276,12 +276,13 @@ TEST(Session, GpusOrCpuRanksChooseTheDeviceAndContradictionsAreRefused) {
   };
   SessionOptions gpus_on_cpu = quiet_options("cpu");
   gpus_on_cpu.gpus = {0};
-  refused(gpus_on_cpu, "GPUs were asked for (--gpus) on the CPU (--device cpu)");
+  refused(gpus_on_cpu, "GPUs (--gpus / gpus=) were asked for on the CPU (--device / device= cpu)");
   refused(quiet_options("cuda", 2),
-          "2 CPU rank(s) were asked for (--cpu-ranks) on the GPU (--device cuda)");
+          "2 CPU rank(s) (--cpu-ranks / cpu_ranks=) were asked for on the GPU (--device / device= "
+          "cuda)");
   SessionOptions both = quiet_options("", 2);
   both.gpus = {0, 1};
-  refused(both, "both GPUs (2) and 2 CPU rank(s) were asked for");
+  refused(both, "both GPUs (2, --gpus / gpus=) and 2 CPU rank(s)");
   // GPUs asked for with no device named: the GPU, or an error where there is none.
   SessionOptions gpus = quiet_options("");
   gpus.gpus = {0};

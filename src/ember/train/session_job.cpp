@@ -18,15 +18,17 @@ std::vector<Place> choose_places(const ModelConfig& c, const SessionOptions& o,
   // GPUs or CPU ranks asked for by the caller (--gpus, --cpu-ranks) choose the device over the
   // solver's, and contradict a device the caller names: none of them is dropped without a word.
   if (!o.gpus.empty() && o.cpu_ranks > 0) {
-    EMBER_THROW_AS(ConfigError, "both GPUs (", o.gpus.size(), ") and ", o.cpu_ranks,
-                   " CPU rank(s) were asked for (--gpus and --cpu-ranks); give one of them");
+    EMBER_THROW_AS(ConfigError, "both GPUs (", o.gpus.size(), ", --gpus / gpus=) and ", o.cpu_ranks,
+                   " CPU rank(s) (--cpu-ranks / cpu_ranks=) were asked for; give one of them");
   }
   if (o.device == "cpu" && !o.gpus.empty()) {
-    EMBER_THROW_AS(ConfigError, "GPUs were asked for (--gpus) on the CPU (--device cpu)");
+    EMBER_THROW_AS(ConfigError,
+                   "GPUs (--gpus / gpus=) were asked for on the CPU (--device / device= cpu)");
   }
   if (o.device == "cuda" && o.cpu_ranks > 0) {
     EMBER_THROW_AS(ConfigError, o.cpu_ranks,
-                   " CPU rank(s) were asked for (--cpu-ranks) on the GPU (--device cuda)");
+                   " CPU rank(s) (--cpu-ranks / cpu_ranks=) were asked for on the GPU (--device / "
+                   "device= cuda)");
   }
   std::string device = o.device;
   if (device.empty()) {
