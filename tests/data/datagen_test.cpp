@@ -178,6 +178,64 @@ TEST(Datagen, RawFormatRoundTripsThroughTheRawReader) {
   EXPECT_THROW(generate_dataset(o), ConfigError);
 }
 
+// HugeCTR's Raw default stores label and dense as int32 (dense as counts v, read as log(v + 1)):
+// the same draws read back as from the f32 file, the dense values within a float's rounding.
+TEST(Datagen, RawInt32LabelDenseReadsAsTheFloatFile) {
+  testing::ScratchDir a, b;
+  DatagenOptions o = small_options(a.path());
+  o.format = DataFormat::Raw;
+  o.nnz_max = 1;
+  o.samples = 1023;
+  o.eval_samples = 7;
+  const DatasetDescription floats = generate_dataset(o);
+  o.out_dir = b.path().string();
+  o.float_label_dense = false;
+  const DatasetDescription ints = generate_dataset(o);
+  EXPECT_TRUE(floats.float_label_dense);
+  EXPECT_FALSE(ints.float_label_dense);
+  EXPECT_FALSE(ints.data_config().float_label_dense);
+  for (DataSplit split : {DataSplit::Train, DataSplit::Eval}) {
+    const auto want = datatest::read_split(floats, split, DType::U32);
+    const auto got = datatest::read_split(ints, split, DType::U32);
+    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(got.size(), split == DataSplit::Train ? 1023u : 7u);
+    std::int64_t nonzero = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].label, want[i].label) << "sample " << i;
+      EXPECT_EQ(got[i].slots, want[i].slots) << "sample " << i;
+      ASSERT_EQ(got[i].dense.size(), want[i].dense.size());
+      for (std::size_t j = 0; j < got[i].dense.size(); ++j) {
+        EXPECT_NEAR(got[i].dense[j], want[i].dense[j], 1e-6f * std::max(1.f, want[i].dense[j]))
+            << "sample " << i << ", dense " << j;
+        nonzero += want[i].dense[j] != 0;
+      }
+    }
+    EXPECT_GT(nonzero, 0);
+  }
+}
+
+TEST(Datagen, LikeARawConfigTakesItsSampleCountsAndLabelDenseType) {
+  auto config = nlohmann::json::parse(R"({
+    "layers": [
+      {"name": "data", "type": "Data", "format": "Raw", "source": "t.bin", "eval_source": "e.bin",
+       "num_samples": 65537, "eval_num_samples": 7, "check": "None",
+       "slot_size_array": [3, 5],
+       "label": {"top": "label", "label_dim": 1}, "dense": {"top": "dense", "dense_dim": 13},
+       "sparse": [{"top": "data1", "type": "LocalizedSlot", "max_feature_num_per_sample": 2,
+                   "max_nnz": 1, "slot_num": 2}]}
+    ]})");
+  DatagenOptions o;
+  apply_model_config(config, "kaggle.json", o);
+  EXPECT_EQ(o.format, DataFormat::Raw);
+  EXPECT_EQ(o.samples, 65537);
+  EXPECT_EQ(o.eval_samples, 7);
+  EXPECT_FALSE(o.float_label_dense);  // HugeCTR's default: int32 label and dense
+  config["layers"][0]["float_label_dense"] = true;
+  DatagenOptions f;
+  apply_model_config(config, "kaggle.json", f);
+  EXPECT_TRUE(f.float_label_dense);
+}
+
 TEST(Datagen, LikeTakesTheShapeFromAModelConfig) {
   const auto config = nlohmann::json::parse(R"({
     "solver": {"input_key_type": "I64", "batchsize": 512},

@@ -24,7 +24,8 @@ struct DatagenFlags {
   std::string out, like;
   std::int64_t samples = 0, eval_samples = 0, slots = 0, dense_dim = 0, label_dim = 0;
   int files = 0, eval_files = 0, nnz_min = 0, nnz_max = 0, threads = 0, teacher_dim = 0;
-  std::string slots_per_input, format, check, key_type, vocab, compression, parquet_keys;
+  std::string slots_per_input, format, check, key_type, vocab, compression, parquet_keys,
+      raw_label_dense;
   std::uint64_t seed = 0;
   double alpha = 0, key_std = 0, interaction_std = 0, dense_std = 0, mean_logit = 0, tail_decay = 0;
   std::vector<std::pair<CLI::Option*, std::function<void(data::DatagenOptions&)>>> setters;
@@ -78,6 +79,13 @@ void add_datagen_command(CLI::App& app) {
           ->check(CLI::IsMember({"norm", "raw", "parquet"}))
           ->default_val("norm"),
       [p](auto& o) { o.format = data::parse_data_format(p->format, "--format"); });
+  add(cmd->add_option("--raw-label-dense", f->raw_label_dense,
+                      "Raw label and dense columns: float (float_label_dense) or int32 (HugeCTR's "
+                      "default: dense counts v, read as log(v + 1)); --like takes the Data "
+                      "layer's float_label_dense")
+          ->check(CLI::IsMember({"float", "int32"}))
+          ->default_val(defaults.float_label_dense ? "float" : "int32"),
+      [p](auto& o) { o.float_label_dense = p->raw_label_dense == "float"; });
   add(cmd->add_option("--compression", f->compression, "Parquet pages: none, snappy or zstd")
           ->check(CLI::IsMember({"none", "snappy", "zstd", "gzip"}))
           ->default_val(data::parquet::default_write_codec() == data::parquet::Codec::Snappy

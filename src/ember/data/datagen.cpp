@@ -213,7 +213,7 @@ class Generator {
   std::string write_raw(int split, const std::string& name, std::int64_t samples,
                         SplitResult& result) {
     const std::string path = output_path(o_.out_dir, name);
-    RawWriter w(path, o_.label_dim, o_.dense_dim, o_.total_slots(), true);
+    RawWriter w(path, o_.label_dim, o_.dense_dim, o_.total_slots(), o_.float_label_dense);
     const std::int64_t block = 65536;
     const std::int64_t blocks = (samples + block - 1) / block;
     const auto ld = static_cast<std::size_t>(o_.label_dim + o_.dense_dim);
@@ -243,14 +243,28 @@ class Generator {
         }
         result.positives.fetch_add(positives);
       });
+      std::vector<std::int32_t> as_int32(ld);
       for (const Block& b : out) {
         const std::size_t n = slots == 0 ? b.label_dense.size() / std::max<std::size_t>(ld, 1)
                                          : b.keys.size() / slots;
         for (std::size_t i = 0; i < n; ++i) {
           const float* p = b.label_dense.data() + i * ld;
-          w.write(std::span<const float>(p, static_cast<std::size_t>(o_.label_dim)),
-                  std::span<const float>(p + o_.label_dim, static_cast<std::size_t>(o_.dense_dim)),
-                  std::span<const std::int32_t>(b.keys.data() + i * slots, slots));
+          const std::span<const std::int32_t> keys(b.keys.data() + i * slots, slots);
+          const auto label_dim = static_cast<std::size_t>(o_.label_dim);
+          if (o_.float_label_dense) {
+            w.write(std::span<const float>(p, label_dim),
+                    std::span<const float>(p + label_dim, ld - label_dim), keys);
+            continue;
+          }
+          // The drawn dense values are log(v + 1) of integer counts v: stored as v, they read
+          // back as drawn (within a float's rounding).
+          for (std::size_t j = 0; j < ld; ++j) {
+            const double v = j < label_dim ? p[j] : std::expm1(static_cast<double>(p[j]));
+            as_int32[j] = static_cast<std::int32_t>(
+                std::clamp<double>(std::round(v), 0, std::numeric_limits<std::int32_t>::max()));
+          }
+          w.write(std::span<const std::int32_t>(as_int32.data(), label_dim),
+                  std::span<const std::int32_t>(as_int32.data() + label_dim, ld - label_dim), keys);
         }
       }
     }
@@ -322,7 +336,7 @@ DatasetDescription generate_dataset(const DatagenOptions& o) {
   d.train.samples = o.samples;
   d.eval.samples = eval_samples;
   if (o.format == DataFormat::Raw) {
-    d.float_label_dense = true;
+    d.float_label_dense = o.float_label_dense;
     d.train.files = {gen.write_raw(0, "train.bin", o.samples, train)};
     d.eval.files = {gen.write_raw(1, "eval.bin", eval_samples, eval)};
   } else if (o.format == DataFormat::Parquet) {
@@ -407,6 +421,7 @@ void apply_model_config(const nlohmann::json& config, const std::string& where, 
     o.nnz_min = o.nnz_max = 1;
     o.samples = dc.num_samples;
     o.eval_samples = dc.eval_num_samples > 0 ? dc.eval_num_samples : -1;
+    o.float_label_dense = dc.float_label_dense;
   }
   if (config.contains("solver")) {
     // Only the key type is taken from the solver: the reader is not finished.

@@ -31,6 +31,9 @@ struct DatagenOptions {
   std::int64_t dense_dim = 13;
   std::int64_t label_dim = 1;
   DataFormat format = DataFormat::Norm;
+  // Raw: label and dense columns as f32; false: as HugeCTR's default int32 (labels 0/1, dense
+  // counts v that the reader turns into log(v + 1), the values the generator draws).
+  bool float_label_dense = true;
   CheckMode check = CheckMode::Sum;
   DType key_type = DType::U32;
   parquet::Codec compression = parquet::default_write_codec();        // Parquet pages
@@ -56,7 +59,8 @@ struct DatagenOptions {
 DatasetDescription generate_dataset(const DatagenOptions& options);
 
 // Takes the shape from a HugeCTR model configuration (`ember datagen --like config.json`): the
-// Data layer's dims, sparse inputs, check, format and (Raw) sample counts; the key type from
+// Data layer's dims, sparse inputs, check, format and (Raw) sample counts and float_label_dense;
+// the key type from
 // solver.input_key_type; vocabulary sizes from the Data layer's or the embeddings'
 // slot_size_array (or, failing those, a share of max_vocabulary_size_per_gpu). `where` names
 // the config in messages.
