@@ -197,7 +197,7 @@ int run(const Args& a, const fs::path& dir) {
   if (gpu) {  // Raw, as bench_train
     d["source"] = desc.train.files.front();
     d["num_samples"] = o.samples;
-    d["float_label_dense"] = true;
+    d["float_label_dense"] = desc.float_label_dense;
   } else {
     d["source"] = desc.train.file_list;
   }

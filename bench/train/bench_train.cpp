@@ -326,6 +326,7 @@ int run_dlrm(const Args& a, const fs::path& dir) {
   const std::int64_t iterations = a.warmup + a.iters;
   data::DatagenOptions o;
   data::apply_model_config(base, path.string(), o);
+  o.float_label_dense = true;  // the PyTorch peer reads f32 label and dense; the config says so
   o.out_dir = (dir / "kaggle").string();
   o.files = 16;  // one per reader thread, as for the other models
   o.samples = batch * (iterations + 2);
@@ -477,6 +478,7 @@ void run_other_model(const Args& a, const fs::path& dir, const std::string& name
   // The same samples as Raw (one key per slot), which the peer reads without parsing Norm.
   data::DatagenOptions raw = o;
   raw.format = data::DataFormat::Raw;
+  raw.float_label_dense = true;  // as the peer reads it
   raw.out_dir = (dir / (name + "-raw")).string();
   const auto raw_desc = generated_dataset(raw);
   double torch_best[2] = {0, 0};  // fp32, mixed (f16 or bf16)

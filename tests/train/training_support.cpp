@@ -84,7 +84,7 @@ ModelConfig tiny_config(nlohmann::json config, const TinyDataset& data, std::int
   if (data.raw) {
     config["layers"][0]["num_samples"] = data.train_samples;
     config["layers"][0]["eval_num_samples"] = data.eval_samples;
-    // datagen writes Raw labels and dense features as floats (HugeCTR reads int32 by default).
+    // What datagen wrote: the configuration's own float_label_dense (int32 by default).
     config["layers"][0]["float_label_dense"] = data.float_label_dense;
   }
   auto& s = config["solver"];
