@@ -350,6 +350,34 @@ TEST(SessionRobustness, OptimizerStateFilesAreLoadedAsTheModelFilesAre) {
                           DataError, "no 'adam_v' file");
 }
 
+// HugeCTR's DCN and DeepFM samples name a dense model (./criteo.model) that only its --model-init
+// step writes; HugeCTR trains from the initialisers when the file is missing, and so does Ember
+// (with a warning). A file that is there must fit the model.
+TEST(SessionRobustness, AMissingDenseModelFileStartsFromTheInitialisersAsInHugeCtr) {
+  const auto json = sample_config("dlrm");
+  auto data = make_dataset(json, 4000);
+  ember::testing::ScratchDir dir;
+  const std::vector<double> plain = [&] {
+    Session a(tiny_config(json, *data, 256, 5), quiet_options("", 1));
+    return losses_of(a.train());
+  }();
+  for (int ranks : {1, 2}) {
+    Session b(tiny_config(json, *data, 256, 5,
+                          {"solver.dense_model_file=" + (dir / "criteo.model").string()}),
+              quiet_options("", ranks));
+    const std::vector<double> losses = losses_of(b.train());
+    ASSERT_EQ(losses.size(), plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i)
+      EXPECT_NEAR(losses[i], plain[i], 1e-5 * std::fabs(plain[i])) << ranks << " ranks, " << i;
+  }
+  std::ofstream(dir / "short.model") << "12345678";
+  EMBER_EXPECT_THROW_WITH(
+      Session(tiny_config(json, *data, 256, 5,
+                          {"solver.dense_model_file=" + (dir / "short.model").string()}),
+              quiet_options("", 1)),
+      DataError, "has 8 bytes; this model's dense weights need");
+}
+
 TEST(SessionRobustness, AMetricsLogThatCannotBeWrittenEndsTheRun) {
   const auto json = sample_config("dlrm");
   auto data = make_dataset(json, 2000);

@@ -44,6 +44,34 @@ data::DataSourceOptions data_source_options(const Replica& replica) {
   return o;
 }
 
+// HugeCTR's own samples (DCN, DeepFM) name a dense model, ./criteo.model, that its --model-init
+// step wrote; HugeCTR reports that it cannot open a missing one and trains from the initialisers.
+// So does Ember, with a warning, when every process of the job lacks the file: replicas of one
+// model must start alike. A file that exists must still fit the model (Replica::load_model_files).
+void start_without_missing_dense_model(SolverConfig& s, const SessionJob& job) {
+  if (s.dense_model_file.empty()) return;
+  std::error_code err;
+  const std::int64_t missing = fs::exists(s.dense_model_file, err) ? 0 : 1;
+  if (job.multi_process) {
+    const std::vector<std::int64_t> all = distributed::all_gather_processes({missing});
+    for (std::size_t p = 0; p < all.size(); ++p) {
+      if (all[p] != missing) {
+        EMBER_THROW_AS(ConfigError, "solver.dense_model_file ", s.dense_model_file,
+                       missing != 0 ? " does not exist here but does for process "
+                                    : " exists here but not for process ",
+                       p, ": every process must start from the same dense weights");
+      }
+    }
+  }
+  if (missing == 0) return;
+  EMBER_LOG_WARN(
+      "solver.dense_model_file {} does not exist (looked from {}): the dense weights start from "
+      "the initialisers, as HugeCTR does when it cannot open the file (remove the key to start "
+      "so without this warning; a checkpoint's dense.model is such a file)",
+      s.dense_model_file, fs::current_path(err).string());
+  s.dense_model_file.clear();
+}
+
 std::string format_number(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
@@ -97,6 +125,7 @@ Session::Session(ModelConfig config, SessionOptions options)
     o.eval_rows = (s.batchsize_eval + ranks - 1) / ranks;
     m.replicas[static_cast<std::size_t>(r)] = std::make_unique<Replica>(config_, o);
   });
+  start_without_missing_dense_model(config_.solver, job);
   if (!s.dense_model_file.empty() || !s.sparse_model_files.empty() ||
       !s.dense_opt_states_file.empty() || !s.sparse_opt_states_files.empty()) {
     m.team->run([&](int r) { m.replicas[static_cast<std::size_t>(r)]->load_model_files(s); });
