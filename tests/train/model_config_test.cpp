@@ -81,6 +81,7 @@ TEST(ModelConfig, AcceptsOlderHugeCtrSpellings) {
   hp["vocabulary_size"] = 10000;
   hp["load_factor"] = 0.75;
   // Keys accepted for compatibility and ignored.
+  layer(c, "sparse_embedding1")["plan_file"] = "./all2all_plan_bi_1.json";
   c["all_reduce"] = {{"algo", "Oneshot"}};
   c["solver"]["cuda_graph"] = true;
   c["optimizer"]["sgd_hparam"] = {{"learning_rate", 1}};
@@ -89,6 +90,20 @@ TEST(ModelConfig, AcceptsOlderHugeCtrSpellings) {
   EXPECT_EQ(m.solver.max_eval_batches, 7);
   EXPECT_FLOAT_EQ(m.optimizer.schedule.base_lr, 0.005f);
   EXPECT_EQ(m.embeddings[0].max_vocabulary_size_per_gpu, 10000);
+}
+
+TEST(ModelConfig, HugeCtrsOlderFormatIsNamedAsSuch) {
+  json c = base_config();
+  c["data"] = {{"source", "./file_list.txt"}, {"eval_source", "./file_list_test.txt"}};
+  try {
+    (void)parse_model_config(c, "criteo_bn.json");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("criteo_bn.json: a top-level \"data\" object is "
+                                         "HugeCTR's older configuration format"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ModelConfig, MixedPrecisionTakesAScalerAndA16BitType) {

@@ -394,7 +394,11 @@ void apply_model_config(const nlohmann::json& config, const std::string& where, 
     }
   }
   if (data_index == layers.size()) {
-    EMBER_THROW_AS(ConfigError, where, ": no layer of type \"Data\"");
+    EMBER_THROW_AS(ConfigError, where, ": no layer of type \"Data\"",
+                   config.contains("data") ? " (its top-level \"data\" object is HugeCTR's older "
+                                             "format; Ember reads v3, where the Data layer is the "
+                                             "first entry of \"layers\")"
+                                           : "");
   }
   const json& layer = layers[data_index];
   const DataConfig dc = parse_data_layer(

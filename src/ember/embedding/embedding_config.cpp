@@ -201,6 +201,13 @@ constexpr IgnoredKey kIgnoredHparamKeys[] = {
     {"load_factor", "tables size their hash slots themselves"},
 };
 
+// Layer keys of HugeCTR's embeddings that mean nothing here.
+constexpr IgnoredKey kIgnoredLayerKeys[] = {
+    {"plan_file",
+     "HugeCTR's all-to-all plan for a localized embedding over several GPUs (its DCN and "
+     "Wide&Deep multi-GPU samples name one); NCCL plans Ember's exchanges"},
+};
+
 // The one tensor name of "bottom" or "top": a string or a list of one string.
 std::string one_name(ConfigReader& r, const char* key) {
   const auto names = r.string_list(key);
@@ -269,6 +276,7 @@ EmbeddingConfig parse_embedding_layer(const nlohmann::json& layer, const SparseI
   read_hparams(hp, c);
   if (auto block = r.optional_object("optimizer")) c.optimizer = optim::parse_optimizer(*block);
   c.storage = read_storage(r);
+  r.ignore(kIgnoredLayerKeys);
   r.finish();
   if (!input.top.empty() && input.top != c.bottom) {
     r.fail("bottom",

@@ -185,6 +185,15 @@ const embedding::EmbeddingConfig* ModelConfig::embedding_reading(
 
 ModelConfig parse_model_config(json root, const std::string& where) {
   normalise_aliases(root);
+  // HugeCTR's first format kept the data reader in a top-level "data" object; v3 (which Ember
+  // reads) made it the first layer. Say so rather than name an unknown key.
+  if (root.is_object() && root.contains("data") && root["data"].is_object()) {
+    EMBER_THROW_AS(ConfigError, where,
+                   ": a top-level \"data\" object is HugeCTR's older configuration format; Ember "
+                   "reads the v3 format, where the data reader is the first entry of \"layers\" "
+                   "(\"type\": \"Data\", with \"source\", \"eval_source\", \"label\", "
+                   "\"dense\" and \"sparse\"; configs/ holds examples)");
+  }
   ConfigReader r(root, where);
   const json& solver = r.raw("solver");
   const json& optimizer = r.raw("optimizer");
