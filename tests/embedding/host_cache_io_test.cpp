@@ -266,5 +266,21 @@ TEST(HostCacheErrors, HostTableLargerThanTheHostNamesTheLayerAndNumbers) {
   EMBER_EXPECT_THROW_WITH(SparseEmbedding(c, o, *comms[0]), OutOfMemoryError, "of host memory but");
 }
 
+// On the CPU a table is in host memory whole: one that cannot be had names its layer and shape
+// (here the one-hot layer, whose host vector of keys is allocated first, at once).
+TEST(HostCacheErrors, ACpuTableLargerThanTheHostNamesTheLayerAndShape) {
+  auto comms = distributed::make_in_process_communicators(1);
+  optim::OptimizerConfig o;
+  EmbeddingConfig onehot;
+  onehot.name = "huge";
+  onehot.type = EmbeddingType::LocalizedSlotOneHot;
+  onehot.vec_size = 128;
+  onehot.slot_num = 2;
+  onehot.slot_size_array = {std::int64_t{1} << 40, 3};  // 2^40 keys: 8 TiB of them alone
+  EMBER_EXPECT_THROW_WITH(SparseEmbedding(onehot, o, *comms[0]), OutOfMemoryError,
+                          "embedding layer 'huge' (rank 0 of 1): the rank's table (1099511627779 "
+                          "rows x 128 f32 values) does not fit on host");
+}
+
 }  // namespace
 }  // namespace ember::embedding

@@ -62,24 +62,43 @@ SparseEmbedding::SparseEmbedding(EmbeddingConfig config, const optim::OptimizerC
                    "keeps its tables there (no host storage): ",
                    storage.log_line);
   }
-  if (is_onehot(config_.type)) {
-    build_onehot_geometry();
-  } else {
-    table_ = std::make_unique<HashTable>(
-        config_.key_dtype, capacity_, place_, 0, where(),
-        "raise workspace_size_per_gpu_in_mb or max_vocabulary_size_per_gpu in its "
-        "sparse_embedding_hparam");
-  }
-  if (storage.location == StorageLocation::Host) make_host_rows(storage);
-  if (!host_rows_) {
-    values_ = Tensor::empty({capacity_, V}, config_.value_dtype, place_);
-    for (int k = 0; k < optimizer_.state_count(); ++k) {
-      Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
-      (k == 0 ? state0_ : state1_) = st;
+  // The allocators know the bytes, not whose they are: a table that does not fit is named.
+  const auto table_does_not_fit = [&](const std::string& why, const std::string& at) {
+    const int states = optimizer_.state_count();
+    return OutOfMemoryError(
+        cat(where(), ": the rank's table (", capacity_, " rows x ", V, " ",
+            dtype_name(config_.value_dtype), " values",
+            states > 0 ? cat(", and ", states, " f32 optimizer state(s) as large") : "",
+            ") does not fit on ", place_, ": ", why),
+        at);
+  };
+  try {
+    if (is_onehot(config_.type)) {
+      build_onehot_geometry();
+    } else {
+      table_ = std::make_unique<HashTable>(
+          config_.key_dtype, capacity_, place_, 0, where(),
+          "raise workspace_size_per_gpu_in_mb or max_vocabulary_size_per_gpu in its "
+          "sparse_embedding_hparam");
     }
-    if (optimizer_.update_type != optim::UpdateType::Local) {
-      last_step_ = Tensor::zeros({capacity_}, DType::I64, place_);
+    if (storage.location == StorageLocation::Host) make_host_rows(storage);
+    if (!host_rows_) {
+      try {
+        values_ = Tensor::empty({capacity_, V}, config_.value_dtype, place_);
+        for (int k = 0; k < optimizer_.state_count(); ++k) {
+          Tensor st = Tensor::full({capacity_, V}, optimizer_.initial_state(k), DType::F32, place_);
+          (k == 0 ? state0_ : state1_) = st;
+        }
+        if (optimizer_.update_type != optim::UpdateType::Local) {
+          last_step_ = Tensor::zeros({capacity_}, DType::I64, place_);
+        }
+      } catch (const OutOfMemoryError& e) {
+        throw table_does_not_fit(e.what(), e.where());
+      }
     }
+  } catch (const std::bad_alloc&) {
+    // Host vectors of the table's keys (the one-hot layer's geometry) or rows.
+    throw table_does_not_fit("out of host memory (std::bad_alloc)", "");
   }
   if (config_.type == EmbeddingType::LocalizedSlotHash) {
     row_slot_ = Tensor::full({capacity_}, -1, DType::I64, place_);
@@ -127,6 +146,9 @@ std::vector<std::int64_t> SparseEmbedding::slot_begin() const {
 void SparseEmbedding::build_onehot_geometry() {
   const std::vector<std::int64_t> slot_begin = this->slot_begin();
   std::vector<std::int64_t> begin, size, base, keys;
+  // One allocation of every owned row's key: a table too large fails here at once, before a
+  // single key is written.
+  keys.reserve(static_cast<std::size_t>(capacity_));
   std::int64_t next = 0;
   for (std::int64_t s : owned_slots_) {
     begin.push_back(slot_begin[s]);
