@@ -198,6 +198,26 @@ TEST(LayerRegistry, ShapeMismatchesShowExpectedAndActualShapes) {
                   {"'r'", "'x'", "both a bottom and a top"});
 }
 
+// HugeCTR's criteo_bin sample reshapes [batch, 26, 64] with leading_dim 64: [batch x 26, 64] rows
+// reach the loss, which says how many rows each label got and what to look at.
+TEST(LayerRegistry, ALossWhoseRowsAreSlotsFoldedIntoTheBatchSaysSo) {
+  Graph g(Place::host(), DType::F32);
+  g.input("e", {4, 3, 6});
+  g.input("label", {4, 1}, false, DType::F32);
+  g.add(R"({"name": "r", "type": "Reshape", "bottom": "e", "top": "r", "leading_dim": 6})");
+  g.add(R"({"name": "fc", "type": "InnerProduct", "bottom": "r", "top": "fc",
+            "fc_param": {"num_output": 1}})");
+  try {
+    g.add(R"({"name": "loss", "type": "BinaryCrossEntropyLoss", "bottom": ["fc", "label"],
+              "top": "l"})");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    expect_mentions(e.what(), {"labels 'label' [4, 1] f32 must have the batch of 'fc' [12, 1] f32",
+                               "(3 rows of it for each label: does a Reshape before it fold slots "
+                               "into the batch? Its leading_dim should be slots x width)"});
+  }
+}
+
 TEST(LayerRegistry, AttentionChecksHeadsShapesAndMask) {
   auto error = [](const std::string& json, bool mask_grad = false) -> std::string {
     Graph g(Place::host(), DType::F32);

@@ -52,7 +52,14 @@ LossLayer::LossLayer(const LayerSpec& spec, BuildContext& ctx, Kind kind,
   cols_ = x[1];
   if (rows_ == 0) fail("bottom ", bottom(0).describe(), " has an empty batch");
   if (y.numel() == 0 || y[0] != rows_) {
-    fail("labels ", bottom(1).describe(), " must have the batch of ", bottom(0).describe());
+    // A Reshape whose leading_dim is a slot's width turns [batch, slots, width] into
+    // [batch x slots, width]: HugeCTR's criteo_bin sample does so with 26 slots.
+    const bool folded = y.numel() > 0 && y[0] > 0 && rows_ % y[0] == 0;
+    fail("labels ", bottom(1).describe(), " must have the batch of ", bottom(0).describe(),
+         folded ? cat(" (", rows_ / y[0],
+                      " rows of it for each label: does a Reshape before it fold slots into the "
+                      "batch? Its leading_dim should be slots x width)")
+                : std::string());
   }
   switch (kind) {
     case Kind::BinaryCrossEntropy:
