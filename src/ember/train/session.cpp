@@ -44,6 +44,8 @@ data::DataSourceOptions data_source_options(const Replica& replica) {
   return o;
 }
 
+namespace {
+
 // HugeCTR's own samples (DCN, DeepFM) name a dense model, ./criteo.model, that its --model-init
 // step wrote; HugeCTR reports that it cannot open a missing one and trains from the initialisers.
 // So does Ember, with a warning, when every process of the job lacks the file: replicas of one
@@ -71,6 +73,8 @@ void start_without_missing_dense_model(SolverConfig& s, const SessionJob& job) {
       s.dense_model_file, fs::current_path(err).string());
   s.dense_model_file.clear();
 }
+
+}  // namespace
 
 std::string format_number(double v) {
   std::ostringstream os;
