@@ -154,13 +154,13 @@ struct PipelineStats {
 };
 
 // Host batches a steady run holds at once, made before the threads start: the readers'
-// lookahead, two batches per reader thread (filled or being filled, ahead of the collector); the
-// collector's two (the one it took from a worker, the one gathering
-// partial batches), plus in Epochs mode the one held back to mark the epoch's end; for host
-// pipelines also the prefetch queue's and the consumer's `consumer_holds` (GPU pipelines return
-// a host batch as soon as its copies are done).
-std::int64_t steady_host_batches(int workers, bool gpu, int prefetch_depth, PipelineMode mode,
-                                 int consumer_holds = 1);
+// lookahead, two batches per reader thread (filled or being filled, ahead of the collector), and
+// one more from the shard the collector waits for; the collector's two (the one it took from a
+// shard, the one gathering partial batches), plus in Epochs mode the one held back to mark the
+// epoch's end; for host pipelines also the prefetch queue's and the consumer's `consumer_holds`
+// (GPU pipelines return a host batch as soon as its copies are done).
+std::int64_t steady_host_batches(int reader_threads, bool gpu, int prefetch_depth,
+                                 PipelineMode mode, int consumer_holds = 1);
 
 // Device slots a GPU pipeline makes up front: the prefetch queue's, the one the collector fills
 // and the consumer's.

@@ -11,9 +11,9 @@ namespace {
 
 std::vector<Place> choose_places(const ModelConfig& c, const SessionOptions& o,
                                  const distributed::ProcessWorld& world) {
-  for (const std::string& d : {o.device, c.solver.device}) {
-    if (!d.empty() && d != "cpu" && d != "cuda")
-      EMBER_THROW_AS(ConfigError, "unknown device '", d, "' (expected cpu or cuda)");
+  // The solver's device was checked with the configuration; the caller's is checked here.
+  if (!o.device.empty() && o.device != "cpu" && o.device != "cuda") {
+    EMBER_THROW_AS(ConfigError, "unknown device '", o.device, "' (expected cpu or cuda)");
   }
   // GPUs or CPU ranks asked for by the caller (--gpus, --cpu-ranks) choose the device over the
   // solver's, and contradict a device the caller names: none of them is dropped without a word.
